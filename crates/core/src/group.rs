@@ -1,0 +1,124 @@
+//! Group settings and the path → id registry every controller shares.
+
+use std::collections::HashMap;
+
+use crate::error::{Error, Result};
+use crate::io::GroupId;
+
+/// Smallest weight (kernel `CGROUP_WEIGHT_MIN`).
+pub const WEIGHT_MIN: u32 = 1;
+/// Default weight (kernel `CGROUP_WEIGHT_DFL`).
+pub const WEIGHT_DEFAULT: u32 = 100;
+/// Largest weight (kernel `CGROUP_WEIGHT_MAX`).
+pub const WEIGHT_MAX: u32 = 10_000;
+
+/// What a caller can set on a group. Controllers ignore the settings they do not implement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupSettings {
+    /// Proportional weight, 1..=10000.
+    pub weight: u32,
+}
+
+impl Default for GroupSettings {
+    fn default() -> Self {
+        GroupSettings { weight: WEIGHT_DEFAULT }
+    }
+}
+
+impl GroupSettings {
+    /// Settings with the given weight and defaults elsewhere.
+    pub fn weight(weight: u32) -> Self {
+        GroupSettings { weight }
+    }
+
+    /// Checks every field, naming the group in the error.
+    pub fn validate(&self, path: &str) -> Result<()> {
+        if !(WEIGHT_MIN..=WEIGHT_MAX).contains(&self.weight) {
+            return Err(Error::InvalidWeight { path: path.to_string(), weight: self.weight });
+        }
+        Ok(())
+    }
+}
+
+/// Splits a group path into its components, rejecting empty ones.
+pub fn path_components(path: &str) -> Result<Vec<&str>> {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    if path.trim_matches('/').is_empty() || parts.iter().any(|p| p.is_empty()) {
+        return Err(Error::InvalidPath(path.to_string()));
+    }
+    Ok(parts)
+}
+
+/// Dense registry of group paths: ids are indices in creation order.
+#[derive(Clone, Debug, Default)]
+pub struct GroupNames {
+    paths: Vec<String>,
+    ids: HashMap<String, GroupId>,
+}
+
+impl GroupNames {
+    /// The id of `path`, if registered.
+    pub fn get(&self, path: &str) -> Option<GroupId> {
+        self.ids.get(path.trim_matches('/')).copied()
+    }
+
+    /// The id of `path`, registering it (not its ancestors) if new. The flag says whether it was new.
+    pub fn insert(&mut self, path: &str) -> Result<(GroupId, bool)> {
+        path_components(path)?;
+        let path = path.trim_matches('/');
+        if let Some(id) = self.ids.get(path) {
+            return Ok((*id, false));
+        }
+        let id = GroupId(self.paths.len() as u32);
+        self.paths.push(path.to_string());
+        self.ids.insert(path.to_string(), id);
+        Ok((id, true))
+    }
+
+    /// The id of `path` or [`Error::UnknownGroup`].
+    pub fn require(&self, path: &str) -> Result<GroupId> {
+        self.get(path).ok_or_else(|| Error::UnknownGroup(path.to_string()))
+    }
+
+    /// The path of a registered group.
+    pub fn path(&self, id: GroupId) -> &str {
+        &self.paths[id.index()]
+    }
+
+    /// Number of registered groups.
+    pub fn len(&self) -> usize {
+        self.paths.len()
+    }
+
+    /// True when no group is registered.
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weight_bounds_are_enforced() {
+        assert!(GroupSettings::weight(0).validate("a").is_err());
+        assert!(GroupSettings::weight(10_001).validate("a").is_err());
+        assert!(GroupSettings::weight(1).validate("a").is_ok());
+        assert!(GroupSettings::weight(10_000).validate("a").is_ok());
+        let msg = GroupSettings::weight(0).validate("web").unwrap_err().to_string();
+        assert!(msg.contains("web") && msg.contains("1 and 10000"), "{msg}");
+    }
+
+    #[test]
+    fn paths_are_normalised_and_checked() {
+        let mut names = GroupNames::default();
+        let (a, new) = names.insert("/workload/web/").unwrap();
+        assert!(new);
+        assert_eq!(names.insert("workload/web").unwrap(), (a, false));
+        assert_eq!(names.path(a), "workload/web");
+        assert!(names.insert("a//b").is_err());
+        assert!(names.insert("").is_err());
+        assert!(matches!(names.require("nope"), Err(Error::UnknownGroup(_))));
+    }
+}
