@@ -1,0 +1,278 @@
+//! Cgroups in the cgroup v1 `blkio` hierarchy: create, set BFQ weights and blk-throttle limits, move
+//! processes in, read statistics, and remove again on drop.
+//!
+//! Design:
+//! - A cgroup is created below this process's own blkio cgroup (the hierarchy root here), so the crate
+//!   also works in a container with a delegated subtree. Names may be nested (`bench-<pid>/tenant-a`);
+//!   a cgroup that already exists is refused, so drop never removes what it did not create.
+//! - Drop (and [`BlkioCgroup::remove`]) moves every task left in the cgroup back to the cgroup it was
+//!   created under, then removes the directory, then every intermediate directory of the name that is
+//!   empty by now. Siblings can therefore share a parent (`bench-<pid>/a`, `bench-<pid>/b`): whichever
+//!   is dropped last removes it.
+//! - [`BlkioCgroup::spawn`] puts a child in the cgroup *before* it execs, so none of its IO escapes.
+//! - Kernel errnos become precise errors: ENODEV (no such device), EINVAL (bad limit), ESRCH (no such
+//!   process), EACCES/EPERM (not root).
+
+use std::fs::OpenOptions;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use ioshare_core::iocost::line::DevNum;
+
+use crate::blkio_stats::BlkioStats;
+use crate::cgroup_mounts::{own_cgroup_dir, Hierarchy};
+use crate::error::{Error, Result};
+use crate::sysfs;
+
+/// BFQ's weight range (`blkio.bfq.weight`).
+pub const BFQ_WEIGHT_MIN: u32 = 1;
+/// BFQ's largest weight.
+pub const BFQ_WEIGHT_MAX: u32 = 1000;
+
+/// How often removal is retried while the kernel still counts an exiting task in the cgroup.
+const REMOVE_ATTEMPTS: u32 = 100;
+/// Pause between removal attempts (100 × 10 ms: a second at most).
+const REMOVE_RETRY_PAUSE: Duration = Duration::from_millis(10);
+
+/// One of the four blk-throttle limits of a cgroup on a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ThrottleKnob {
+    /// Read bytes per second (`blkio.throttle.read_bps_device`).
+    ReadBps,
+    /// Write bytes per second (`blkio.throttle.write_bps_device`).
+    WriteBps,
+    /// Read IOs per second (`blkio.throttle.read_iops_device`).
+    ReadIops,
+    /// Write IOs per second (`blkio.throttle.write_iops_device`).
+    WriteIops,
+}
+
+impl ThrottleKnob {
+    /// The cgroup file that holds this limit.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            ThrottleKnob::ReadBps => "blkio.throttle.read_bps_device",
+            ThrottleKnob::WriteBps => "blkio.throttle.write_bps_device",
+            ThrottleKnob::ReadIops => "blkio.throttle.read_iops_device",
+            ThrottleKnob::WriteIops => "blkio.throttle.write_iops_device",
+        }
+    }
+
+    /// The largest value the kernel stores (IOPS limits are 32-bit in the kernel).
+    fn max_value(self) -> u64 {
+        match self {
+            ThrottleKnob::ReadBps | ThrottleKnob::WriteBps => u64::MAX,
+            ThrottleKnob::ReadIops | ThrottleKnob::WriteIops => u64::from(u32::MAX),
+        }
+    }
+}
+
+/// A cgroup in the v1 `blkio` hierarchy, created by [`BlkioCgroup::create`] and removed on drop.
+#[derive(Debug)]
+pub struct BlkioCgroup {
+    /// The cgroup directory.
+    path: PathBuf,
+    /// The cgroup it was created under (where left-over tasks go back to).
+    base: PathBuf,
+    /// Number of path components of the name (how far up removal may go).
+    depth: usize,
+    /// Cleared once removed, so drop does nothing more.
+    live: bool,
+}
+
+impl BlkioCgroup {
+    /// Creates the cgroup `name` (e.g. `ioshare-bench-<pid>/tenant-a`) below this process's blkio
+    /// cgroup. Fails if it already exists; missing parents are created.
+    pub fn create(name: &str) -> Result<Self> {
+        let depth = check_name(name)?;
+        let base = own_cgroup_dir(Hierarchy::V1("blkio")).ok_or(Error::BlkioNotMounted)?;
+        let path = base.join(name);
+        let parent = path.parent().unwrap_or(&base);
+        std::fs::create_dir_all(parent).map_err(|e| sysfs::file_error("create cgroup".to_string(), parent, e))?;
+        if let Err(e) = std::fs::create_dir(&path) {
+            remove_empty_parents(&path, depth);
+            return Err(match e.kind() {
+                io::ErrorKind::AlreadyExists => Error::CgroupExists { path: path.clone() },
+                _ => sysfs::file_error("create cgroup".to_string(), &path, e),
+            });
+        }
+        Ok(BlkioCgroup { path, base, depth, live: true })
+    }
+
+    /// The cgroup's directory, e.g. `/sys/fs/cgroup/blkio/ioshare-bench-42/tenant-a`.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Sets the cgroup's BFQ weight (`blkio.bfq.weight`, 1..=1000, default 100). It applies on devices
+    /// whose scheduler is `bfq` (see [`crate::LoopDevice::set_scheduler`]); elsewhere it is stored but
+    /// has no effect. Without BFQ loaded the file does not exist: [`Error::BfqWeightMissing`].
+    pub fn set_bfq_weight(&self, weight: u32) -> Result<()> {
+        if !(BFQ_WEIGHT_MIN..=BFQ_WEIGHT_MAX).contains(&weight) {
+            return Err(Error::InvalidBfqWeight(weight));
+        }
+        let file = self.path.join("blkio.bfq.weight");
+        if !file.exists() {
+            return Err(Error::BfqWeightMissing { cgroup: self.path.clone() });
+        }
+        sysfs::write(&file, &weight.to_string())
+    }
+
+    /// Sets a blk-throttle limit of this cgroup on device `dev`; `value` 0 removes the limit (kernel
+    /// semantics). Limits act on bios as they enter the device's queue, whatever the scheduler.
+    pub fn set_throttle(&self, dev: DevNum, knob: ThrottleKnob, value: u64) -> Result<()> {
+        let name = knob.file_name();
+        if value > knob.max_value() {
+            return Err(Error::InvalidLimit { knob: name, value, reason: "IOPS limits must fit in 32 bits" });
+        }
+        let file = self.path.join(name);
+        let line = format!("{dev} {value}");
+        sysfs::write_raw(&file, &line).map_err(|e| match e.raw_os_error() {
+            Some(libc::ENODEV) => Error::NoSuchDevice(dev),
+            Some(libc::EINVAL) | Some(libc::ERANGE) => {
+                Error::InvalidLimit { knob: name, value, reason: "the kernel refused it (EINVAL)" }
+            }
+            _ => sysfs::file_error(format!("write '{line}' to"), &file, e),
+        })
+    }
+
+    /// Moves process `pid` (all its threads) into this cgroup.
+    pub fn add_pid(&self, pid: u32) -> Result<()> {
+        let file = self.path.join("cgroup.procs");
+        sysfs::write_raw(&file, &pid.to_string()).map_err(|e| match e.raw_os_error() {
+            Some(libc::ESRCH) => Error::NoSuchProcess { pid, cgroup: self.path.clone() },
+            _ => sysfs::file_error(format!("write '{pid}' to"), &file, e),
+        })
+    }
+
+    /// Spawns `cmd` inside this cgroup: the child joins it between fork and exec, so even its first IO
+    /// is accounted and limited here (unlike spawning and then calling [`BlkioCgroup::add_pid`]).
+    pub fn spawn(&self, mut cmd: Command) -> Result<Child> {
+        let file = self.path.join("cgroup.procs");
+        let procs =
+            OpenOptions::new().write(true).open(&file).map_err(|e| sysfs::file_error("open".to_string(), &file, e))?;
+        let fd = procs.as_raw_fd();
+        // SAFETY: the hook runs in the forked child before exec and only calls write(2), which is
+        // async-signal-safe; `fd` stays open in the parent (hence in the child) until `spawn` returns.
+        // Writing "0" to cgroup.procs moves the writing process.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::write(fd, b"0".as_ptr().cast(), 1) == 1 {
+                    Ok(())
+                } else {
+                    Err(io::Error::last_os_error())
+                }
+            });
+        }
+        let program = cmd.get_program().to_string_lossy().into_owned();
+        cmd.spawn().map_err(|e| Error::KernelFile {
+            action: format!("cannot start '{program}' in cgroup"),
+            path: self.path.clone(),
+            source: e,
+        })
+    }
+
+    /// The cgroup's blk-throttle statistics (`blkio.throttle.io_serviced`, `io_service_bytes`).
+    ///
+    /// The kernel counts them only on devices where blk-throttle is active, i.e. where some cgroup has
+    /// had a throttle limit set (the kernel sets blk-throttle up per device on first configuration).
+    pub fn stats(&self) -> Result<BlkioStats> {
+        let serviced = sysfs::read(&self.path.join("blkio.throttle.io_serviced"))?;
+        let bytes = sysfs::read(&self.path.join("blkio.throttle.io_service_bytes"))?;
+        BlkioStats::from_files(&serviced, &bytes)
+    }
+
+    /// Removes the cgroup now, reporting failure (drop does the same but can only print).
+    pub fn remove(mut self) -> Result<()> {
+        self.remove_now()
+    }
+
+    /// Moves tasks back to the base cgroup, removes the directory and the empty parents of its name.
+    fn remove_now(&mut self) -> Result<()> {
+        if !self.live {
+            return Ok(());
+        }
+        let base_procs = self.base.join("cgroup.procs");
+        let mut attempt = 0;
+        loop {
+            for pid in sysfs::read(&self.path.join("cgroup.procs"))?.split_whitespace() {
+                match sysfs::write_raw(&base_procs, pid) {
+                    Err(e) if e.raw_os_error() != Some(libc::ESRCH) => {
+                        return Err(sysfs::file_error(format!("write '{pid}' to"), &base_procs, e));
+                    }
+                    _ => {}
+                }
+            }
+            match std::fs::remove_dir(&self.path) {
+                Ok(()) => break,
+                // EBUSY: a task was still exiting or was just forked inside; move and try again.
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) && attempt < REMOVE_ATTEMPTS => {
+                    attempt += 1;
+                    std::thread::sleep(REMOVE_RETRY_PAUSE);
+                }
+                Err(e) => return Err(sysfs::file_error("remove cgroup".to_string(), &self.path, e)),
+            }
+        }
+        self.live = false;
+        remove_empty_parents(&self.path, self.depth);
+        Ok(())
+    }
+}
+
+impl Drop for BlkioCgroup {
+    fn drop(&mut self) {
+        if let Err(e) = self.remove_now() {
+            eprintln!("ioshare-host: cannot remove cgroup {}: {e}", self.path.display());
+        }
+    }
+}
+
+/// Removes the parents of cgroup `path` that its name of `depth` components created, deepest first,
+/// stopping at the first that is not empty (EBUSY: a sibling cgroup still lives there).
+fn remove_empty_parents(path: &Path, depth: usize) {
+    for parent in path.ancestors().skip(1).take(depth - 1) {
+        if std::fs::remove_dir(parent).is_err() {
+            break;
+        }
+    }
+}
+
+/// Checks a cgroup name (relative, `/`-separated, no `.`/`..`/empty parts) and returns its depth.
+fn check_name(name: &str) -> Result<usize> {
+    let bad = |reason| Error::InvalidCgroupName { name: name.to_string(), reason };
+    if name.is_empty() {
+        return Err(bad("it is empty (use e.g. 'ioshare-bench-<pid>/tenant-a')"));
+    }
+    if name.starts_with('/') {
+        return Err(bad("it must be relative to this process's cgroup (drop the leading '/')"));
+    }
+    if name.split('/').any(|part| part.is_empty()) {
+        return Err(bad("it has an empty component (no '//' or trailing '/')"));
+    }
+    if name.split('/').any(|part| part == "." || part == "..") {
+        return Err(bad("'.' and '..' are not allowed"));
+    }
+    if name.contains('\n') || name.contains('\0') {
+        return Err(bad("it contains a newline or NUL"));
+    }
+    Ok(name.split('/').count())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked() {
+        assert_eq!(check_name("a").unwrap(), 1);
+        assert_eq!(check_name("ioshare-bench-42/tenant-a").unwrap(), 2);
+        for bad in ["", "/abs", "a//b", "a/", "../up", "a/./b", "a\nb"] {
+            let err = check_name(bad).unwrap_err().to_string();
+            assert!(err.starts_with("invalid cgroup name"), "{bad:?}: {err}");
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! ioshare-host: the kernel-side plumbing. Loop devices, cgroup v1 `blkio` (blk-throttle limits, BFQ
+//! weights), the cgroup v2 `io.max`/`io.weight` formats, and a probe of what this host offers, so
+//! `ioshare bench` can run each tenant under the kernel's own controllers as peers of ioshare's.
+//!
+//! # API
+//! ```text
+//! LoopDevice::attach(file: &Path, direct_io: bool) -> Result<LoopDevice>   // losetup --find --show [--direct-io=on]
+//!     .path() -> &Path                  // /dev/loopN
+//!     .dev() -> DevNum                  // 7:N, ioshare_core::iocost::line::DevNum
+//!     .set_scheduler(name) -> Result<()>// "bfq", "none": this loop device only; restored on drop
+//!     .scheduler() -> Result<String>    // current scheduler
+//!     drop                              // scheduler restored, device detached (the kernel also
+//!                                       // detaches it if the process dies: autoclear)
+//! BlkioCgroup::create(name) -> Result<BlkioCgroup>   // e.g. "ioshare-bench-<pid>/tenant-a", below our
+//!                                                    // own blkio cgroup; refused if it exists
+//!     .path() -> &Path
+//!     .set_bfq_weight(1..=1000) -> Result<()>        // blkio.bfq.weight; Error::BfqWeightMissing if BFQ
+//!                                                    // is not loaded; acts on devices using bfq
+//!     .set_throttle(dev, ThrottleKnob, value) -> Result<()>   // blkio.throttle.*_device, 0 = no limit
+//!     .add_pid(pid) -> Result<()>                    // cgroup.procs
+//!     .spawn(Command) -> Result<Child>               // child joins before exec: all its IO counts
+//!     .stats() -> Result<BlkioStats>                 // blkio.throttle.io_serviced/io_service_bytes
+//!     .remove() -> Result<()>                        // what drop does, with the error returned
+//!     drop                                           // tasks moved back, cgroup (and empty parents
+//!                                                    // of its name) removed
+//! ThrottleKnob::{ReadBps, WriteBps, ReadIops, WriteIops}
+//! BlkioStats { devices: Vec<DeviceStats { dev, ios: RwCounts, bytes: RwCounts }> }, .device(dev)
+//! Capabilities::probe() -> Capabilities, .kernel_peers() -> Vec<KernelPeer>, Display (human-readable)
+//! IoMax (io.max line: FromStr/Display, parse_file/format_file), IoWeight (io.weight file: FromStr/Display)
+//! is_root() -> bool; skip_unless_root(test) -> bool   // prints "skipping <test>: needs root (...)"
+//! ```
+//! Errors are [`Error`]: one line each, naming what is wrong and how to fix it.
+//!
+//! What this host allows (see `../shared/research/observe-memory.md`): cgroup v1 `blkio` with
+//! blk-throttle and BFQ; no cgroup v2 `io` controller, so `io.max`/`io.weight` are formats only here.
+//! cgroup v1 cannot attribute buffered writes to a file system (writeback runs in kernel threads): use
+//! direct IO on the loop device for kernel-peer runs.
+
+mod blkio;
+mod blkio_stats;
+mod capabilities;
+mod cgroup_mounts;
+mod error;
+mod io_max;
+mod io_weight;
+mod loop_device;
+mod loop_sys;
+mod privilege;
+mod sysfs;
+
+pub use blkio::{BlkioCgroup, ThrottleKnob, BFQ_WEIGHT_MAX, BFQ_WEIGHT_MIN};
+pub use blkio_stats::{BlkioStats, DeviceStats, RwCounts};
+pub use capabilities::{Capabilities, KernelPeer};
+pub use error::{Error, Result};
+pub use io_max::IoMax;
+pub use io_weight::{IoWeight, IO_WEIGHT_DEFAULT, IO_WEIGHT_MAX, IO_WEIGHT_MIN};
+pub use ioshare_core::iocost::line::DevNum;
+pub use loop_device::LoopDevice;
+pub use privilege::{is_root, skip_unless_root};

@@ -1,0 +1,259 @@
+//! Loop devices over a file: attached with the loop driver's ioctls, detached on drop.
+//!
+//! Design: ioctls (see [`crate::loop_sys`]) rather than running `losetup --find --show`, because
+//! - `LOOP_CONFIGURE` sets the backing file, direct IO and `LO_FLAGS_AUTOCLEAR` in one call, and
+//! - a [`LoopDevice`] keeps the device open for its whole life; with autoclear the kernel detaches the
+//!   device when the last opener closes it, so even a process killed by SIGKILL or an unhandled Ctrl-C
+//!   leaves no loop device behind. `losetup` attaches and exits: nothing would clean up after a kill.
+//!
+//! The `loopdev` crates generate their bindings with bindgen, which needs clang at build time (not
+//! installed here); the ABI needed is four ioctls and one struct, so it is written out by hand.
+//!
+//! Races with other processes attaching at the same moment are handled as `losetup` does: a device
+//! that turns out to be taken (`EBUSY`) is skipped and another free one requested.
+//!
+//! The IO scheduler of a loop device outlives the attachment (loop devices persist), so
+//! [`LoopDevice::set_scheduler`] remembers the original and restores it on drop.
+
+use std::collections::BTreeSet;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use ioshare_core::iocost::line::DevNum;
+
+use crate::error::{Error, Result};
+use crate::loop_sys::{self, LoopConfig, LO_FLAGS_AUTOCLEAR, LO_FLAGS_DIRECT_IO};
+use crate::sysfs;
+
+/// How many times a free device is requested before giving up (each miss means another process took
+/// the device between `LOOP_CTL_GET_FREE` and `LOOP_CONFIGURE`).
+const ATTACH_ATTEMPTS: usize = 32;
+
+/// A loop device attached to a file; detached on drop (also when unwinding from a panic, and by the
+/// kernel itself if the process dies, see the module comment).
+#[derive(Debug)]
+pub struct LoopDevice {
+    /// N in `/dev/loopN`.
+    index: u32,
+    /// `/dev/loopN`.
+    path: PathBuf,
+    /// Its device number.
+    dev: DevNum,
+    /// The device, held open: with autoclear, closing the last descriptor detaches it. `None` only
+    /// once detached.
+    device: Option<File>,
+    /// Whether `LOOP_CTL_GET_FREE` created the device for us (then it is removed again on drop).
+    created: bool,
+    /// The scheduler the device had before [`LoopDevice::set_scheduler`] first changed it.
+    original_scheduler: Mutex<Option<String>>,
+}
+
+impl LoopDevice {
+    /// Attaches a free loop device to `file`, like `losetup --find --show [--direct-io=on] FILE`.
+    ///
+    /// With `direct_io` the loop driver reads and writes the file with O_DIRECT, so the page cache is
+    /// not in the measured path; if the file's filesystem cannot do that (tmpfs), this fails with
+    /// [`Error::DirectIoUnsupported`] and nothing stays attached.
+    pub fn attach(file: &Path, direct_io: bool) -> Result<Self> {
+        let backing = open_backing(file)?;
+        let control =
+            OpenOptions::new().read(true).write(true).open("/dev/loop-control").map_err(|e| match e.kind() {
+                io::ErrorKind::NotFound => Error::NoLoopControl,
+                _ => sysfs::file_error("open".to_string(), Path::new("/dev/loop-control"), e),
+            })?;
+        let attach_error = |source| Error::LoopAttach { path: file.to_path_buf(), source };
+        let existing = loop_indices();
+        let flags = LO_FLAGS_AUTOCLEAR | if direct_io { LO_FLAGS_DIRECT_IO } else { 0 };
+        let config = LoopConfig::new(backing.as_fd(), flags, file.as_os_str().as_bytes());
+
+        for _ in 0..ATTACH_ATTEMPTS {
+            let index = loop_sys::get_free(control.as_fd()).map_err(attach_error)?;
+            let path = PathBuf::from(format!("/dev/loop{index}"));
+            let device = OpenOptions::new().read(true).write(true).open(&path).map_err(attach_error)?;
+            match loop_sys::configure(device.as_fd(), &config) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => continue,
+                Err(e) => return Err(attach_error(e)),
+            }
+            // From here on the device is ours: `Drop` detaches it if anything below fails.
+            let mut attached = LoopDevice {
+                index,
+                path,
+                dev: DevNum { major: 0, minor: 0 },
+                device: Some(device),
+                created: !existing.contains(&index),
+                original_scheduler: Mutex::new(None),
+            };
+            attached.dev = attached.read_dev()?;
+            if direct_io && sysfs::read(&attached.sys_dir().join("loop/dio"))?.trim() != "1" {
+                return Err(Error::DirectIoUnsupported { path: file.to_path_buf() });
+            }
+            return Ok(attached);
+        }
+        Err(attach_error(io::Error::new(
+            io::ErrorKind::ResourceBusy,
+            format!("every free loop device was taken by another process ({ATTACH_ATTEMPTS} attempts); retry"),
+        )))
+    }
+
+    /// The device node, `/dev/loopN`.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The device number (`7:N` for the first 256 loop devices), as cgroup files name devices.
+    pub fn dev(&self) -> DevNum {
+        self.dev
+    }
+
+    /// The device's current IO scheduler (`none`, `mq-deadline`, `bfq`, ...).
+    pub fn scheduler(&self) -> Result<String> {
+        let text = sysfs::read(&self.scheduler_file())?;
+        Ok(parse_scheduler(&text).0.unwrap_or("none").to_string())
+    }
+
+    /// Switches this loop device's IO scheduler to `name` (`bfq` for BFQ weights, `none` to undo).
+    ///
+    /// Only this loop device is touched, never the disk below it; the original scheduler is restored
+    /// on drop, because loop devices outlive their attachment.
+    pub fn set_scheduler(&self, name: &str) -> Result<()> {
+        let file = self.scheduler_file();
+        let before = sysfs::read(&file)?;
+        let (current, available) = parse_scheduler(&before);
+        let mut original = self.original_scheduler.lock().unwrap_or_else(|p| p.into_inner());
+        if original.is_none() {
+            *original = Some(current.unwrap_or("none").to_string());
+        }
+        let unavailable = || Error::SchedulerUnavailable {
+            device: self.path.clone(),
+            name: name.to_string(),
+            available: available.join(" "),
+        };
+        match sysfs::write_raw(&file, name) {
+            Ok(()) => {}
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOENT)) => return Err(unavailable()),
+            Err(e) => return Err(sysfs::file_error(format!("write '{name}' to"), &file, e)),
+        }
+        match parse_scheduler(&sysfs::read(&file)?).0 {
+            Some(now) if now == name => Ok(()),
+            _ => Err(unavailable()),
+        }
+    }
+
+    /// `/sys/block/loopN`.
+    fn sys_dir(&self) -> PathBuf {
+        PathBuf::from(format!("/sys/block/loop{}", self.index))
+    }
+
+    /// `/sys/block/loopN/queue/scheduler`.
+    fn scheduler_file(&self) -> PathBuf {
+        self.sys_dir().join("queue/scheduler")
+    }
+
+    /// Reads `MAJ:MIN` from `/sys/block/loopN/dev`.
+    fn read_dev(&self) -> Result<DevNum> {
+        let file = self.sys_dir().join("dev");
+        let text = sysfs::read(&file)?;
+        text.trim().parse().map_err(|()| Error::KernelFile {
+            action: "cannot parse the device number in".to_string(),
+            path: file,
+            source: io::Error::new(io::ErrorKind::InvalidData, text.trim().to_string()),
+        })
+    }
+
+    /// Restores the scheduler, detaches, and removes a device node we created. Best effort: a failure
+    /// is reported on stderr, as nothing can be returned from `drop`.
+    fn detach(&mut self) {
+        let original = self.original_scheduler.get_mut().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(original) = original {
+            if let Err(e) = sysfs::write(&self.scheduler_file(), &original) {
+                eprintln!("ioshare-host: cannot restore the scheduler of {}: {e}", self.path.display());
+            }
+        }
+        let Some(device) = self.device.take() else { return };
+        // We are normally the only opener, so this detaches at once; if a child process still holds the
+        // device open, the kernel detaches it when that process closes it (autoclear).
+        if let Err(e) = loop_sys::clear(device.as_fd()) {
+            eprintln!("ioshare-host: cannot detach {}: {e}", self.path.display());
+        }
+        // The device cannot be removed while open, so close it first.
+        drop(device);
+        if self.created {
+            if let Ok(control) = OpenOptions::new().read(true).write(true).open("/dev/loop-control") {
+                // EBUSY means another process uses the device by now: then it is theirs to keep.
+                let _ = loop_sys::remove(control.as_fd(), self.index);
+            }
+        }
+    }
+}
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        self.detach();
+    }
+}
+
+/// Opens `file` read-write for a loop device, with an error that says what is wrong with it.
+fn open_backing(file: &Path) -> Result<File> {
+    let bad = |reason: &str| Error::BackingFile { path: file.to_path_buf(), reason: reason.to_string() };
+    let backing = OpenOptions::new().read(true).write(true).open(file).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => bad("no such file (create it first)"),
+        io::ErrorKind::IsADirectory => bad("it is a directory (give a regular file)"),
+        io::ErrorKind::PermissionDenied => bad("permission denied (it must be readable and writable)"),
+        _ => bad(&e.to_string()),
+    })?;
+    let meta = backing.metadata().map_err(|e| bad(&e.to_string()))?;
+    if !meta.is_file() {
+        return Err(bad("not a regular file"));
+    }
+    if meta.len() == 0 {
+        return Err(bad("the file is empty (give it a size first, e.g. truncate -s 1G FILE)"));
+    }
+    Ok(backing)
+}
+
+/// Indices of the loop devices that exist now (`/sys/block/loopN`).
+fn loop_indices() -> BTreeSet<u32> {
+    std::fs::read_dir("/sys/block")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.strip_prefix("loop")?.parse().ok())
+        .collect()
+}
+
+/// Splits a `queue/scheduler` line like `none [mq-deadline] bfq` into the current scheduler (the
+/// bracketed one; none when the device has no choice) and all available ones.
+pub(crate) fn parse_scheduler(text: &str) -> (Option<&str>, Vec<&str>) {
+    let mut current = None;
+    let available = text
+        .split_whitespace()
+        .map(|word| match word.strip_prefix('[').and_then(|w| w.strip_suffix(']')) {
+            Some(name) => {
+                current = Some(name);
+                name
+            }
+            None => word,
+        })
+        .collect();
+    (current, available)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scheduler_line_names_current_and_available() {
+        let (current, available) = parse_scheduler("[none] mq-deadline kyber bfq \n");
+        assert_eq!(current, Some("none"));
+        assert_eq!(available, ["none", "mq-deadline", "kyber", "bfq"]);
+        let (current, _) = parse_scheduler("none mq-deadline kyber [bfq]\n");
+        assert_eq!(current, Some("bfq"));
+        assert_eq!(parse_scheduler("none\n").0, None);
+    }
+}
