@@ -1,27 +1,302 @@
-//! IOCost (placeholder while the controller is written; see model.rs and qos.rs).
+//! IOCost: proportional IO control by device occupancy (Linux `blk-iocost`, restated for userspace).
+//!
+//! # The model
+//! Counting IOs or bytes does not say how much of a device an IO occupies: a 4 KiB random read can
+//! take as long as a megabyte read sequentially. IOCost charges every IO its expected *device time*,
+//! from a per-device [cost model](model) (absolute cost, in virtual-time units where one second is
+//! 2^37), and shares device time by weight.
+//!
+//! # Hierarchical weights
+//! Groups form a [tree](tree) addressed by paths. A group's share (hweight) is the product, along its
+//! path, of its weight over the sum of its *active* siblings' weights; only groups that issued IO
+//! recently are active. hweights are cached per group and revalidated by a generation number, so the
+//! issue path never walks the tree.
+//!
+//! # Virtual time
+//! The device has a global clock, vtime, that advances at `vrate` × wall time (vrate 100% = the model
+//! is exact). Each group has a local vtime; an IO of absolute cost `c` costs the group `c / hweight`
+//! of local vtime. It may issue when `local + cost <= global`: the gap is the group's budget. A group
+//! that cannot issue queues its IO FIFO and a timer wakes it when the budget will exist. A newly
+//! active group starts with half a period of budget, and budget above that is never accumulated.
+//!
+//! # Planning
+//! Every period (a multiple of the latency target, 1 ms..1 s) the [planner](planner) reads the
+//! latencies of completed IOs (net of their size cost) and the time IOs waited for a device slot,
+//! derives a busy level, and moves vrate up while groups are throttled with spare capacity, or down
+//! when latency targets are missed. It deactivates idle groups, and has groups that do not use their
+//! share [donate](donation) it: their in-use weight drops so that their budget would end the next
+//! period at 50% of a period, and everyone else's share grows by one global factor (the kernel's
+//! "Andy's method"). A donor takes weight back on its own issue path, 25% at a time, the moment it
+//! needs it.
+//!
+//! # Debt
+//! IO that must not wait (swap, metadata; in userspace: IO marked `must_issue`) is issued at once and
+//! its cost recorded as debt in absolute units, repaid from later budget at the group's full share.
+//! While in debt a group donates everything and its other IO waits. Debt beyond five periods turns
+//! into a delay (250 µs..250 ms, halving each second) the caller must impose on the group's
+//! producer. Debt is forgiven (halved every 100 ms) while the device is mostly idle.
+//!
+//! # Userspace adaptation
+//! Time is a parameter in ns (the kernel uses µs); wait queues hold IOs instead of sleeping tasks;
+//! per-group hrtimers are entries of one timer heap served by [`Controller::dispatch`]; the delay is
+//! returned from `submit` instead of sleeping the task. The built-in parameter sets are not switched
+//! automatically (the kernel's "autop"): the caller gives the model and QoS.
 
+pub mod donation;
+pub mod issue;
 pub mod line;
 pub mod model;
+pub mod planner;
 pub mod qos;
+pub mod tree;
 
-use crate::controller::{Completion, Controller, Dispatch, Event, Stats, Submit};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use crate::controller::{Completion, Controller, DeviceStats, Dispatch, Event, GroupStats, Stats, Submit};
 use crate::error::Result;
-use crate::group::GroupSettings;
-use crate::io::{GroupId, Io, Nanos};
-use model::{CostModel, LinearModel};
+use crate::group::{path_components, GroupNames, GroupSettings};
+use crate::io::{GroupId, Io, Nanos, NSEC_PER_USEC};
+use model::{CostModel, LinearModel, VTIME_PER_USEC};
 use qos::QosParams;
+use tree::{Tree, WEIGHT_ONE};
+
+/// Budget margins in % of a period: below MIN no donation, below LOW snapback, TARGET = start budget.
+const MARGIN_MIN_PCT: u64 = 10;
+const MARGIN_LOW_PCT: u64 = 20;
+const MARGIN_TARGET_PCT: u64 = 50;
+/// Most events kept between two `take_events` calls; later ones are dropped.
+const MAX_EVENTS: usize = 100_000;
+
+/// Budget margins in vtime units, derived from the period and the base vrate.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Margins {
+    min: u64,
+    low: u64,
+    target: u64,
+}
+
+/// Latency and device-slot statistics of the current period.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct LatStat {
+    nr_met: [u64; 2],
+    nr_missed: [u64; 2],
+    rq_wait_ns: u64,
+}
 
 /// The IOCost controller of one device.
 #[derive(Debug)]
 pub struct IoCost<M: CostModel = LinearModel> {
     model: M,
     qos: QosParams,
+    names: GroupNames,
+    /// Tree index of each group id.
+    node_of: Vec<u32>,
+    /// Group id of each tree node (root: none).
+    id_of: Vec<Option<GroupId>>,
+    tree: Tree,
+    /// Activated leaves (kernel `active_iocgs`).
+    active_list: Vec<u32>,
+    running: bool,
+    period_us: u64,
+    timer_slack_ns: u64,
+    margins: Margins,
+    vrate_min: u64,
+    vrate_max: u64,
+    /// Controlled vrate, vtime units per µs (VTIME_PER_USEC = 100%).
+    vtime_base_rate: u64,
+    /// `vtime_base_rate` plus vtime-loss compensation; advances vnow.
+    vtime_rate: u64,
+    /// Budget thrown away this period (negative), compensated by `vtime_rate`.
+    vtime_err: i64,
+    period_at: Nanos,
+    period_at_vtime: u64,
+    cur_period: u64,
+    busy_level: i32,
+    lat: LatStat,
+    nr_done: u64,
+    last_missed_ppm: [u32; 2],
+    last_rq_wait_pct: u32,
+    dfgv_period_at: Nanos,
+    dfgv_period_rem: u64,
+    dfgv_usage_us_sum: u64,
+    /// IOs released by wait-queue kicks, not yet handed out by `dispatch`.
+    ready: VecDeque<Io>,
+    /// Wake-up times of groups' wait queues (stale entries skipped).
+    timers: BinaryHeap<Reverse<(Nanos, u32)>>,
+    events: Vec<Event>,
 }
 
 impl<M: CostModel> IoCost<M> {
     /// A controller for a device described by `model`, with latency QoS `qos`.
     pub fn new(model: M, qos: QosParams) -> Self {
-        IoCost { model, qos }
+        let mut c = IoCost {
+            model,
+            qos,
+            names: GroupNames::default(),
+            node_of: Vec::new(),
+            id_of: vec![None],
+            tree: Tree::new(),
+            active_list: Vec::new(),
+            running: false,
+            period_us: 0,
+            timer_slack_ns: 0,
+            margins: Margins::default(),
+            vrate_min: 0,
+            vrate_max: 0,
+            vtime_base_rate: VTIME_PER_USEC,
+            vtime_rate: VTIME_PER_USEC,
+            vtime_err: 0,
+            period_at: 0,
+            period_at_vtime: 0,
+            cur_period: 0,
+            busy_level: 0,
+            lat: LatStat::default(),
+            nr_done: 0,
+            last_missed_ppm: [0; 2],
+            last_rq_wait_pct: 0,
+            dfgv_period_at: 0,
+            dfgv_period_rem: 0,
+            dfgv_usage_us_sum: 0,
+            ready: VecDeque::new(),
+            timers: BinaryHeap::new(),
+            events: Vec::new(),
+        };
+        c.refresh_params();
+        c
+    }
+
+    /// Replaces the cost model (e.g. after re-profiling); vrate is kept.
+    pub fn set_model(&mut self, model: M) {
+        self.model = model;
+    }
+
+    /// Replaces the QoS parameters; the period, margins and vrate bounds follow.
+    pub fn set_qos(&mut self, qos: QosParams) {
+        self.qos = qos;
+        self.refresh_params();
+    }
+
+    /// The cost model in use.
+    pub fn model(&self) -> &M {
+        &self.model
+    }
+
+    /// Current base vrate in percent.
+    pub fn vrate_pct(&self) -> f64 {
+        self.vtime_base_rate as f64 * 100.0 / VTIME_PER_USEC as f64
+    }
+
+    /// Period length, vrate bounds and margins from the QoS parameters (kernel `ioc_refresh_params`).
+    fn refresh_params(&mut self) {
+        self.period_us = self.qos.period_us();
+        self.timer_slack_ns = self.period_us * NSEC_PER_USEC / 100;
+        self.vrate_min = (self.qos.min_ppm as u64 * VTIME_PER_USEC).div_ceil(1_000_000);
+        self.vrate_max = self.qos.max_ppm as u64 * VTIME_PER_USEC / 1_000_000;
+        self.refresh_margins();
+    }
+
+    fn refresh_margins(&mut self) {
+        let m = |pct: u64| (self.period_us * pct / 100) * self.vtime_base_rate;
+        self.margins = Margins { min: m(MARGIN_MIN_PCT), low: m(MARGIN_LOW_PCT), target: m(MARGIN_TARGET_PCT) };
+    }
+
+    /// Global vtime at `now` (kernel `ioc_now`), wrapping like the kernel's.
+    #[inline]
+    fn vnow(&self, now: Nanos) -> u64 {
+        let elapsed = now.saturating_sub(self.period_at);
+        let (us, rem_ns) = (elapsed / NSEC_PER_USEC, elapsed % NSEC_PER_USEC);
+        let delta = us.wrapping_mul(self.vtime_rate).wrapping_add(rem_ns * self.vtime_rate / NSEC_PER_USEC);
+        self.period_at_vtime.wrapping_add(delta)
+    }
+
+    fn period_ns(&self) -> Nanos {
+        self.period_us * NSEC_PER_USEC
+    }
+
+    fn log(&mut self, event: Event) {
+        if self.events.len() < MAX_EVENTS {
+            self.events.push(event);
+        }
+    }
+
+    fn path_of(&self, node: u32) -> String {
+        self.id_of[node as usize].map(|id| self.names.path(id).to_string()).unwrap_or_default()
+    }
+
+    /// Creates the node for `path` and its missing ancestors.
+    fn ensure_node(&mut self, path: &str, weight: u32) -> Result<GroupId> {
+        let parts = path_components(path)?;
+        let mut parent = 0u32;
+        let mut id = None;
+        for depth in 1..=parts.len() {
+            let prefix = parts[..depth].join("/");
+            let w = if depth == parts.len() { weight } else { crate::group::WEIGHT_DEFAULT };
+            let (gid, new) = self.names.insert(&prefix)?;
+            if new {
+                let node = self.tree.add(parent, w as u64 * WEIGHT_ONE);
+                self.node_of.push(node);
+                self.id_of.push(Some(gid));
+            }
+            parent = self.node_of[gid.index()];
+            id = Some(gid);
+        }
+        Ok(id.expect("a path has at least one component"))
+    }
+
+    /// Changes a group's weight; an active group's inuse scales with it (kernel `weight_updated`).
+    fn set_weight(&mut self, now: Nanos, node: u32, weight: u32) {
+        let new = weight as u64 * WEIGHT_ONE;
+        let n = &self.tree.nodes[node as usize];
+        let old = n.weight;
+        if new == old {
+            return;
+        }
+        if n.active != 0 {
+            let inuse = (n.inuse * new).div_ceil(old);
+            let margin = self.margin_of(now, node);
+            self.tree.nodes[node as usize].weight = new;
+            self.tree.propagate(node, new, inuse, Some(margin));
+            self.tree.commit();
+        } else {
+            self.tree.nodes[node as usize].weight = new;
+        }
+    }
+
+    /// `vnow - vtime` of a node: its budget, negative when over.
+    fn margin_of(&self, now: Nanos, node: u32) -> i64 {
+        self.vnow(now).wrapping_sub(self.tree.nodes[node as usize].vtime) as i64
+    }
+
+    fn group_stats(&self, now: Nanos, id: GroupId) -> GroupStats {
+        let node = self.node_of[id.index()];
+        let n = &self.tree.nodes[node as usize];
+        let (hwa, hwi) = if n.active != 0 { self.tree.compute_hweights(node) } else { (0, 0) };
+        let since = |s: Option<Nanos>| s.map_or(0, |t| now.saturating_sub(t));
+        // Inner nodes report the sums of their subtree.
+        let subtree = self.tree.nodes.iter().filter(|m| m.ancestors.get(n.level as usize) == Some(&node));
+        let (mut usage, mut wait, mut issued, mut queued, mut debt) = (0u64, 0u64, 0u64, 0u64, 0u64);
+        for m in subtree {
+            usage += m.abs_vusage;
+            wait += m.wait_ns + since(m.wait_since);
+            issued += m.issued;
+            queued += m.waitq.len() as u64;
+            debt += m.abs_vdebt;
+        }
+        let delay_us = if n.use_delay { self.current_delay_us(now, node) } else { 0 };
+        GroupStats {
+            path: self.names.path(id).to_string(),
+            weight: (n.weight / WEIGHT_ONE) as u32,
+            active: n.active != 0,
+            hweight_active: hwa as f64 / WEIGHT_ONE as f64,
+            hweight_inuse: hwi as f64 / WEIGHT_ONE as f64,
+            issued,
+            queued,
+            usage_us: usage / VTIME_PER_USEC,
+            wait_us: wait / NSEC_PER_USEC,
+            debt_us: debt / VTIME_PER_USEC,
+            delay_us,
+        }
     }
 }
 
@@ -29,29 +304,55 @@ impl<M: CostModel> Controller for IoCost<M> {
     fn name(&self) -> &'static str {
         "iocost"
     }
-    fn configure(&mut self, _now: Nanos, _path: &str, _settings: &GroupSettings) -> Result<GroupId> {
-        let _ = (&self.model, &self.qos);
-        todo!()
+
+    fn configure(&mut self, now: Nanos, path: &str, settings: &GroupSettings) -> Result<GroupId> {
+        settings.validate(path)?;
+        path_components(path)?;
+        let existed = self.names.get(path);
+        let id = self.ensure_node(path, settings.weight)?;
+        if existed.is_some() {
+            self.set_weight(now, self.node_of[id.index()], settings.weight);
+        }
+        Ok(id)
     }
-    fn submit(&mut self, _now: Nanos, _io: Io) -> Submit {
-        todo!()
+
+    #[inline]
+    fn submit(&mut self, now: Nanos, io: Io) -> Submit {
+        self.submit_io(now, io)
     }
-    fn dispatch(&mut self, _now: Nanos) -> Dispatch {
-        todo!()
+
+    fn dispatch(&mut self, now: Nanos) -> Dispatch {
+        self.dispatch_io(now)
     }
-    fn complete(&mut self, _now: Nanos, _io: &Io, _timing: Completion) {
-        todo!()
+
+    #[inline]
+    fn complete(&mut self, now: Nanos, io: &Io, timing: Completion) {
+        self.complete_io(now, io, timing)
     }
+
     fn next_tick(&self) -> Option<Nanos> {
-        todo!()
+        self.running.then(|| self.period_at + self.period_ns())
     }
-    fn tick(&mut self, _now: Nanos) {
-        todo!()
+
+    fn tick(&mut self, now: Nanos) {
+        self.run_planner(now)
     }
-    fn stats(&self, _now: Nanos) -> Stats {
-        todo!()
+
+    fn stats(&self, now: Nanos) -> Stats {
+        Stats {
+            device: DeviceStats {
+                vrate_pct: self.vrate_pct(),
+                busy_level: self.busy_level,
+                period_us: self.period_us,
+                missed_ppm: self.last_missed_ppm,
+                rq_wait_pct: self.last_rq_wait_pct,
+                nr_active: self.active_list.len() as u32,
+            },
+            groups: (0..self.names.len()).map(|i| self.group_stats(now, GroupId(i as u32))).collect(),
+        }
     }
+
     fn take_events(&mut self) -> Vec<Event> {
-        todo!()
+        std::mem::take(&mut self.events)
     }
 }
