@@ -1,0 +1,174 @@
+//! cgroup v1 blkio for real (root only): lifecycle, moving processes, BFQ weights, and blk-throttle
+//! holding a direct-IO reader on a loop device to its limit.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use common::{backing_file, KillOnDrop};
+use ioshare_host::{skip_unless_root, BlkioCgroup, Error, LoopDevice, ThrottleKnob};
+
+/// A cgroup name unique to this test process and `test`.
+fn cgroup_name(test: &str) -> String {
+    format!("ioshare-host-test-{}-{test}", std::process::id())
+}
+
+/// The blkio line of `/proc/<pid>/cgroup` (`self` for this process).
+fn blkio_line(pid: &str) -> String {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    text.lines().find(|l| l.split(':').nth(1).is_some_and(|c| c.split(',').any(|c| c == "blkio"))).unwrap().to_string()
+}
+
+/// The pids listed in a cgroup's `cgroup.procs`.
+fn procs(cgroup: &Path) -> Vec<u32> {
+    let text = std::fs::read_to_string(cgroup.join("cgroup.procs")).unwrap();
+    text.split_whitespace().map(|p| p.parse().unwrap()).collect()
+}
+
+/// `sleep 30`, a process to move around.
+fn sleeper() -> Command {
+    let mut cmd = Command::new("sleep");
+    cmd.arg("30");
+    cmd
+}
+
+#[test]
+fn nested_cgroups_share_a_parent_that_the_last_one_removes() {
+    if skip_unless_root("nested_cgroups_share_a_parent_that_the_last_one_removes") {
+        return;
+    }
+    let parent = cgroup_name("nested");
+    let a = BlkioCgroup::create(&format!("{parent}/a")).unwrap();
+    let b = BlkioCgroup::create(&format!("{parent}/b")).unwrap();
+    assert!(a.path().join("cgroup.procs").exists() && b.path().join("cgroup.procs").exists());
+    let err = BlkioCgroup::create(&format!("{parent}/a")).unwrap_err();
+    assert!(matches!(err, Error::CgroupExists { .. }), "{err}");
+    assert!(a.path().is_dir(), "a refused create leaves the existing cgroup alone");
+
+    let parent_dir = a.path().parent().unwrap().to_path_buf();
+    drop(a);
+    assert!(parent_dir.is_dir(), "b still lives in the parent");
+    b.remove().unwrap();
+    assert!(!parent_dir.exists(), "the last child removed the parent its name created");
+}
+
+#[test]
+fn spawned_child_starts_inside_and_is_moved_back_on_drop() {
+    if skip_unless_root("spawned_child_starts_inside_and_is_moved_back_on_drop") {
+        return;
+    }
+    let cgroup = BlkioCgroup::create(&cgroup_name("spawn")).unwrap();
+    let child = KillOnDrop(cgroup.spawn(sleeper()).unwrap());
+    let pid = child.0.id();
+    assert_eq!(procs(cgroup.path()), [pid]);
+
+    let path = cgroup.path().to_path_buf();
+    drop(cgroup);
+    assert!(!path.exists(), "cgroup removed although a task was inside");
+    assert_eq!(blkio_line(&pid.to_string()), blkio_line("self"), "the task went back to our own cgroup");
+}
+
+#[test]
+fn add_pid_moves_a_running_process_and_refuses_a_gone_one() {
+    if skip_unless_root("add_pid_moves_a_running_process_and_refuses_a_gone_one") {
+        return;
+    }
+    let cgroup = BlkioCgroup::create(&cgroup_name("add-pid")).unwrap();
+    let child = KillOnDrop(sleeper().spawn().unwrap());
+    cgroup.add_pid(child.0.id()).unwrap();
+    assert_eq!(procs(cgroup.path()), [child.0.id()]);
+
+    let mut gone = Command::new("true").spawn().unwrap();
+    gone.wait().unwrap(); // reaped: its pid names no process now
+    let err = cgroup.add_pid(gone.id()).unwrap_err();
+    assert!(matches!(err, Error::NoSuchProcess { .. }), "{err}");
+}
+
+#[test]
+fn bad_limits_and_devices_are_refused() {
+    if skip_unless_root("bad_limits_and_devices_are_refused") {
+        return;
+    }
+    let cgroup = BlkioCgroup::create(&cgroup_name("bad-limits")).unwrap();
+    let file = backing_file(4);
+    let dev = LoopDevice::attach(file.path(), true).unwrap();
+    let err = cgroup.set_throttle(dev.dev(), ThrottleKnob::ReadIops, 1 << 32).unwrap_err();
+    assert!(matches!(err, Error::InvalidLimit { .. }), "{err}");
+    // Major 4095 is not a block driver on any machine we know of.
+    let nowhere = ioshare_host::DevNum { major: 4095, minor: 0 };
+    let err = cgroup.set_throttle(nowhere, ThrottleKnob::ReadBps, 1 << 20).unwrap_err();
+    assert!(matches!(err, Error::NoSuchDevice(d) if d == nowhere), "{err}");
+    for weight in [0, 1001] {
+        let err = cgroup.set_bfq_weight(weight).unwrap_err();
+        assert!(matches!(err, Error::InvalidBfqWeight(w) if w == weight), "{err}");
+    }
+}
+
+#[test]
+fn bfq_weight_is_written_to_the_cgroup() {
+    if skip_unless_root("bfq_weight_is_written_to_the_cgroup") {
+        return;
+    }
+    let file = backing_file(4);
+    let dev = LoopDevice::attach(file.path(), true).unwrap();
+    dev.set_scheduler("bfq").unwrap();
+    let cgroup = BlkioCgroup::create(&cgroup_name("bfq-weight")).unwrap();
+    cgroup.set_bfq_weight(500).unwrap();
+    let text = std::fs::read_to_string(cgroup.path().join("blkio.bfq.weight")).unwrap();
+    assert_eq!(text.split_whitespace().last(), Some("500"), "{text}");
+}
+
+/// 4 KiB direct reads of the first `count` blocks of `dev` with dd.
+fn dd_direct_reads(dev: &Path, count: u64) -> Command {
+    let mut cmd = Command::new("dd");
+    cmd.arg(format!("if={}", dev.display()))
+        .args(["of=/dev/null", "bs=4096", "iflag=direct", "status=none"])
+        .arg(format!("count={count}"))
+        .stdout(Stdio::null());
+    cmd
+}
+
+/// Runs `cmd` in `cgroup` to completion; returns the elapsed seconds.
+fn timed_run(cgroup: &BlkioCgroup, cmd: Command) -> f64 {
+    let start = Instant::now();
+    let mut child = KillOnDrop(cgroup.spawn(cmd).unwrap());
+    assert!(child.0.wait().unwrap().success(), "dd failed");
+    start.elapsed().as_secs_f64()
+}
+
+#[test]
+fn read_iops_limit_holds_a_direct_reader_to_the_limit() {
+    if skip_unless_root("read_iops_limit_holds_a_direct_reader_to_the_limit") {
+        return;
+    }
+    const LIMIT: u64 = 200;
+    const IOS: u64 = 400; // 2 s at the limit
+    let file = backing_file(16);
+    let dev = LoopDevice::attach(file.path(), true).unwrap();
+    let limited = BlkioCgroup::create(&cgroup_name("iops-limited")).unwrap();
+    let free = BlkioCgroup::create(&cgroup_name("iops-free")).unwrap();
+    limited.set_throttle(dev.dev(), ThrottleKnob::ReadIops, LIMIT).unwrap();
+
+    let free_secs = timed_run(&free, dd_direct_reads(dev.path(), IOS));
+    let limited_secs = timed_run(&limited, dd_direct_reads(dev.path(), IOS));
+    let free_rate = IOS as f64 / free_secs;
+    let limited_rate = IOS as f64 / limited_secs;
+    eprintln!("read IOPS limit {LIMIT}: measured {limited_rate:.1} IOPS ({IOS} IOs in {limited_secs:.3} s); unlimited: {free_rate:.0} IOPS");
+
+    // The limit, not the device, sets the pace: the same reads run far faster outside the cgroup.
+    assert!(free_rate > 5.0 * LIMIT as f64, "the device itself is too slow to show the limit: {free_rate:.0} IOPS");
+    // Tolerance ±10%. blk-throttle budgets IOs per time slice and rounds the elapsed time up to whole
+    // slices (100 ms on a loop device, which is flagged rotational), so a group can run up to one slice
+    // ahead of its rate: 20 IOs at 200 IOPS, 5% of 400. Here that shows as 212-214 IOPS (400 IOs in
+    // ~1.88 s). Below the limit, only process start-up (a few ms of the ~2 s) slows the reader.
+    let ratio = limited_rate / LIMIT as f64;
+    assert!((0.9..=1.1).contains(&ratio), "measured {limited_rate:.1} IOPS under a {LIMIT} IOPS limit");
+
+    // Every read was counted against the limited cgroup on this device, as one 4 KiB IO each.
+    let stats = limited.stats().unwrap();
+    let on_dev = stats.device(dev.dev()).expect("the cgroup has statistics for the loop device");
+    assert_eq!((on_dev.ios.read, on_dev.bytes.read), (IOS, IOS * 4096));
+    assert_eq!((on_dev.ios.write, on_dev.bytes.write), (0, 0));
+}
