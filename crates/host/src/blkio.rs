@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use ioshare_core::iocost::line::DevNum;
 
-use crate::blkio_stats::BlkioStats;
+use crate::blkio_stats::{BlkioStats, StatsSource};
 use crate::cgroup_mounts::{own_cgroup_dir, Hierarchy};
 use crate::error::{Error, Result};
 use crate::sysfs;
@@ -179,11 +179,24 @@ impl BlkioCgroup {
     /// The cgroup's blk-throttle statistics (`blkio.throttle.io_serviced`, `io_service_bytes`).
     ///
     /// The kernel counts them only on devices where blk-throttle is active, i.e. where some cgroup has
-    /// had a throttle limit set (the kernel sets blk-throttle up per device on first configuration).
+    /// had a throttle limit set since the device's queue was created (loop devices keep their queue
+    /// across attachments).
     pub fn stats(&self) -> Result<BlkioStats> {
-        let serviced = sysfs::read(&self.path.join("blkio.throttle.io_serviced"))?;
-        let bytes = sysfs::read(&self.path.join("blkio.throttle.io_service_bytes"))?;
-        BlkioStats::from_files(&serviced, &bytes)
+        self.read_stats(StatsSource::Throttle)
+    }
+
+    /// The cgroup's BFQ statistics (`blkio.bfq.io_serviced`, `io_service_bytes`): the IO BFQ dispatched
+    /// for it on devices whose scheduler is `bfq`.
+    pub fn bfq_stats(&self) -> Result<BlkioStats> {
+        self.read_stats(StatsSource::Bfq)
+    }
+
+    /// Reads and combines the statistics files of `source`.
+    fn read_stats(&self, source: StatsSource) -> Result<BlkioStats> {
+        let (ios_file, bytes_file) = source.files();
+        let serviced = sysfs::read(&self.path.join(ios_file))?;
+        let bytes = sysfs::read(&self.path.join(bytes_file))?;
+        BlkioStats::from_files(source, &serviced, &bytes)
     }
 
     /// Removes the cgroup now, reporting failure (drop does the same but can only print).

@@ -1,5 +1,6 @@
 //! The cgroup v1 `blkio` read/write statistics format (`blkio.throttle.io_serviced`,
-//! `blkio.throttle.io_service_bytes`, and the `blkio.bfq.*` twins):
+//! `blkio.throttle.io_service_bytes`, and their `blkio.bfq.*` twins, which BFQ keeps for the IO it
+//! dispatched):
 //!
 //! ```text
 //! 7:0 Read 48
@@ -29,18 +30,37 @@ pub struct RwCounts {
     pub discard: u64,
 }
 
+/// Which pair of statistics files to read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StatsSource {
+    /// `blkio.throttle.io_serviced` / `io_service_bytes`: counted by blk-throttle.
+    Throttle,
+    /// `blkio.bfq.io_serviced` / `io_service_bytes`: counted by BFQ on devices that use it.
+    Bfq,
+}
+
+impl StatsSource {
+    /// The (IOs, bytes) file names.
+    pub(crate) fn files(self) -> (&'static str, &'static str) {
+        match self {
+            StatsSource::Throttle => ("blkio.throttle.io_serviced", "blkio.throttle.io_service_bytes"),
+            StatsSource::Bfq => ("blkio.bfq.io_serviced", "blkio.bfq.io_service_bytes"),
+        }
+    }
+}
+
 /// What a cgroup did on one device since it was created.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeviceStats {
     /// The device.
     pub dev: DevNum,
-    /// IOs (from `blkio.throttle.io_serviced`).
+    /// IOs (from `*.io_serviced`).
     pub ios: RwCounts,
-    /// Bytes (from `blkio.throttle.io_service_bytes`).
+    /// Bytes (from `*.io_service_bytes`).
     pub bytes: RwCounts,
 }
 
-/// A cgroup's blk-throttle statistics, one entry per device it did IO on.
+/// A cgroup's statistics (blk-throttle's or BFQ's), one entry per device it did IO on.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BlkioStats {
     /// Per device, in the kernel's order.
@@ -53,13 +73,14 @@ impl BlkioStats {
         self.devices.iter().find(|d| d.dev == dev)
     }
 
-    /// Combines the parsed `io_serviced` and `io_service_bytes` files.
-    pub(crate) fn from_files(serviced: &str, service_bytes: &str) -> Result<Self> {
+    /// Combines the texts of the `io_serviced` and `io_service_bytes` files of `source`.
+    pub(crate) fn from_files(source: StatsSource, serviced: &str, service_bytes: &str) -> Result<Self> {
+        let (ios_file, bytes_file) = source.files();
         let mut stats = BlkioStats::default();
-        for (dev, ios) in parse_rwstat("blkio.throttle.io_serviced", serviced)? {
+        for (dev, ios) in parse_rwstat(ios_file, serviced)? {
             stats.entry(dev).ios = ios;
         }
-        for (dev, bytes) in parse_rwstat("blkio.throttle.io_service_bytes", service_bytes)? {
+        for (dev, bytes) in parse_rwstat(bytes_file, service_bytes)? {
             stats.entry(dev).bytes = bytes;
         }
         Ok(stats)
@@ -129,7 +150,7 @@ mod tests {
 
     #[test]
     fn parses_counts_per_device() {
-        let stats = BlkioStats::from_files(SERVICED, BYTES).unwrap();
+        let stats = BlkioStats::from_files(StatsSource::Throttle, SERVICED, BYTES).unwrap();
         assert_eq!(
             stats.device(DEV),
             Some(&DeviceStats {
@@ -143,7 +164,7 @@ mod tests {
 
     #[test]
     fn empty_cgroup_has_no_devices() {
-        assert_eq!(BlkioStats::from_files("Total 0\n", "Total 0\n").unwrap(), BlkioStats::default());
+        assert_eq!(BlkioStats::from_files(StatsSource::Bfq, "Total 0\n", "Total 0\n").unwrap(), BlkioStats::default());
     }
 
     #[test]

@@ -20,6 +20,7 @@
 //!     .add_pid(pid) -> Result<()>                    // cgroup.procs
 //!     .spawn(Command) -> Result<Child>               // child joins before exec: all its IO counts
 //!     .stats() -> Result<BlkioStats>                 // blkio.throttle.io_serviced/io_service_bytes
+//!     .bfq_stats() -> Result<BlkioStats>             // blkio.bfq.io_serviced/io_service_bytes
 //!     .remove() -> Result<()>                        // what drop does, with the error returned
 //!     drop                                           // tasks moved back, cgroup (and empty parents
 //!                                                    // of its name) removed

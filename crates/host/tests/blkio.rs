@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use common::{backing_file, KillOnDrop};
 use ioshare_host::{skip_unless_root, BlkioCgroup, Error, LoopDevice, ThrottleKnob};
@@ -107,25 +107,53 @@ fn bad_limits_and_devices_are_refused() {
 }
 
 #[test]
-fn bfq_weight_is_written_to_the_cgroup() {
-    if skip_unless_root("bfq_weight_is_written_to_the_cgroup") {
+fn bfq_weights_split_a_contended_loop_device() {
+    if skip_unless_root("bfq_weights_split_a_contended_loop_device") {
         return;
     }
-    let file = backing_file(4);
+    const HEAVY: u32 = 300;
+    const LIGHT: u32 = 100;
+    const HALF_BLOCKS: u64 = 1 << 17; // 512 MiB of 4 KiB blocks: more than either reader gets through
+    let file = backing_file(1024);
     let dev = LoopDevice::attach(file.path(), true).unwrap();
     dev.set_scheduler("bfq").unwrap();
-    let cgroup = BlkioCgroup::create(&cgroup_name("bfq-weight")).unwrap();
-    cgroup.set_bfq_weight(500).unwrap();
-    let text = std::fs::read_to_string(cgroup.path().join("blkio.bfq.weight")).unwrap();
-    assert_eq!(text.split_whitespace().last(), Some("500"), "{text}");
+    let heavy = BlkioCgroup::create(&cgroup_name("bfq-heavy")).unwrap();
+    let light = BlkioCgroup::create(&cgroup_name("bfq-light")).unwrap();
+    heavy.set_bfq_weight(HEAVY).unwrap();
+    light.set_bfq_weight(LIGHT).unwrap();
+    let text = std::fs::read_to_string(heavy.path().join("blkio.bfq.weight")).unwrap();
+    assert_eq!(text.split_whitespace().last(), Some(HEAVY.to_string().as_str()), "{text}");
+
+    // Two saturating direct readers on separate halves of the device, stopped together after 1.5 s.
+    let readers = [
+        KillOnDrop(heavy.spawn(dd_direct_reads(dev.path(), 0, HALF_BLOCKS)).unwrap()),
+        KillOnDrop(light.spawn(dd_direct_reads(dev.path(), HALF_BLOCKS, HALF_BLOCKS)).unwrap()),
+    ];
+    std::thread::sleep(Duration::from_millis(1500));
+    drop(readers);
+
+    let bytes = |cgroup: &BlkioCgroup| cgroup.bfq_stats().unwrap().device(dev.dev()).map_or(0, |d| d.bytes.read) as f64;
+    let (heavy_bytes, light_bytes) = (bytes(&heavy), bytes(&light));
+    let ratio = heavy_bytes / light_bytes;
+    eprintln!(
+        "BFQ weights {HEAVY}:{LIGHT}: read {:.1} MiB vs {:.1} MiB in 1.5 s, ratio {ratio:.2}",
+        heavy_bytes / f64::from(1 << 20),
+        light_bytes / f64::from(1 << 20)
+    );
+    // Weights 3:1 should give a 3:1 split; measured here: 3.06-3.50. BFQ only approximates the split
+    // over a short run (service is granted in budgets, each sync queue is idled on for a few ms) and the
+    // two readers compete for this 2-core machine's CPUs with the other tests, so the bound is 2/3 of
+    // the ideal: ≥ 2.0, which ignored weights (ratio ~1) cannot reach.
+    assert!(light_bytes > 0.0, "the lighter reader did no IO at all");
+    assert!(ratio >= 2.0, "weights {HEAVY}:{LIGHT} gave a read ratio of only {ratio:.2}");
 }
 
-/// 4 KiB direct reads of the first `count` blocks of `dev` with dd.
-fn dd_direct_reads(dev: &Path, count: u64) -> Command {
+/// dd reading `count` 4 KiB blocks of `dev` with direct IO, from block `skip` on.
+fn dd_direct_reads(dev: &Path, skip: u64, count: u64) -> Command {
     let mut cmd = Command::new("dd");
     cmd.arg(format!("if={}", dev.display()))
         .args(["of=/dev/null", "bs=4096", "iflag=direct", "status=none"])
-        .arg(format!("count={count}"))
+        .args([format!("skip={skip}"), format!("count={count}")])
         .stdout(Stdio::null());
     cmd
 }
@@ -151,8 +179,8 @@ fn read_iops_limit_holds_a_direct_reader_to_the_limit() {
     let free = BlkioCgroup::create(&cgroup_name("iops-free")).unwrap();
     limited.set_throttle(dev.dev(), ThrottleKnob::ReadIops, LIMIT).unwrap();
 
-    let free_secs = timed_run(&free, dd_direct_reads(dev.path(), IOS));
-    let limited_secs = timed_run(&limited, dd_direct_reads(dev.path(), IOS));
+    let free_secs = timed_run(&free, dd_direct_reads(dev.path(), 0, IOS));
+    let limited_secs = timed_run(&limited, dd_direct_reads(dev.path(), 0, IOS));
     let free_rate = IOS as f64 / free_secs;
     let limited_rate = IOS as f64 / limited_secs;
     eprintln!("read IOPS limit {LIMIT}: measured {limited_rate:.1} IOPS ({IOS} IOs in {limited_secs:.3} s); unlimited: {free_rate:.0} IOPS");
