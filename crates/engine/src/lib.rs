@@ -1,0 +1,23 @@
+//! ioshare-engine: the controllers of `ioshare-core` on real IO.
+//!
+//! Tenants run fio-like jobs ([`job`]) against an O_DIRECT file or block device ([`target`]) through
+//! one io_uring ([`ring`]); the controller is applied inline by the event loop ([`run`]): an IO
+//! enters the ring only when the controller releases it, completions feed it back, the planner ticks
+//! when it asks. [`metrics`] records per-tenant latency histograms and time series; [`report`] holds
+//! the results as plain data.
+
+pub mod buffer;
+pub mod error;
+pub mod interrupt;
+pub mod job;
+pub mod metrics;
+pub mod report;
+pub mod ring;
+pub mod run;
+pub mod target;
+
+pub use error::{Error, Result};
+pub use job::{IoGen, JobSpec, Pattern, TenantSpec};
+pub use report::{LatencyUs, RunReport, TenantReport};
+pub use run::{run, RunOptions};
+pub use target::{Target, TargetKind, TempTarget};

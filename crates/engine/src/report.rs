@@ -1,0 +1,133 @@
+//! What a run measured, as plain data: serialisable for `--json` and for the bench's worker processes.
+
+use serde::{Deserialize, Serialize};
+
+/// Latency percentiles of a tenant, µs, from its HDR histogram.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyUs {
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Largest.
+    pub max: f64,
+    /// Mean.
+    pub mean: f64,
+}
+
+/// One sample interval (1 s by default) of a tenant.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TenantSample {
+    /// End of the interval, seconds since the run started.
+    pub t_s: f64,
+    /// IOs completed per second in the interval.
+    pub iops: f64,
+    /// Bytes per second in the interval.
+    pub bw_bytes: f64,
+    /// Median latency in the interval, µs.
+    pub p50_us: f64,
+    /// 99th percentile latency in the interval, µs.
+    pub p99_us: f64,
+}
+
+/// A tenant's results over the measurement window (the run minus its warm-up).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TenantReport {
+    /// Tenant name.
+    pub name: String,
+    /// Controller group path.
+    pub group: String,
+    /// Weight.
+    pub weight: u32,
+    /// IOs completed in the window.
+    pub ios: u64,
+    /// IOs per second.
+    pub iops: f64,
+    /// Bytes per second.
+    pub bw_bytes: f64,
+    /// Reads completed.
+    pub reads: u64,
+    /// Writes completed.
+    pub writes: u64,
+    /// Latency from the moment the job produced the IO (before the controller) to its completion.
+    pub lat_us: LatencyUs,
+    /// Per-interval time series over the whole run.
+    pub series: Vec<TenantSample>,
+}
+
+/// Device-side figures over the window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeviceReport {
+    /// All tenants' IOPS.
+    pub iops: f64,
+    /// All tenants' bytes per second.
+    pub bw_bytes: f64,
+    /// Share of the window with at least one IO in flight, percent (iostat's %util).
+    pub busy_pct: f64,
+    /// Mean number of IOs in flight on the device.
+    pub avg_inflight: f64,
+}
+
+/// Where the engine thread's CPU time went over the window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuReport {
+    /// User time, seconds.
+    pub user_s: f64,
+    /// System time (io_uring submission and completion), seconds.
+    pub sys_s: f64,
+    /// CPU time per completed IO, ns.
+    pub ns_per_io: f64,
+}
+
+/// One group in a controller sample.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GroupSample {
+    /// Group path.
+    pub path: String,
+    /// Hierarchical share by active weights, 0..1.
+    pub hweight_active: f64,
+    /// Hierarchical share after donation, 0..1.
+    pub hweight_inuse: f64,
+    /// Outstanding debt, µs.
+    pub debt_us: u64,
+    /// Producer delay, µs.
+    pub delay_us: u64,
+    /// IOs the controller holds.
+    pub queued: u64,
+}
+
+/// The controller's state at the end of one sample interval.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ControllerSample {
+    /// Seconds since the run started.
+    pub t_s: f64,
+    /// Virtual-time rate, percent of the cost model.
+    pub vrate_pct: f64,
+    /// Busy level.
+    pub busy_level: i32,
+    /// Per group.
+    pub groups: Vec<GroupSample>,
+}
+
+/// Everything one run measured.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    /// Who controlled the IO (`none`, `iocost`, `bfq`, ...).
+    pub controller: String,
+    /// Length of the measurement window, seconds.
+    pub window_s: f64,
+    /// True when the run was cut short by an interrupt.
+    pub interrupted: bool,
+    /// Per tenant.
+    pub tenants: Vec<TenantReport>,
+    /// Device totals.
+    pub device: DeviceReport,
+    /// Engine CPU use.
+    pub cpu: CpuReport,
+    /// Controller state over time (empty when the kernel controls the IO).
+    pub controller_series: Vec<ControllerSample>,
+}
