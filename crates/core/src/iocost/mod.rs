@@ -50,6 +50,9 @@ pub mod planner;
 pub mod qos;
 pub mod tree;
 
+#[cfg(test)]
+mod tests;
+
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -180,6 +183,11 @@ impl<M: CostModel> IoCost<M> {
     /// The cost model in use.
     pub fn model(&self) -> &M {
         &self.model
+    }
+
+    /// The id of an existing group, or [`crate::Error::UnknownGroup`].
+    pub fn group(&self, path: &str) -> Result<GroupId> {
+        self.names.require(path)
     }
 
     /// Current base vrate in percent.

@@ -63,13 +63,14 @@ impl<M: CostModel> IoCost<M> {
         }
         let lat = std::mem::take(&mut self.lat);
         let nr_done = std::mem::take(&mut self.nr_done);
-        let mut missed_ppm = [0u32; 2];
-        for rw in 0..2 {
+        let missed_ppm: [u32; 2] = std::array::from_fn(|rw| {
             let total = lat.nr_met[rw] + lat.nr_missed[rw];
-            if total != 0 {
-                missed_ppm[rw] = (lat.nr_missed[rw] * MILLION).div_ceil(total) as u32;
+            if total == 0 {
+                0
+            } else {
+                (lat.nr_missed[rw] * MILLION).div_ceil(total) as u32
             }
-        }
+        });
         let rq_wait_pct = (lat.rq_wait_ns * 100 / self.period_ns()) as u32;
         self.last_missed_ppm = missed_ppm;
         self.last_rq_wait_pct = rq_wait_pct;

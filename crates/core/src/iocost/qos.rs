@@ -80,7 +80,7 @@ pub struct QosConfig {
 
 fn parse_pct_ppm(key: &str, v: &str) -> Result<u32, Error> {
     let centi = parse_centi(FORMAT, key, v)?;
-    if centi > 100_00 {
+    if centi > 10_000 {
         return Err(parse_error(FORMAT, &format!("{key}={v}"), "a percentile must be between 0 and 100"));
     }
     Ok(centi as u32 * 100)

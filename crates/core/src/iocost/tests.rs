@@ -1,0 +1,248 @@
+//! IOCost's exact behaviour, driven by hand in virtual time.
+
+use super::model::{CostModel, LinearModel, ModelParams, VTIME_PER_USEC};
+use super::qos::QosParams;
+use super::tree::WEIGHT_ONE;
+use super::IoCost;
+use crate::controller::{Completion, Controller, Dispatch, Submit};
+use crate::group::GroupSettings;
+use crate::io::{GroupId, Io, Nanos, Op, NSEC_PER_MSEC, NSEC_PER_USEC};
+use crate::Error;
+
+const KIB4: u32 = 4096;
+
+fn ssd() -> IoCost {
+    IoCost::new(LinearModel::new(ModelParams::SSD_DFL), QosParams::default())
+}
+
+fn group(c: &mut IoCost, path: &str, weight: u32) -> GroupId {
+    c.configure(0, path, &GroupSettings::weight(weight)).unwrap()
+}
+
+/// A 4 KiB random read from `g` (offsets far apart so every IO is random).
+fn read(g: GroupId, id: u64) -> Io {
+    Io::new(id, g, Op::Read, (id + 1) * (1 << 30), KIB4)
+}
+
+fn issued(s: Submit) -> Option<Io> {
+    match s {
+        Submit::Issue { io, .. } => Some(io),
+        Submit::Queued => None,
+    }
+}
+
+/// Submits reads at `now` until one is queued; returns how many were issued.
+fn issue_until_queued(c: &mut IoCost, now: Nanos, g: GroupId, first_id: u64) -> u64 {
+    let mut n = 0;
+    while issued(c.submit(now, read(g, first_id + n))).is_some() {
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn hweights_of_the_kernel_example_through_the_api() {
+    let mut c = ssd();
+    let a0 = group(&mut c, "A/A0", 100);
+    let a1 = group(&mut c, "A/A1", 100);
+    let b = group(&mut c, "B", 300);
+    for (i, g) in [a0, a1, b].into_iter().enumerate() {
+        assert!(issued(c.submit(0, read(g, i as u64))).is_some());
+    }
+    let stats = c.stats(0);
+    let hwa = |p: &str| stats.groups.iter().find(|g| g.path == p).unwrap().hweight_active;
+    assert_eq!((hwa("A/A0"), hwa("A/A1"), hwa("B"), hwa("A")), (0.125, 0.125, 0.75, 0.25));
+}
+
+#[test]
+fn a_new_group_starts_with_half_a_period_of_budget() {
+    let mut c = ssd();
+    let g = group(&mut c, "solo", 100);
+    // Default QoS: 25 ms targets → 50 ms period → 25 ms of device time at hweight 1.
+    let cost_us = super::model::vtime_to_ns(c.model().cost(Op::Read, KIB4, true, false)) / 1000.0;
+    let n = issue_until_queued(&mut c, 0, g, 0);
+    // The first IO counts as sequential (no cursor yet), the rest random.
+    let expected = (25_000.0 / cost_us) as u64;
+    assert!(n.abs_diff(expected) <= 1, "issued {n}, expected about {expected}");
+}
+
+#[test]
+fn a_queued_io_waits_fifo_until_its_budget_exists() {
+    let mut c = ssd();
+    let g = group(&mut c, "g", 100);
+    let n = issue_until_queued(&mut c, 0, g, 0);
+    // Two more queue behind the first waiter.
+    assert!(issued(c.submit(0, read(g, 1000))).is_none());
+    assert!(issued(c.submit(0, read(g, 1001))).is_none());
+    let Dispatch::At(t) = c.dispatch(0) else { panic!("a waiter must arm a timer") };
+    // The head waits about one IO's cost (117 µs at vrate 100%) plus 1% of a period of timer slack.
+    assert!((100 * NSEC_PER_USEC..=700 * NSEC_PER_USEC).contains(&t), "{t}");
+    let Dispatch::Io(io) = c.dispatch(t) else { panic!("the head is due at {t}") };
+    assert_eq!(io.id, n, "FIFO: the first waiter goes first");
+    let mut later = Vec::new();
+    let mut now = t;
+    while later.len() < 2 {
+        match c.dispatch(now) {
+            Dispatch::Io(io) => later.push(io.id),
+            Dispatch::At(at) => now = at,
+            Dispatch::Idle => panic!("waiters left"),
+        }
+    }
+    assert_eq!(later, vec![1000, 1001]);
+    assert_eq!(c.dispatch(now), Dispatch::Idle);
+}
+
+#[test]
+fn must_issue_io_over_budget_goes_out_as_debt_and_the_next_io_waits() {
+    let mut c = ssd();
+    let g = group(&mut c, "swapper", 100);
+    issue_until_queued(&mut c, 0, g, 0);
+    let Dispatch::At(head_due) = c.dispatch(0) else { panic!("a waiter must arm a timer") };
+    // Over budget: must_issue IOs issue at once and are charged as debt (20 × ~117 µs).
+    for id in 0..20 {
+        assert!(issued(c.submit(0, read(g, 20_000 + id).must_issue())).is_some());
+    }
+    let debt = c.stats(0).groups[0].debt_us;
+    assert!((2_000..=2_400).contains(&debt), "debt {debt} µs");
+    // The waiter, and any IO after it, now waits for the debt to be repaid first.
+    assert!(issued(c.submit(0, read(g, 30_000))).is_none());
+    assert!(matches!(c.dispatch(head_due), Dispatch::At(t) if t > head_due), "not released on the old schedule");
+    let mut now = head_due;
+    let first = loop {
+        match c.dispatch(now) {
+            Dispatch::Io(io) => break io,
+            Dispatch::At(t) => now = t.max(now + 1),
+            Dispatch::Idle => panic!("waiters left"),
+        }
+    };
+    assert!(now >= 2_000 * NSEC_PER_USEC, "released at {now}: the debt must be repaid first");
+    assert_eq!(c.stats(now).groups[0].debt_us, 0, "debt repaid before the waiter was released");
+    assert_ne!(first.id, 30_000, "FIFO order kept");
+}
+
+#[test]
+fn debt_beyond_five_periods_yields_a_delay_that_halves_each_second() {
+    let mut c = ssd();
+    let g = group(&mut c, "swapper", 100);
+    // Ten periods of device time as must_issue IO at once: 50 ms period → 500 ms ≈ 4260 IOs.
+    let mut delay = 0;
+    let mut id = 0;
+    let mut delays = Vec::new();
+    while id < 6000 {
+        if let Submit::Issue { delay: d, .. } = c.submit(0, read(g, id).must_issue()) {
+            delay = d;
+            delays.push(d);
+        }
+        id += 1;
+    }
+    assert!(delays.iter().take(1000).all(|&d| d == 0), "no delay while under five periods of overage");
+    assert!(delay >= 250 * NSEC_PER_USEC, "delay {delay}");
+    assert!(c.stats(0).groups[0].delay_us > 0);
+    // The delay in effect halves with each second since it was set.
+    let d0 = c.current_delay_us(0, 1);
+    assert_eq!(c.current_delay_us(NSEC_PER_MSEC * 1000, 1), d0 / 2);
+}
+
+#[test]
+fn donation_reaches_targets_and_keeps_non_donor_proportions() {
+    // A(100){A0(100){A0a(100), A0b(100)}, A1(100)}, B(200): leaves' hwa 1/12, 1/12, 1/6, 2/3.
+    let mut c = ssd();
+    let leaves = ["A/A0/A0a", "A/A0/A0b", "A/A1", "B"];
+    let weights = [100, 100, 100, 200];
+    let ids: Vec<GroupId> = leaves.iter().zip(weights).map(|(p, w)| group(&mut c, p, w)).collect();
+    for (i, g) in ids.iter().enumerate() {
+        assert!(issued(c.submit(0, read(*g, i as u64))).is_some());
+    }
+    let node = |c: &IoCost, g: GroupId| c.node_of[g.index()];
+    // A0a donates down to 1/48, A1 to 1/24 (each keeps a quarter of its share).
+    let w1 = WEIGHT_ONE;
+    let targets = [(ids[0], w1 / 48), (ids[2], w1 / 24)];
+    let mut donors = Vec::new();
+    for (g, target) in targets {
+        let i = node(&c, g);
+        let (hwa, _) = c.tree.hweights(i);
+        let n = &mut c.tree.nodes[i as usize];
+        n.hweight_donating = hwa;
+        n.hweight_after_donation = target;
+        donors.push(i);
+    }
+    let vnow = c.vnow(0);
+    c.transfer_surpluses(&donors, vnow);
+    c.tree.commit();
+    let hwi: Vec<f64> = ids.iter().map(|g| c.tree.compute_hweights(node(&c, *g)).1 as f64 / w1 as f64).collect();
+    // Donors land on their targets, within fixed-point rounding (a few parts in 65536).
+    let tol = 8.0 / w1 as f64;
+    assert!((hwi[0] - 1.0 / 48.0).abs() < tol, "{hwi:?}");
+    assert!((hwi[2] - 1.0 / 24.0).abs() < tol, "{hwi:?}");
+    // Non-donors A0b and B keep their 1:8 proportion and take what was given away.
+    assert!((hwi[3] / hwi[1] - 8.0).abs() < 0.01, "{hwi:?}");
+    assert!((hwi[1] - 5.0 / 48.0).abs() < tol && (hwi[3] - 40.0 / 48.0).abs() < tol, "{hwi:?}");
+    // The leaves still sum to one.
+    assert!((hwi.iter().sum::<f64>() - 1.0).abs() < tol, "{hwi:?}");
+}
+
+#[test]
+fn weights_change_at_runtime() {
+    let mut c = ssd();
+    let a = group(&mut c, "a", 100);
+    let b = group(&mut c, "b", 100);
+    assert!(issued(c.submit(0, read(a, 0))).is_some());
+    assert!(issued(c.submit(0, read(b, 1))).is_some());
+    assert_eq!(c.stats(0).groups[0].hweight_active, 0.5);
+    c.configure(10, "a", &GroupSettings::weight(300)).unwrap();
+    let s = c.stats(10);
+    assert_eq!((s.groups[0].weight, s.groups[0].hweight_active, s.groups[1].hweight_active), (300, 0.75, 0.25));
+}
+
+#[test]
+fn idle_groups_are_deactivated_and_their_share_returns() {
+    let mut c = ssd();
+    let a = group(&mut c, "a", 100);
+    let b = group(&mut c, "b", 100);
+    let ia = issued(c.submit(0, read(a, 0))).unwrap();
+    let ib = issued(c.submit(0, read(b, 1))).unwrap();
+    let done = Completion { released: 0, started: 0 };
+    c.complete(100_000, &ia, done);
+    c.complete(100_000, &ib, done);
+    // b keeps issuing every period, a stops; after a period without IO a is deactivated.
+    let mut now = 0;
+    for k in 0..3 {
+        now = c.next_tick().unwrap();
+        let io = issued(c.submit(now - 1, read(b, 10 + k))).unwrap();
+        c.complete(now - 1, &io, done);
+        c.tick(now);
+    }
+    let s = c.stats(now);
+    assert!(!s.groups[0].active && s.groups[1].active);
+    assert_eq!(s.groups[1].hweight_active, 1.0);
+    assert_eq!(s.device.nr_active, 1);
+}
+
+#[test]
+fn bad_weights_and_paths_are_typed_errors_and_change_nothing() {
+    let mut c = ssd();
+    group(&mut c, "a", 100);
+    for w in [0, 10_001] {
+        let err = c.configure(0, "a", &GroupSettings::weight(w)).unwrap_err();
+        assert!(matches!(err, Error::InvalidWeight { .. }), "{err}");
+    }
+    assert_eq!(c.stats(0).groups[0].weight, 100);
+    assert!(matches!(c.configure(0, "a//b", &GroupSettings::default()), Err(Error::InvalidPath(_))));
+    assert!(matches!(c.group("nope"), Err(Error::UnknownGroup(_))));
+    assert_eq!(c.stats(0).groups.len(), 1);
+    let msg = c.group("web/api").unwrap_err().to_string();
+    assert_eq!(msg, "unknown group 'web/api': configure it first");
+}
+
+#[test]
+fn disabled_qos_passes_everything_through() {
+    let qos = QosParams { enable: false, ..QosParams::default() };
+    let mut c = IoCost::new(LinearModel::new(ModelParams::SSD_DFL), qos);
+    let g = group(&mut c, "g", 1);
+    for id in 0..10_000 {
+        assert!(issued(c.submit(0, read(g, id))).is_some());
+    }
+    assert_eq!(c.next_tick(), None);
+    assert_eq!(c.vrate_pct(), 100.0);
+    let _ = VTIME_PER_USEC;
+}
