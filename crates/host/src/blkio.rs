@@ -9,6 +9,8 @@
 //!   created under, then removes the directory, then every intermediate directory of the name that is
 //!   empty by now. Siblings can therefore share a parent (`bench-<pid>/a`, `bench-<pid>/b`): whichever
 //!   is dropped last removes it.
+//! - A process killed by SIGKILL runs no destructor, so its cgroups stay; [`remove_stale_cgroups`]
+//!   removes those named `<prefix><pid>` whose process is gone (call it when the bench starts).
 //! - [`BlkioCgroup::spawn`] puts a child in the cgroup *before* it execs, so none of its IO escapes.
 //! - Kernel errnos become precise errors: ENODEV (no such device), EINVAL (bad limit), ESRCH (no such
 //!   process), EACCES/EPERM (not root).
@@ -209,30 +211,74 @@ impl BlkioCgroup {
         if !self.live {
             return Ok(());
         }
-        let base_procs = self.base.join("cgroup.procs");
-        let mut attempt = 0;
-        loop {
-            for pid in sysfs::read(&self.path.join("cgroup.procs"))?.split_whitespace() {
-                match sysfs::write_raw(&base_procs, pid) {
-                    Err(e) if e.raw_os_error() != Some(libc::ESRCH) => {
-                        return Err(sysfs::file_error(format!("write '{pid}' to"), &base_procs, e));
-                    }
-                    _ => {}
-                }
-            }
-            match std::fs::remove_dir(&self.path) {
-                Ok(()) => break,
-                // EBUSY: a task was still exiting or was just forked inside; move and try again.
-                Err(e) if e.raw_os_error() == Some(libc::EBUSY) && attempt < REMOVE_ATTEMPTS => {
-                    attempt += 1;
-                    std::thread::sleep(REMOVE_RETRY_PAUSE);
-                }
-                Err(e) => return Err(sysfs::file_error("remove cgroup".to_string(), &self.path, e)),
-            }
-        }
+        empty_and_remove(&self.path, &self.base)?;
         self.live = false;
         remove_empty_parents(&self.path, self.depth);
         Ok(())
+    }
+}
+
+/// Removes the cgroups that processes killed before they could clean up left behind (SIGKILL runs no
+/// destructor): every cgroup directly below this process's blkio cgroup named `<prefix><pid>` (the
+/// convention `ioshare-bench-<pid>`) whose process no longer exists, with all its descendants. Tasks
+/// still inside are moved back first. Returns the directories removed.
+pub fn remove_stale_cgroups(prefix: &str) -> Result<Vec<PathBuf>> {
+    if prefix.is_empty() || prefix.contains('/') {
+        return Err(Error::InvalidCgroupName {
+            name: prefix.to_string(),
+            reason: "a stale-cgroup prefix is one non-empty name component, like 'ioshare-bench-'",
+        });
+    }
+    let base = own_cgroup_dir(Hierarchy::V1("blkio")).ok_or(Error::BlkioNotMounted)?;
+    let entries = std::fs::read_dir(&base).map_err(|e| sysfs::file_error("list".to_string(), &base, e))?;
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(prefix)).and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() || !entry.path().is_dir() {
+            continue;
+        }
+        remove_tree(&entry.path(), &base)?;
+        removed.push(entry.path());
+    }
+    Ok(removed)
+}
+
+/// Removes cgroup `dir` and every cgroup below it, deepest first, moving their tasks to `base`.
+fn remove_tree(dir: &Path, base: &Path) -> Result<()> {
+    let children = std::fs::read_dir(dir).map_err(|e| sysfs::file_error("list".to_string(), dir, e))?;
+    for child in children.flatten() {
+        if child.file_type().is_ok_and(|t| t.is_dir()) {
+            remove_tree(&child.path(), base)?;
+        }
+    }
+    empty_and_remove(dir, base)
+}
+
+/// Moves every task of cgroup `dir` to cgroup `base`, then removes `dir` (which must have no child
+/// cgroups), retrying while the kernel still counts a task that is exiting or was just forked inside.
+fn empty_and_remove(dir: &Path, base: &Path) -> Result<()> {
+    let base_procs = base.join("cgroup.procs");
+    let mut attempt = 0;
+    loop {
+        for pid in sysfs::read(&dir.join("cgroup.procs"))?.split_whitespace() {
+            match sysfs::write_raw(&base_procs, pid) {
+                Err(e) if e.raw_os_error() != Some(libc::ESRCH) => {
+                    return Err(sysfs::file_error(format!("write '{pid}' to"), &base_procs, e));
+                }
+                _ => {}
+            }
+        }
+        match std::fs::remove_dir(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && attempt < REMOVE_ATTEMPTS => {
+                attempt += 1;
+                std::thread::sleep(REMOVE_RETRY_PAUSE);
+            }
+            Err(e) => return Err(sysfs::file_error("remove cgroup".to_string(), dir, e)),
+        }
     }
 }
 

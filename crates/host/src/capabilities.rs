@@ -10,6 +10,9 @@
 //!   scheduler file would load it.
 //! - cgroup v2 `io`: listed in the v2 root's `cgroup.controllers`; kernel iocost: `io.cost.qos` in the
 //!   v2 root (it exists only where the `io` controller lives on v2 and the kernel has iocost).
+//! - Buffered writes are written back by kernel threads; only cgroup v2 with both `io` and `memory`
+//!   charges that writeback to the cgroup that dirtied the pages. Elsewhere the kernel's controllers
+//!   (and so the kernel peers) see direct IO and reads only.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -50,6 +53,8 @@ impl fmt::Display for KernelPeer {
 pub struct Capabilities {
     /// Running as root (needed for loop devices and cgroup files).
     pub root: bool,
+    /// The loop driver is available (`/dev/loop-control` exists).
+    pub loop_devices: bool,
     /// Where the cgroup v1 `blkio` hierarchy is mounted.
     pub blkio_v1: Option<PathBuf>,
     /// The blkio hierarchy has blk-throttle's files.
@@ -77,6 +82,7 @@ impl Capabilities {
             .unwrap_or_default();
         Capabilities {
             root: is_root(),
+            loop_devices: Path::new("/dev/loop-control").exists(),
             blk_throttle_v1: has(&blkio_v1, "blkio.throttle.read_iops_device"),
             bfq: loop_offers_bfq(Path::new("/sys/block")) || has(&blkio_v1, "blkio.bfq.io_serviced"),
             io_cost: has(&cgroup_v2, "io.cost.qos"),
@@ -89,6 +95,12 @@ impl Capabilities {
     /// Whether the cgroup v2 `io` controller is available.
     pub fn io_v2(&self) -> bool {
         self.v2_controllers.iter().any(|c| c == "io")
+    }
+
+    /// Whether the kernel charges buffered-write writeback to the cgroup that dirtied the pages (cgroup
+    /// v2 with `io` and `memory`).
+    pub fn writeback_attributed(&self) -> bool {
+        self.io_v2() && self.v2_controllers.iter().any(|c| c == "memory")
     }
 
     /// The kernel peers that can run here (root is required for all of them).
@@ -114,6 +126,11 @@ impl fmt::Display for Capabilities {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let yes_no = |b: bool| if b { "yes" } else { "no" };
         writeln!(f, "root:                 {}", if self.root { "yes" } else { "no (kernel peers need root)" })?;
+        writeln!(
+            f,
+            "loop devices:         {}",
+            if self.loop_devices { "yes" } else { "no (/dev/loop-control missing: modprobe loop)" }
+        )?;
         match &self.blkio_v1 {
             Some(dir) => writeln!(
                 f,
@@ -138,6 +155,15 @@ impl fmt::Display for Capabilities {
             if self.io_v2() { "present (io.max, io.weight)" } else { "absent (no io.max/io.weight)" }
         )?;
         writeln!(f, "kernel iocost:        {}", if self.io_cost { "present (io.cost.qos/model)" } else { "absent" })?;
+        writeln!(
+            f,
+            "buffered writes:      {}",
+            if self.writeback_attributed() {
+                "charged to the cgroup that dirtied them (cgroup v2 io + memory)"
+            } else {
+                "not charged to cgroups (writeback runs in kernel threads): kernel limits see direct IO and reads"
+            }
+        )?;
         let peers = self.kernel_peers();
         if peers.is_empty() {
             write!(f, "kernel peers:         none")
@@ -166,6 +192,7 @@ mod tests {
     fn v1_host(root: bool) -> Capabilities {
         Capabilities {
             root,
+            loop_devices: true,
             blkio_v1: Some("/sys/fs/cgroup/blkio".into()),
             blk_throttle_v1: true,
             bfq: true,
@@ -186,6 +213,7 @@ mod tests {
             ..v1_host(true)
         };
         assert_eq!(v2.kernel_peers(), [KernelPeer::IoMaxV2, KernelPeer::IoWeightV2, KernelPeer::IoCostV2]);
+        assert!(v2.writeback_attributed() && !v1_host(true).writeback_attributed());
     }
 
     #[test]
@@ -194,6 +222,7 @@ mod tests {
         assert!(text.contains("cgroup v1 blkio:      /sys/fs/cgroup/blkio (blk-throttle: yes, BFQ: yes)"), "{text}");
         assert!(text.contains("cgroup v2 io:         absent"), "{text}");
         assert!(text.contains("kernel iocost:        absent"), "{text}");
+        assert!(text.contains("buffered writes:      not charged to cgroups"), "{text}");
         assert!(
             text.ends_with(
                 "kernel peers:         bfq (cgroup v1 blkio.bfq.weight), blk-throttle (cgroup v1 blkio.throttle.*)"
@@ -207,6 +236,7 @@ mod tests {
     fn probe_matches_the_host() {
         let caps = Capabilities::probe();
         assert_eq!(caps.root, is_root());
+        assert_eq!(caps.loop_devices, Path::new("/dev/loop-control").exists());
         if let Some(dir) = &caps.blkio_v1 {
             assert!(dir.join("cgroup.procs").exists(), "{} is not a cgroup directory", dir.display());
         }

@@ -24,6 +24,8 @@
 //!     .remove() -> Result<()>                        // what drop does, with the error returned
 //!     drop                                           // tasks moved back, cgroup (and empty parents
 //!                                                    // of its name) removed
+//! remove_stale_cgroups(prefix) -> Result<Vec<PathBuf>>  // "<prefix><pid>" cgroups of dead processes
+//!                                                    // (a SIGKILLed bench), at the next start
 //! ThrottleKnob::{ReadBps, WriteBps, ReadIops, WriteIops}
 //! BlkioStats { devices: Vec<DeviceStats { dev, ios: RwCounts, bytes: RwCounts }> }, .device(dev)
 //! Capabilities::probe() -> Capabilities, .kernel_peers() -> Vec<KernelPeer>, Display (human-readable)
@@ -49,7 +51,7 @@ mod loop_sys;
 mod privilege;
 mod sysfs;
 
-pub use blkio::{BlkioCgroup, ThrottleKnob, BFQ_WEIGHT_MAX, BFQ_WEIGHT_MIN};
+pub use blkio::{remove_stale_cgroups, BlkioCgroup, ThrottleKnob, BFQ_WEIGHT_MAX, BFQ_WEIGHT_MIN};
 pub use blkio_stats::{BlkioStats, DeviceStats, RwCounts};
 pub use capabilities::{Capabilities, KernelPeer};
 pub use error::{Error, Result};

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{backing_file, KillOnDrop};
-use ioshare_host::{skip_unless_root, BlkioCgroup, Error, LoopDevice, ThrottleKnob};
+use ioshare_host::{remove_stale_cgroups, skip_unless_root, BlkioCgroup, Error, LoopDevice, ThrottleKnob};
 
 /// A cgroup name unique to this test process and `test`.
 fn cgroup_name(test: &str) -> String {
@@ -52,6 +52,28 @@ fn nested_cgroups_share_a_parent_that_the_last_one_removes() {
     assert!(parent_dir.is_dir(), "b still lives in the parent");
     b.remove().unwrap();
     assert!(!parent_dir.exists(), "the last child removed the parent its name created");
+}
+
+#[test]
+fn stale_cgroups_of_dead_processes_are_removed_live_ones_kept() {
+    if skip_unless_root("stale_cgroups_of_dead_processes_are_removed_live_ones_kept") {
+        return;
+    }
+    let prefix = "ioshare-host-test-stale-";
+    let mut gone = Command::new("true").spawn().unwrap();
+    gone.wait().unwrap(); // reaped: its pid names no process now, like a SIGKILLed bench
+    let dead = BlkioCgroup::create(&format!("{prefix}{}/tenant", gone.id())).unwrap();
+    let task = KillOnDrop(dead.spawn(sleeper()).unwrap());
+    let dead_top = dead.path().parent().unwrap().to_path_buf();
+    std::mem::forget(dead); // what a killed process does: no destructor runs
+    let live = BlkioCgroup::create(&format!("{prefix}{}", std::process::id())).unwrap();
+
+    let removed = remove_stale_cgroups(prefix).unwrap();
+    assert_eq!(removed, std::slice::from_ref(&dead_top));
+    assert!(!dead_top.exists(), "the stale cgroup and its child are gone");
+    assert!(live.path().is_dir(), "the cgroup of a running process is kept");
+    assert_eq!(blkio_line(&task.0.id().to_string()), blkio_line("self"), "its task was moved out first");
+    assert!(remove_stale_cgroups("a/b").is_err(), "a prefix is one name component");
 }
 
 #[test]
