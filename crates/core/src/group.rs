@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use crate::error::{Error, Result};
 use crate::io::GroupId;
+use crate::limit::Limits;
 
 /// Smallest weight (kernel `CGROUP_WEIGHT_MIN`).
 pub const WEIGHT_MIN: u32 = 1;
@@ -17,18 +18,20 @@ pub const WEIGHT_MAX: u32 = 10_000;
 pub struct GroupSettings {
     /// Proportional weight, 1..=10000.
     pub weight: u32,
+    /// Rate limits (token or leaky bucket, by controller); nothing limited by default.
+    pub limits: Limits,
 }
 
 impl Default for GroupSettings {
     fn default() -> Self {
-        GroupSettings { weight: WEIGHT_DEFAULT }
+        GroupSettings { weight: WEIGHT_DEFAULT, limits: Limits::default() }
     }
 }
 
 impl GroupSettings {
     /// Settings with the given weight and defaults elsewhere.
     pub fn weight(weight: u32) -> Self {
-        GroupSettings { weight }
+        GroupSettings { weight, ..GroupSettings::default() }
     }
 
     /// Checks every field, naming the group in the error.
@@ -36,7 +39,7 @@ impl GroupSettings {
         if !(WEIGHT_MIN..=WEIGHT_MAX).contains(&self.weight) {
             return Err(Error::InvalidWeight { path: path.to_string(), weight: self.weight });
         }
-        Ok(())
+        self.limits.validate().map_err(|e| e.for_group(path))
     }
 }
 
@@ -108,6 +111,13 @@ mod tests {
         assert!(GroupSettings::weight(10_000).validate("a").is_ok());
         let msg = GroupSettings::weight(0).validate("web").unwrap_err().to_string();
         assert!(msg.contains("web") && msg.contains("1 and 10000"), "{msg}");
+    }
+
+    #[test]
+    fn limits_are_validated_naming_group_and_knob() {
+        let limits = "iops-total=1000,iops-total-max=500".parse().unwrap();
+        let msg = GroupSettings { limits, ..GroupSettings::default() }.validate("web").unwrap_err().to_string();
+        assert!(msg.contains("group 'web'") && msg.contains("iops-total-max (500)"), "{msg}");
     }
 
     #[test]

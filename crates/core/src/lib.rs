@@ -3,12 +3,14 @@
 //! - [`Controller`]: the interface every controller implements and every driver calls.
 //! - [`NoControl`]: pass-through baseline.
 //! - [`iocost`]: Linux IOCost (cost model, weight tree, virtual time, planner, donation, debt).
+//! - [`limit`]: librbd's token bucket and QEMU's leaky bucket over six knobs, composable with any controller.
 
 pub mod controller;
 pub mod error;
 pub mod group;
 pub mod io;
 pub mod iocost;
+pub mod limit;
 pub mod none;
 
 pub use controller::{earliest, Completion, Controller, DeviceStats, Dispatch, Event, GroupStats, Stats, Submit};
@@ -18,4 +20,5 @@ pub use io::{GroupId, Io, IoFlags, Nanos, Op, NSEC_PER_MSEC, NSEC_PER_SEC, NSEC_
 pub use iocost::model::{CostModel, LinearModel, ModelConfig, ModelParams};
 pub use iocost::qos::{QosConfig, QosParams};
 pub use iocost::IoCost;
+pub use limit::{KnobLimit, LeakyBucketLimiter, LeakyGate, Limited, Limits, TokenBucketLimiter, TokenGate};
 pub use none::NoControl;

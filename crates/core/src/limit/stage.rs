@@ -1,0 +1,144 @@
+//! The limit stage: every group's gate and lanes, and when to look at which group again.
+//!
+//! A group without limits has no gate and its IO passes untouched (one branch). A limited group's IO
+//! is offered to its gate; what the gate refuses waits in the group's lanes. Groups with waiting IO
+//! sit in a min-heap keyed by the time their gate named; [`LimitStage::dispatch`] asks the gates of
+//! the groups that are due, releases one IO per call, and otherwise returns the earliest time. A
+//! group is put in the heap when an IO becomes the front of an empty lane (an IO behind another one
+//! cannot leave before it) and again after each answer of its gate; every push bumps the group's
+//! generation so that superseded heap entries are recognised and dropped.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use crate::controller::Dispatch;
+use crate::io::{GroupId, Io, Nanos, Op};
+use crate::limit::gate::{Gate, Next};
+use crate::limit::knobs::Limits;
+use crate::limit::lanes::Lanes;
+
+/// One group's limiter state.
+#[derive(Clone, Debug)]
+struct GroupLimit<G> {
+    gate: Option<G>,
+    lanes: Lanes,
+    /// When the group is due in the heap, if it is there.
+    scheduled: Option<Nanos>,
+    generation: u64,
+    /// Total time IOs waited here, ns.
+    waited_ns: u64,
+}
+
+impl<G> Default for GroupLimit<G> {
+    fn default() -> Self {
+        GroupLimit { gate: None, lanes: Lanes::default(), scheduled: None, generation: 0, waited_ns: 0 }
+    }
+}
+
+/// The limiters of all groups of one controller.
+#[derive(Clone, Debug)]
+pub struct LimitStage<G> {
+    groups: Vec<GroupLimit<G>>,
+    due: BinaryHeap<Reverse<(Nanos, u32, u64)>>,
+}
+
+impl<G> Default for LimitStage<G> {
+    fn default() -> Self {
+        LimitStage { groups: Vec::new(), due: BinaryHeap::new() }
+    }
+}
+
+impl<G: Gate> LimitStage<G> {
+    /// Sets the limits of group `id` (validated by the caller). New buckets start as their source
+    /// starts them; IO already waiting stays queued, in order, and is judged by the new buckets.
+    pub fn configure(&mut self, now: Nanos, id: GroupId, limits: &Limits) {
+        if self.groups.len() <= id.index() {
+            self.groups.resize_with(id.index() + 1, GroupLimit::default);
+        }
+        let group = &mut self.groups[id.index()];
+        group.gate = limits.is_limited().then(|| G::new(now, limits));
+        if !group.lanes.is_empty() {
+            self.schedule(id.index(), now);
+        }
+    }
+
+    /// Offers `io` at `now`: true if it passes now, false if it waits here (see [`LimitStage::dispatch`]).
+    pub fn admit(&mut self, now: Nanos, io: Io) -> bool {
+        let Some(group) = self.groups.get_mut(io.group.index()) else { return true };
+        let Some(gate) = group.gate.as_mut() else { return true };
+        if io.flags.must_issue {
+            gate.force(now, &group.lanes, &io);
+            return true;
+        }
+        if gate.offer(now, &group.lanes, &io) {
+            return true;
+        }
+        let front = group.lanes.len(io.op) == 0;
+        group.lanes.push(now, io);
+        if front {
+            self.schedule(io.group.index(), now);
+        }
+        false
+    }
+
+    /// The next waiting IO that may leave at `now`, or when one may.
+    pub fn dispatch(&mut self, now: Nanos) -> Dispatch {
+        while let Some(&Reverse((at, g, generation))) = self.due.peek() {
+            let group = &mut self.groups[g as usize];
+            if group.generation != generation || group.scheduled != Some(at) {
+                self.due.pop();
+                continue;
+            }
+            if at > now {
+                return Dispatch::At(at);
+            }
+            self.due.pop();
+            group.scheduled = None;
+            let next = match group.gate.as_mut() {
+                Some(gate) => gate.next(now, &group.lanes),
+                // Limits were removed while IO waited: it leaves in arrival order.
+                None => group.lanes.first_of([Op::Read, Op::Write]).map_or(Next::Empty, Next::Release),
+            };
+            match next {
+                Next::Release(op) => {
+                    let Some(waiting) = group.lanes.pop(op) else { continue };
+                    if let Some(gate) = group.gate.as_mut() {
+                        gate.popped(op);
+                    }
+                    group.waited_ns += now - waiting.since;
+                    self.schedule(g as usize, now);
+                    return Dispatch::Io(waiting.io);
+                }
+                Next::At(at) => self.schedule(g as usize, at),
+                Next::Empty => {}
+            }
+        }
+        Dispatch::Idle
+    }
+
+    /// IOs of group `id` waiting here.
+    pub fn queued(&self, id: GroupId) -> u64 {
+        self.groups.get(id.index()).map_or(0, |g| g.lanes.total() as u64)
+    }
+
+    /// Total time IOs of group `id` waited here, µs.
+    pub fn waited_us(&self, id: GroupId) -> u64 {
+        self.groups.get(id.index()).map_or(0, |g| g.waited_ns / 1_000)
+    }
+
+    /// The gate of group `id`, if it has limits.
+    pub fn gate(&self, id: GroupId) -> Option<&G> {
+        self.groups.get(id.index()).and_then(|g| g.gate.as_ref())
+    }
+
+    /// Puts group `g` in the heap at `at`, unless it is already due no later.
+    fn schedule(&mut self, g: usize, at: Nanos) {
+        let group = &mut self.groups[g];
+        if group.scheduled.is_some_and(|s| s <= at) {
+            return;
+        }
+        group.generation += 1;
+        group.scheduled = Some(at);
+        self.due.push(Reverse((at, g as u32, group.generation)));
+    }
+}
