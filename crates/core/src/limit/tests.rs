@@ -11,10 +11,15 @@ use std::collections::BinaryHeap;
 
 use proptest::prelude::*;
 
-use crate::controller::{Completion, Controller, Dispatch, Submit};
+use crate::controller::{earliest, Completion, Controller, Dispatch, Submit};
 use crate::group::GroupSettings;
 use crate::io::{GroupId, Io, Nanos, Op, NSEC_PER_MSEC, NSEC_PER_SEC};
-use crate::limit::{Knob, KnobLimit, LeakyBucketLimiter, Limits, TokenBucketLimiter};
+use crate::iocost::model::{LinearModel, ModelParams};
+use crate::iocost::qos::QosParams;
+use crate::iocost::IoCost;
+use crate::limit::{
+    Gate, Knob, KnobLimit, LeakyBucketLimiter, LeakyGate, Limited, Limits, TokenBucketLimiter, TokenGate,
+};
 
 /// Release time of every IO, by id, as a driver would observe it.
 #[derive(Default)]
@@ -87,7 +92,7 @@ fn open_loop<C: Controller>(
     let mut id = 0u64;
     loop {
         let next_arrival = (arrival < end).then_some(arrival);
-        let Some(now) = crate::controller::earliest(next_arrival, at) else { break };
+        let Some(now) = earliest(next_arrival, at) else { break };
         if now > until {
             break;
         }
@@ -103,19 +108,26 @@ fn open_loop<C: Controller>(
     log
 }
 
-/// Completions of a closed loop, as (direction, latency): `qd` IOs of 4 KiB at random offsets always
-/// outstanding (slot `i` reads or writes as `ops[i % ops.len()]` says), each served in `service` by a
-/// device with unlimited parallelism. Runs until `span.1`, recording completions from `span.0` on
-/// (the warm-up before it is the start-up transient: a bucket created full).
-fn closed_loop<C: Controller>(
-    ctrl: &mut C,
+/// One closed-loop job: `qd` IOs of 4 KiB at random offsets always outstanding from `group`.
+#[derive(Clone, Copy)]
+struct Job {
     group: GroupId,
-    ops: &[Op],
+    op: Op,
     qd: u64,
-    service: Nanos,
-    span: (Nanos, Nanos),
-) -> Vec<(Op, Nanos)> {
-    let (warm_up, duration) = span;
+}
+
+/// A completed IO of a closed loop.
+#[derive(Clone, Copy)]
+struct Done {
+    group: GroupId,
+    op: Op,
+    latency: Nanos,
+}
+
+/// Runs `jobs` against a device that serves every IO in `service` with unlimited parallelism,
+/// running the controller's planner when it asks, until `span.1`; records completions from `span.0`
+/// on (the warm-up before it is the start-up transient, e.g. a bucket created full).
+fn closed_loop<C: Controller>(ctrl: &mut C, jobs: &[Job], service: Nanos, span: (Nanos, Nanos)) -> Vec<Done> {
     struct Loop {
         submitted: Vec<Nanos>,
         in_flight: Vec<Option<Io>>,
@@ -131,25 +143,30 @@ fn closed_loop<C: Controller>(
             let id = self.submitted.len() as u64;
             self.submitted.push(now);
             self.in_flight.push(None);
-            // Offsets scattered over 1 GiB: random writes.
+            // Offsets scattered over 1 GiB: random IO.
             let offset = id.wrapping_mul(0x9E37_79B9_7F4A_7C15) % (1 << 30) / 4096 * 4096;
             if let Submit::Issue { io, .. } = ctrl.submit(now, Io::new(id, group, op, offset, 4096)) {
                 self.issue(now, io);
             }
         }
     }
+    let (warm_up, duration) = span;
     let mut l = Loop { submitted: Vec::new(), in_flight: Vec::new(), completions: BinaryHeap::new(), service };
-    let mut latencies = Vec::new();
-    let mut at = None;
-    for slot in 0..qd as usize {
-        l.submit(ctrl, 0, group, ops[slot % ops.len()]);
+    let mut done = Vec::new();
+    for job in jobs {
+        for _ in 0..job.qd {
+            l.submit(ctrl, 0, job.group, job.op);
+        }
     }
-    at = at.or(Some(0));
+    let mut at = Some(0);
     loop {
         let next_done = l.completions.peek().map(|Reverse((t, _))| *t);
-        let Some(now) = crate::controller::earliest(next_done, at) else { break };
+        let Some(now) = earliest(earliest(next_done, at), ctrl.next_tick()) else { break };
         if now > duration {
             break;
+        }
+        if ctrl.next_tick().is_some_and(|t| t <= now) {
+            ctrl.tick(now);
         }
         while let Some(&Reverse((t, id))) = l.completions.peek() {
             if t != now {
@@ -158,10 +175,10 @@ fn closed_loop<C: Controller>(
             l.completions.pop();
             let io = l.in_flight[id as usize].take().expect("completed IO was issued");
             if now >= warm_up {
-                latencies.push((io.op, now - l.submitted[id as usize]));
+                done.push(Done { group: io.group, op: io.op, latency: now - l.submitted[id as usize] });
             }
             ctrl.complete(now, &io, Completion { released: now - service, started: now - service });
-            l.submit(ctrl, now, group, io.op);
+            l.submit(ctrl, now, io.group, io.op);
         }
         at = loop {
             match ctrl.dispatch(now) {
@@ -171,7 +188,7 @@ fn closed_loop<C: Controller>(
             }
         };
     }
-    latencies
+    done
 }
 
 fn settings(limits: &str) -> GroupSettings {
@@ -315,8 +332,9 @@ fn librbd_combines_total_and_direction_limits() {
     // Total 100 IOPS, reads at most 30: a reader and a writer at QD 8 each get 30 and 70
     // (ceph/ceph#17032 measured 69.98 and ~30 with fio).
     let (mut ctrl, g) = token("iops-total=100,iops-read=30");
-    let done = closed_loop(&mut ctrl, g, &[Op::Read, Op::Write], 16, 100_000, (S, 21 * S));
-    let per_op = |op: Op| done.iter().filter(|(o, _)| *o == op).count() as f64 / 20.0;
+    let jobs = [Job { group: g, op: Op::Read, qd: 8 }, Job { group: g, op: Op::Write, qd: 8 }];
+    let done = closed_loop(&mut ctrl, &jobs, 100_000, (S, 21 * S));
+    let per_op = |op: Op| done.iter().filter(|d| d.op == op).count() as f64 / 20.0;
     assert_within("reads", per_op(Op::Read), 30.0, 0.02);
     assert_within("writes", per_op(Op::Write), 70.0, 0.02);
 }
@@ -360,8 +378,8 @@ struct Latency {
     share_between: f64,
 }
 
-fn latency(lat: Vec<(Op, Nanos)>, at_least: Nanos, between: (Nanos, Nanos)) -> Latency {
-    let mut lat: Vec<Nanos> = lat.into_iter().map(|(_, l)| l).collect();
+fn latency(done: &[Done], at_least: Nanos, between: (Nanos, Nanos)) -> Latency {
+    let mut lat: Vec<Nanos> = done.iter().map(|d| d.latency).collect();
     lat.sort_unstable();
     let n = lat.len() as f64;
     let ms = |ns: Nanos| ns as f64 / NSEC_PER_MSEC as f64;
@@ -383,9 +401,9 @@ const MS: Nanos = NSEC_PER_MSEC;
 #[test]
 fn qd128_token_bucket_with_1000_ms_tick() {
     let (mut ctrl, g) = token("iops-total=5000,tick-min-ms=1000");
-    let lat = closed_loop(&mut ctrl, g, W, QD, SERVICE, RUN);
-    assert_within("throughput", lat.len() as f64 / 60.0, 5000.0, 0.01);
-    let l = latency(lat, 900 * MS, (24 * MS, 27 * MS));
+    let done = closed_loop(&mut ctrl, &[Job { group: g, op: Op::Write, qd: QD }], SERVICE, RUN);
+    assert_within("throughput", done.len() as f64 / 60.0, 5000.0, 0.01);
+    let l = latency(&done, 900 * MS, (24 * MS, 27 * MS));
     eprintln!("{l:?}");
     assert_within("mean latency, ms", l.mean_ms, 25.6, 0.02);
     assert!((l.share_at_least - 0.0256).abs() <= 0.003, "{:.4} of IOs waited ≥ 900 ms", l.share_at_least);
@@ -395,9 +413,9 @@ fn qd128_token_bucket_with_1000_ms_tick() {
 #[test]
 fn qd128_leaky_bucket() {
     let (mut ctrl, g) = leaky("iops-total=5000");
-    let lat = closed_loop(&mut ctrl, g, W, QD, SERVICE, RUN);
-    assert_within("throughput", lat.len() as f64 / 60.0, 5000.0, 0.01);
-    let l = latency(lat, 900 * MS, (24 * MS, 27 * MS));
+    let done = closed_loop(&mut ctrl, &[Job { group: g, op: Op::Write, qd: QD }], SERVICE, RUN);
+    assert_within("throughput", done.len() as f64 / 60.0, 5000.0, 0.01);
+    let l = latency(&done, 900 * MS, (24 * MS, 27 * MS));
     eprintln!("{l:?}");
     assert_within("mean latency, ms", l.mean_ms, 25.6, 0.02);
     assert!(l.share_between >= 0.98, "{:.4} of IOs between 24 and 27 ms", l.share_between);
@@ -427,6 +445,57 @@ fn limits_pass_through_to_the_inner_controller_and_unlimited_groups_are_untouche
     assert_eq!((stats.groups[capped.index()].issued, stats.groups[capped.index()].queued), (50, 0));
     assert!(stats.groups[capped.index()].wait_us > 0);
     assert_eq!(now, 49 * 100 * MS, "one IO per 100 ms tick");
+}
+
+/// IOCost with vrate pinned at 100%, so that the device's capacity is the cost model's.
+fn iocost_at_model_rate() -> IoCost {
+    let qos = QosParams { min_ppm: 1_000_000, max_ppm: 1_000_000, ..QosParams::default() };
+    IoCost::new(LinearModel::new(ModelParams::SSD_DFL), qos)
+}
+
+/// IOPS of two saturating 4 KiB random readers (QD32) at weights 200 and 100 under IOCost, the heavy
+/// one also limited by `heavy_limits`, measured over seconds 2..10.
+fn heavy_and_light<G: Gate>(heavy_limits: &str) -> (f64, f64) {
+    let mut ctrl: Limited<IoCost, G> = Limited::new(iocost_at_model_rate());
+    let heavy =
+        ctrl.configure(0, "heavy", &GroupSettings { weight: 200, limits: heavy_limits.parse().unwrap() }).unwrap();
+    let light = ctrl.configure(0, "light", &GroupSettings::weight(100)).unwrap();
+    let jobs = [Job { group: heavy, op: Op::Read, qd: 32 }, Job { group: light, op: Op::Read, qd: 32 }];
+    let done = closed_loop(&mut ctrl, &jobs, 100_000, (2 * S, 10 * S));
+    let iops = |g: GroupId| done.iter().filter(|d| d.group == g).count() as f64 / 8.0;
+    (iops(heavy), iops(light))
+}
+
+#[test]
+fn weights_alone_share_2_to_1_through_the_limit_stage() {
+    let (heavy, light) = heavy_and_light::<TokenGate>("none");
+    assert_within("heavy / light", heavy / light, 2.0, 0.05);
+}
+
+#[test]
+fn a_capped_heavy_group_leaves_the_rest_to_the_light_one() {
+    let (heavy, light) = heavy_and_light::<TokenGate>("none");
+    let capacity = heavy + light;
+    for (name, (capped, rest)) in [
+        ("leaky", heavy_and_light::<LeakyGate>("iops-read=1500")),
+        ("token, 1 ms ticks", heavy_and_light::<TokenGate>("iops-read=1500,tick-min-ms=1")),
+    ] {
+        assert_within(&format!("{name}: capped heavy group"), capped, 1500.0, 0.02);
+        // Work conservation: the light group's own share is capacity / 3; it gets all the rest.
+        assert_within(&format!("{name}: light group"), rest, capacity - 1500.0, 0.05);
+    }
+}
+
+/// librbd's default 50 ms tick releases the heavy group's IO in bursts of 75; IOCost sees a burst that
+/// would wait at the donated weight and takes the weight back (snapback), so less is donated. The
+/// light group still gets well over its own share, not all the rest.
+#[test]
+fn a_bursty_cap_donates_less() {
+    let (heavy, light) = heavy_and_light::<TokenGate>("none");
+    let capacity = heavy + light;
+    let (capped, rest) = heavy_and_light::<TokenGate>("iops-read=1500");
+    assert_within("capped heavy group", capped, 1500.0, 0.02);
+    assert!(rest > 1.5 * capacity / 3.0 && rest < capacity - 1500.0, "light group {rest} of {capacity}");
 }
 
 #[test]
