@@ -73,13 +73,17 @@ impl<M: CostModel> IoCost<M> {
         }
 
         // Pre-order list of the donors' inner ancestors, root first.
-        let mut walk: Vec<u32> = Vec::new();
+        let mut walk = std::mem::take(&mut self.walk);
+        walk.clear();
         for &d in donors {
-            let ancestors = self.tree.nodes[d as usize].ancestors.clone();
-            let level = ancestors.len() - 1;
-            let first_new =
-                (0..level).rev().find(|&l| self.tree.nodes[ancestors[l] as usize].in_walk).map_or(0, |l| l + 1);
-            for &a in &ancestors[first_new..level] {
+            let level = self.tree.nodes[d as usize].level as usize;
+            let ancestor = |tree: &super::tree::Tree, l: usize| tree.nodes[d as usize].ancestors[l];
+            let first_new = (0..level)
+                .rev()
+                .find(|&l| self.tree.nodes[ancestor(&self.tree, l) as usize].in_walk)
+                .map_or(0, |l| l + 1);
+            for l in first_new..level {
+                let a = ancestor(&self.tree, l);
                 self.tree.nodes[a as usize].in_walk = true;
                 walk.push(a);
             }
@@ -167,5 +171,6 @@ impl<M: CostModel> IoCost<M> {
         for &i in &walk {
             self.tree.nodes[i as usize].in_walk = false;
         }
+        self.walk = walk;
     }
 }

@@ -128,6 +128,9 @@ pub struct IoCost<M: CostModel = LinearModel> {
     /// Wake-up times of groups' wait queues (stale entries skipped).
     timers: BinaryHeap<Reverse<(Nanos, u32)>>,
     events: Vec<Event>,
+    /// Planner scratch: donors of the period, and the inner nodes above them (pre-order).
+    donors: Vec<u32>,
+    walk: Vec<u32>,
 }
 
 impl<M: CostModel> IoCost<M> {
@@ -164,6 +167,8 @@ impl<M: CostModel> IoCost<M> {
             ready: VecDeque::new(),
             timers: BinaryHeap::new(),
             events: Vec::new(),
+            donors: Vec::new(),
+            walk: Vec::new(),
         };
         c.refresh_params();
         c

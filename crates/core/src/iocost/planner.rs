@@ -88,7 +88,8 @@ impl<M: CostModel> IoCost<M> {
 
         let (ppm_rthr, ppm_wthr) = (MILLION - self.qos.rppm as u64, MILLION - self.qos.wppm as u64);
         let (mut nr_shortages, mut nr_lagging, mut usage_us_sum) = (0u32, 0u32, 0u64);
-        let mut donors = Vec::new();
+        let mut donors = std::mem::take(&mut self.donors);
+        donors.clear();
         for idx in 0..self.active_list.len() {
             let i = self.active_list[idx];
             let (hwa, hwi) = self.tree.hweights(i);
@@ -136,6 +137,7 @@ impl<M: CostModel> IoCost<M> {
         if !donors.is_empty() && nr_shortages > 0 {
             self.transfer_surpluses(&donors, vnow);
         }
+        self.donors = donors;
         self.tree.commit();
 
         self.update_busy_level(missed_ppm, rq_wait_pct, ppm_rthr, ppm_wthr, nr_shortages, nr_lagging, nr_done);
