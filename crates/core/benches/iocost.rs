@@ -1,4 +1,5 @@
 //! IOCost's costs: the issue fast path (every IO pays it) and the planner (once per period).
+#![allow(missing_docs)] // criterion's macros generate undocumented functions
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -32,7 +33,7 @@ fn fast_path(c: &mut Criterion) {
                 let g = ids[id as usize % ids.len()];
                 let io = Io::new(id, g, Op::Read, id * 4096, 4096);
                 let Submit::Issue { io, .. } = ctl.submit(now, io) else { panic!("budget must suffice") };
-                black_box(ctl.dispatch(now));
+                black_box(&ctl.dispatch(now));
                 // Completion and the planner keep the state realistic; they are part of the cycle.
                 ctl.complete(now, &io, Completion { released: now, started: now });
                 if ctl.next_tick().is_some_and(|t| t <= now) {
