@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{backing_file, KillOnDrop};
-use ioshare_host::{remove_stale_cgroups, skip_unless_root, BlkioCgroup, Error, LoopDevice, ThrottleKnob};
+use ioshare_host::{remove_stale_cgroups, skip_unless_root, BlkioCgroup, DevNum, Error, LoopDevice, ThrottleKnob};
 
 /// A cgroup name unique to this test process and `test`.
 fn cgroup_name(test: &str) -> String {
@@ -119,7 +119,7 @@ fn bad_limits_and_devices_are_refused() {
     let err = cgroup.set_throttle(dev.dev(), ThrottleKnob::ReadIops, 1 << 32).unwrap_err();
     assert!(matches!(err, Error::InvalidLimit { .. }), "{err}");
     // Major 4095 is not a block driver on any machine we know of.
-    let nowhere = ioshare_host::DevNum { major: 4095, minor: 0 };
+    let nowhere = DevNum { major: 4095, minor: 0 };
     let err = cgroup.set_throttle(nowhere, ThrottleKnob::ReadBps, 1 << 20).unwrap_err();
     assert!(matches!(err, Error::NoSuchDevice(d) if d == nowhere), "{err}");
     for weight in [0, 1001] {
@@ -128,46 +128,33 @@ fn bad_limits_and_devices_are_refused() {
     }
 }
 
+/// BFQ's weight reaches the kernel and BFQ accounts the cgroup's IO on the loop device.
+///
+/// Whether weights split a contended device in proportion is a measurement, not asserted here: on a
+/// loop device over a sparse file the "device" is CPU (the loop worker zero-fills holes), so the split
+/// follows CPU scheduling as much as BFQ. Measured on this 2-core machine with two dd readers for 1.5 s:
+/// weights 300:100 gave 3.06-3.50 when idle, 800:100 gave 1.0-8.2 while other builds ran. `ioshare
+/// bench` reports BFQ's ratio next to ioshare's instead.
 #[test]
-fn bfq_weights_split_a_contended_loop_device() {
-    if skip_unless_root("bfq_weights_split_a_contended_loop_device") {
+fn bfq_weight_is_applied_and_bfq_counts_the_cgroups_io() {
+    if skip_unless_root("bfq_weight_is_applied_and_bfq_counts_the_cgroups_io") {
         return;
     }
-    const HEAVY: u32 = 300;
-    const LIGHT: u32 = 100;
-    const HALF_BLOCKS: u64 = 1 << 17; // 512 MiB of 4 KiB blocks: more than either reader gets through
-    let file = backing_file(1024);
+    const READS: u64 = 100;
+    let file = backing_file(16);
     let dev = LoopDevice::attach(file.path(), true).unwrap();
     dev.set_scheduler("bfq").unwrap();
-    let heavy = BlkioCgroup::create(&cgroup_name("bfq-heavy")).unwrap();
-    let light = BlkioCgroup::create(&cgroup_name("bfq-light")).unwrap();
-    heavy.set_bfq_weight(HEAVY).unwrap();
-    light.set_bfq_weight(LIGHT).unwrap();
-    let text = std::fs::read_to_string(heavy.path().join("blkio.bfq.weight")).unwrap();
-    assert_eq!(text.split_whitespace().last(), Some(HEAVY.to_string().as_str()), "{text}");
+    let cgroup = BlkioCgroup::create(&cgroup_name("bfq")).unwrap();
+    cgroup.set_bfq_weight(500).unwrap();
+    let text = std::fs::read_to_string(cgroup.path().join("blkio.bfq.weight")).unwrap();
+    assert_eq!(text.split_whitespace().last(), Some("500"), "{text}");
 
-    // Two saturating direct readers on separate halves of the device, stopped together after 1.5 s.
-    let readers = [
-        KillOnDrop(heavy.spawn(dd_direct_reads(dev.path(), 0, HALF_BLOCKS)).unwrap()),
-        KillOnDrop(light.spawn(dd_direct_reads(dev.path(), HALF_BLOCKS, HALF_BLOCKS)).unwrap()),
-    ];
-    std::thread::sleep(Duration::from_millis(1500));
-    drop(readers);
-
-    let bytes = |cgroup: &BlkioCgroup| cgroup.bfq_stats().unwrap().device(dev.dev()).map_or(0, |d| d.bytes.read) as f64;
-    let (heavy_bytes, light_bytes) = (bytes(&heavy), bytes(&light));
-    let ratio = heavy_bytes / light_bytes;
-    eprintln!(
-        "BFQ weights {HEAVY}:{LIGHT}: read {:.1} MiB vs {:.1} MiB in 1.5 s, ratio {ratio:.2}",
-        heavy_bytes / f64::from(1 << 20),
-        light_bytes / f64::from(1 << 20)
-    );
-    // Weights 3:1 should give a 3:1 split; measured here: 3.06-3.50. BFQ only approximates the split
-    // over a short run (service is granted in budgets, each sync queue is idled on for a few ms) and the
-    // two readers compete for this 2-core machine's CPUs with the other tests, so the bound is 2/3 of
-    // the ideal: ≥ 2.0, which ignored weights (ratio ~1) cannot reach.
-    assert!(light_bytes > 0.0, "the lighter reader did no IO at all");
-    assert!(ratio >= 2.0, "weights {HEAVY}:{LIGHT} gave a read ratio of only {ratio:.2}");
+    let mut reader = KillOnDrop(cgroup.spawn(dd_direct_reads(dev.path(), 0, READS)).unwrap());
+    assert!(reader.0.wait().unwrap().success(), "dd failed");
+    let stats = cgroup.bfq_stats().unwrap();
+    let on_dev = stats.device(dev.dev()).expect("BFQ has statistics for the loop device");
+    // One request per 4 KiB direct read: dd keeps one in flight, so nothing merges.
+    assert_eq!((on_dev.ios.read, on_dev.bytes.read, on_dev.ios.write), (READS, READS * 4096, 0));
 }
 
 /// dd reading `count` 4 KiB blocks of `dev` with direct IO, from block `skip` on.
@@ -180,12 +167,13 @@ fn dd_direct_reads(dev: &Path, skip: u64, count: u64) -> Command {
     cmd
 }
 
-/// Runs `cmd` in `cgroup` to completion; returns the elapsed seconds.
-fn timed_run(cgroup: &BlkioCgroup, cmd: Command) -> f64 {
-    let start = Instant::now();
-    let mut child = KillOnDrop(cgroup.spawn(cmd).unwrap());
-    assert!(child.0.wait().unwrap().success(), "dd failed");
-    start.elapsed().as_secs_f64()
+/// The read rate of `cgroup` on `dev` over `window`, from the kernel's count of the reads it let in.
+fn read_rate(cgroup: &BlkioCgroup, dev: DevNum, window: Duration) -> f64 {
+    let reads = || cgroup.stats().unwrap().device(dev).map_or(0, |d| d.ios.read);
+    let (n0, t0) = (reads(), Instant::now());
+    std::thread::sleep(window);
+    let (n1, t1) = (reads(), Instant::now());
+    (n1 - n0) as f64 / (t1 - t0).as_secs_f64()
 }
 
 #[test]
@@ -193,32 +181,45 @@ fn read_iops_limit_holds_a_direct_reader_to_the_limit() {
     if skip_unless_root("read_iops_limit_holds_a_direct_reader_to_the_limit") {
         return;
     }
-    const LIMIT: u64 = 200;
-    const IOS: u64 = 400; // 2 s at the limit
+    const LIMITS: [u64; 2] = [100, 200];
+    const WINDOW: Duration = Duration::from_millis(1500);
+    // blk-throttle starts a new slice when a limit is set, granting up to one slice (100 ms on a loop
+    // device, which is flagged rotational) at once; measure after it.
+    const SETTLE: Duration = Duration::from_millis(150);
     let file = backing_file(16);
     let dev = LoopDevice::attach(file.path(), true).unwrap();
-    let limited = BlkioCgroup::create(&cgroup_name("iops-limited")).unwrap();
-    let free = BlkioCgroup::create(&cgroup_name("iops-free")).unwrap();
-    limited.set_throttle(dev.dev(), ThrottleKnob::ReadIops, LIMIT).unwrap();
+    let cgroup = BlkioCgroup::create(&cgroup_name("iops-limit")).unwrap();
+    cgroup.set_throttle(dev.dev(), ThrottleKnob::ReadIops, LIMITS[0]).unwrap();
+    // Four dd readers of 1024 direct 4 KiB reads each (one quarter of the device each): at these limits
+    // they outlive both windows and are killed after. Four, so that reads wait in blk-throttle's queue
+    // even when a reader is slow to be scheduled on this busy 2-core machine: the limit, not the
+    // readers, must set the pace.
+    let readers: Vec<KillOnDrop> =
+        (0..4).map(|i| KillOnDrop(cgroup.spawn(dd_direct_reads(dev.path(), i * 1024, 1024)).unwrap())).collect();
 
-    let free_secs = timed_run(&free, dd_direct_reads(dev.path(), 0, IOS));
-    let limited_secs = timed_run(&limited, dd_direct_reads(dev.path(), 0, IOS));
-    let free_rate = IOS as f64 / free_secs;
-    let limited_rate = IOS as f64 / limited_secs;
-    eprintln!("read IOPS limit {LIMIT}: measured {limited_rate:.1} IOPS ({IOS} IOs in {limited_secs:.3} s); unlimited: {free_rate:.0} IOPS");
+    let mut measured = Vec::new();
+    for (i, &limit) in LIMITS.iter().enumerate() {
+        if i > 0 {
+            cgroup.set_throttle(dev.dev(), ThrottleKnob::ReadIops, limit).unwrap();
+        }
+        std::thread::sleep(SETTLE);
+        measured.push(read_rate(&cgroup, dev.dev(), WINDOW));
+    }
+    drop(readers);
+    eprintln!("read IOPS limits {LIMITS:?}: measured {measured:.1?} IOPS over {WINDOW:?} windows");
 
-    // The limit, not the device, sets the pace: the same reads run far faster outside the cgroup.
-    assert!(free_rate > 5.0 * LIMIT as f64, "the device itself is too slow to show the limit: {free_rate:.0} IOPS");
-    // Tolerance ±10%. blk-throttle budgets IOs per time slice and rounds the elapsed time up to whole
-    // slices (100 ms on a loop device, which is flagged rotational), so a group can run up to one slice
-    // ahead of its rate: 20 IOs at 200 IOPS, 5% of 400. Here that shows as 212-214 IOPS (400 IOs in
-    // ~1.88 s). Below the limit, only process start-up (a few ms of the ~2 s) slows the reader.
-    let ratio = limited_rate / LIMIT as f64;
-    assert!((0.9..=1.1).contains(&ratio), "measured {limited_rate:.1} IOPS under a {LIMIT} IOPS limit");
-
-    // Every read was counted against the limited cgroup on this device, as one 4 KiB IO each.
-    let stats = limited.stats().unwrap();
+    // Tolerance ±10%. The rate comes from the kernel's own count of reads let through, over a window
+    // that starts after the first slice, so process start-up and the initial burst are not in it. What
+    // remains: blk-throttle budgets per 100 ms slice, so a window can hold up to one slice more or less
+    // than rate × window (10 of 150 reads at 100 IOPS, 20 of 300 at 200: 6.7%); the count includes
+    // the reads waiting in blk-throttle (one per reader, at most 4); and a late wake-up of this thread
+    // is inside the measured time. Changing the limit changes the rate, so the limit, not the device, sets the pace.
+    for (&limit, &rate) in LIMITS.iter().zip(&measured) {
+        let ratio = rate / limit as f64;
+        assert!((0.9..=1.1).contains(&ratio), "measured {rate:.1} IOPS under a {limit} IOPS limit");
+    }
+    // Each read was counted once, as one 4 KiB IO, and nothing was written.
+    let stats = cgroup.stats().unwrap();
     let on_dev = stats.device(dev.dev()).expect("the cgroup has statistics for the loop device");
-    assert_eq!((on_dev.ios.read, on_dev.bytes.read), (IOS, IOS * 4096));
-    assert_eq!((on_dev.ios.write, on_dev.bytes.write), (0, 0));
+    assert_eq!((on_dev.bytes.read, on_dev.ios.write), (on_dev.ios.read * 4096, 0));
 }
