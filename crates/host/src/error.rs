@@ -36,7 +36,7 @@ pub enum Error {
     /// Direct IO was requested but the loop driver fell back to buffered IO.
     #[error(
         "cannot attach {} with direct IO: its filesystem does not support O_DIRECT at the device's block size \
-         (put the file on ext4 or xfs, not tmpfs, or attach without direct IO)",
+         (put the file on ext4 or xfs, or attach without direct IO)",
         path.display()
     )]
     DirectIoUnsupported {

@@ -56,8 +56,9 @@ impl LoopDevice {
     /// Attaches a free loop device to `file`, like `losetup --find --show [--direct-io=on] FILE`.
     ///
     /// With `direct_io` the loop driver reads and writes the file with O_DIRECT, so the page cache is
-    /// not in the measured path; if the file's filesystem cannot do that (tmpfs), this fails with
-    /// [`Error::DirectIoUnsupported`] and nothing stays attached.
+    /// not in the measured path; if the kernel falls back to buffered IO (a filesystem without O_DIRECT
+    /// at the device's block size), this fails with [`Error::DirectIoUnsupported`] and nothing stays
+    /// attached. Note that tmpfs accepts O_DIRECT since Linux 6.6 (it does on this host's 6.18).
     pub fn attach(file: &Path, direct_io: bool) -> Result<Self> {
         let backing = open_backing(file)?;
         let control =
