@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod model;
+mod sim;
 
 /// ioshare: IO isolation for containers and multi-tenant storage.
 #[derive(Parser)]
@@ -18,12 +19,15 @@ struct Cli {
 enum Command {
     /// Derive a cost model's coefficients from an io.cost.model line.
     Model(model::Args),
+    /// Run a scenario in virtual time (built-in by name, or a .toml file).
+    Sim(sim::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Model(args) => model::run(args),
+        Command::Sim(args) => sim::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

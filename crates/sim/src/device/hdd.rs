@@ -1,0 +1,192 @@
+//! Rotating disk: one actuator, seek time growing with distance, rotational latency, cheap
+//! sequential IO and reordering of the queue within a window (like NCQ or an elevator).
+//!
+//! Service time: an IO that starts within `track_kb` of where the head is continues the current
+//! stream and pays only the transfer at `mbps`. Any other IO pays a seek of
+//! `seek_min_ms + (seek_max_ms − seek_min_ms) × sqrt(distance / capacity)` (the classic square-root
+//! seek curve), a rotational delay drawn uniformly from one revolution, and the transfer. When the
+//! actuator frees up it serves, among the first `window` queued IOs, the one closest to the head
+//! (window 1 = FIFO).
+
+use std::collections::VecDeque;
+
+use ioshare_core::Nanos;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::Deserialize;
+
+use super::{positive, transfer_ns, Device, Request, Started};
+use crate::error::SimError;
+
+/// Parameters of an [`Hdd`].
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HddSpec {
+    /// Spindle speed, revolutions per minute.
+    pub rpm: f64,
+    /// Shortest (track-to-track) seek, ms.
+    pub seek_min_ms: f64,
+    /// Full-stroke seek, ms.
+    pub seek_max_ms: f64,
+    /// Capacity, GB (10^9 bytes); offsets wrap around it.
+    pub capacity_gb: f64,
+    /// Media transfer rate, MB/s.
+    pub mbps: f64,
+    /// Distance from the head, KiB, within which an IO counts as continuing the stream.
+    #[serde(default = "default_track_kb")]
+    pub track_kb: u64,
+    /// Reordering window, queued IOs (1 = FIFO).
+    #[serde(default = "default_window")]
+    pub window: u32,
+    /// IOs the device accepts at once (its tags / NCQ depth); more wait in front of it, and the
+    /// controller sees that wait as `started > released`. Default: 32 (NCQ).
+    #[serde(default)]
+    pub queue_depth: Option<u32>,
+}
+
+fn default_track_kb() -> u64 {
+    64
+}
+
+fn default_window() -> u32 {
+    1
+}
+
+impl HddSpec {
+    pub(crate) fn validate(&self) -> Result<(), SimError> {
+        positive("rpm", self.rpm)?;
+        positive("seek_min_ms", self.seek_min_ms)?;
+        positive("capacity_gb", self.capacity_gb)?;
+        positive("mbps", self.mbps)?;
+        positive("window", self.window as f64)?;
+        if self.seek_max_ms < self.seek_min_ms {
+            return Err(SimError::Invalid("device seek_max_ms must be at least seek_min_ms".into()));
+        }
+        Ok(())
+    }
+}
+
+/// See the module documentation.
+#[derive(Debug)]
+pub struct Hdd {
+    spec: HddSpec,
+    capacity: u64,
+    head: u64,
+    busy: bool,
+    queue: VecDeque<Request>,
+    rng: SmallRng,
+    speed: f64,
+}
+
+impl Hdd {
+    /// A disk from its parameters; `seed` drives the rotational positions.
+    pub fn new(spec: &HddSpec, seed: u64) -> Self {
+        Hdd {
+            spec: spec.clone(),
+            capacity: (spec.capacity_gb * 1e9) as u64,
+            head: 0,
+            busy: false,
+            queue: VecDeque::new(),
+            rng: SmallRng::seed_from_u64(seed ^ 0x4844_4400),
+            speed: 1.0,
+        }
+    }
+
+    fn distance(&self, req: &Request) -> u64 {
+        (req.offset % self.capacity).abs_diff(self.head)
+    }
+
+    fn start(&mut self, now: Nanos, req: Request) -> Started {
+        let s = &self.spec;
+        let dist = self.distance(&req);
+        let mut ns = transfer_ns(req.len, s.mbps * 1e6);
+        if dist > s.track_kb * 1024 {
+            let frac = (dist as f64 / self.capacity as f64).sqrt();
+            ns += (s.seek_min_ms + (s.seek_max_ms - s.seek_min_ms) * frac) * 1e6;
+            ns += self.rng.gen::<f64>() * 60e9 / s.rpm;
+        }
+        self.head = (req.offset % self.capacity + req.len as u64) % self.capacity;
+        self.busy = true;
+        let busy = (ns / self.speed).round().max(1.0) as Nanos;
+        Started { token: req.token, slot: 0, start: now, done: now + busy, busy }
+    }
+}
+
+impl Device for Hdd {
+    fn describe(&self) -> String {
+        format!("hdd {} rpm (window {})", self.spec.rpm, self.spec.window)
+    }
+
+    fn servers(&self) -> u32 {
+        1
+    }
+
+    fn queue_depth(&self) -> u32 {
+        self.spec.queue_depth.unwrap_or(32)
+    }
+
+    fn arrive(&mut self, now: Nanos, req: Request) -> Option<Started> {
+        if self.busy {
+            self.queue.push_back(req);
+            return None;
+        }
+        Some(self.start(now, req))
+    }
+
+    fn finish(&mut self, now: Nanos, _slot: u32) -> Option<Started> {
+        self.busy = false;
+        let window = (self.spec.window as usize).min(self.queue.len());
+        let best = (0..window).min_by_key(|&i| self.distance(&self.queue[i]))?;
+        let req = self.queue.remove(best).expect("index within the queue");
+        Some(self.start(now, req))
+    }
+
+    fn set_speed(&mut self, factor: f64) {
+        self.speed *= factor;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ioshare_core::Op;
+
+    fn spec(window: u32) -> HddSpec {
+        HddSpec {
+            rpm: 7200.0,
+            seek_min_ms: 1.0,
+            seek_max_ms: 15.0,
+            capacity_gb: 1000.0,
+            mbps: 200.0,
+            track_kb: 64,
+            window,
+            queue_depth: None,
+        }
+    }
+
+    fn req(token: u32, offset: u64) -> Request {
+        Request { token, group: 0, op: Op::Read, offset, len: 4096 }
+    }
+
+    #[test]
+    fn sequential_is_cheap_and_random_pays_seek_and_rotation() {
+        let mut d = Hdd::new(&spec(1), 7);
+        let first = d.arrive(0, req(0, 500_000_000_000)).unwrap();
+        assert!(first.busy > 1_000_000, "far seek: at least the minimum seek");
+        assert!(d.finish(first.done, 0).is_none());
+        let seq = d.arrive(first.done, req(1, 500_000_004_096)).unwrap();
+        assert!(seq.busy < 100_000, "sequential: transfer only, {}", seq.busy);
+    }
+
+    #[test]
+    fn reordering_window_serves_the_closest_queued_io() {
+        for (window, expect) in [(1, 1), (4, 3)] {
+            let mut d = Hdd::new(&spec(window), 1);
+            let a = d.arrive(0, req(0, 0)).unwrap();
+            for (token, off) in [(1, 900_000_000_000), (2, 600_000_000_000), (3, 8192)] {
+                assert!(d.arrive(0, req(token, off)).is_none());
+            }
+            assert_eq!(d.finish(a.done, 0).unwrap().token, expect, "window {window}");
+        }
+    }
+}

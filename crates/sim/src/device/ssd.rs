@@ -1,0 +1,227 @@
+//! Flash device: parallel channels, a write buffer that absorbs bursts, and garbage collection that
+//! slows the device once the buffer is full.
+//!
+//! Service time of an IO on a channel: `read_us`/`write_us` plus the transfer at the channel's share
+//! of `read_mbps`/`write_mbps`. Writes fill a buffer of `buffer_mb` that drains in the background at
+//! `flush_mbps`. When a write does not fit, garbage collection starts: writes take `gc_write_factor`
+//! times longer and reads `gc_read_factor` times longer. It stops as soon as the buffer has room
+//! again, or — with `collapse = true`, the bursty "fast then collapse" behaviour of consumer drives —
+//! only once the buffer has drained completely.
+
+use std::collections::VecDeque;
+
+use ioshare_core::{Nanos, Op};
+use serde::Deserialize;
+
+use super::{positive, transfer_ns, Device, Request, Started};
+use crate::error::SimError;
+
+/// Parameters of an [`Ssd`].
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SsdSpec {
+    /// Parallel channels (internal parallelism).
+    pub channels: u32,
+    /// Base latency of a read on one channel, µs.
+    pub read_us: f64,
+    /// Base latency of a write on one channel, µs.
+    pub write_us: f64,
+    /// Device read bandwidth, MB/s (10^6 bytes), shared by the channels.
+    pub read_mbps: f64,
+    /// Device write bandwidth, MB/s, shared by the channels.
+    pub write_mbps: f64,
+    /// Write buffer size, MB (0: no buffer, writes never trigger garbage collection).
+    #[serde(default)]
+    pub buffer_mb: f64,
+    /// Background drain rate of the buffer, MB/s.
+    #[serde(default)]
+    pub flush_mbps: f64,
+    /// Write slowdown while collecting garbage.
+    #[serde(default = "one")]
+    pub gc_write_factor: f64,
+    /// Read slowdown while collecting garbage.
+    #[serde(default = "one")]
+    pub gc_read_factor: f64,
+    /// Stay slow until the buffer is empty ("fast then collapse").
+    #[serde(default)]
+    pub collapse: bool,
+    /// IOs the device accepts at once (its tags / NCQ depth); more wait in front of it, and the
+    /// controller sees that wait as `started > released`. Default: 4 × channels.
+    #[serde(default)]
+    pub queue_depth: Option<u32>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+impl SsdSpec {
+    pub(crate) fn validate(&self) -> Result<(), SimError> {
+        positive("channels", self.channels as f64)?;
+        positive("read_us", self.read_us)?;
+        positive("write_us", self.write_us)?;
+        positive("read_mbps", self.read_mbps)?;
+        positive("write_mbps", self.write_mbps)?;
+        positive("gc_write_factor", self.gc_write_factor)?;
+        positive("gc_read_factor", self.gc_read_factor)?;
+        if self.buffer_mb > 0.0 {
+            positive("flush_mbps", self.flush_mbps)?;
+        }
+        Ok(())
+    }
+}
+
+/// See the module documentation.
+#[derive(Debug)]
+pub struct Ssd {
+    spec: SsdSpec,
+    free: Vec<u32>,
+    queue: VecDeque<Request>,
+    buffer_cap: f64,
+    level: f64,
+    level_at: Nanos,
+    gc: bool,
+    speed: f64,
+}
+
+impl Ssd {
+    /// A device from its parameters.
+    pub fn new(spec: &SsdSpec) -> Self {
+        Ssd {
+            spec: spec.clone(),
+            free: (0..spec.channels).rev().collect(),
+            queue: VecDeque::new(),
+            buffer_cap: spec.buffer_mb * 1e6,
+            level: 0.0,
+            level_at: 0,
+            gc: false,
+            speed: 1.0,
+        }
+    }
+
+    /// Drains the buffer up to `now` and updates the garbage-collection state.
+    fn drain(&mut self, now: Nanos) {
+        let dt = (now - self.level_at) as f64 / 1e9;
+        self.level = (self.level - dt * self.spec.flush_mbps * 1e6).max(0.0);
+        self.level_at = now;
+        if self.gc && (self.level <= 0.0 || (!self.spec.collapse && self.level < self.buffer_cap)) {
+            self.gc = false;
+        }
+    }
+
+    fn start(&mut self, now: Nanos, slot: u32, req: Request) -> Started {
+        if self.buffer_cap > 0.0 {
+            self.drain(now);
+        }
+        let s = &self.spec;
+        let channels = s.channels as f64;
+        let mut ns = match req.op {
+            Op::Read => s.read_us * 1e3 + transfer_ns(req.len, s.read_mbps * 1e6 / channels),
+            Op::Write => s.write_us * 1e3 + transfer_ns(req.len, s.write_mbps * 1e6 / channels),
+        };
+        if self.buffer_cap > 0.0 {
+            if req.op == Op::Write && !self.gc {
+                if self.level + req.len as f64 <= self.buffer_cap {
+                    self.level += req.len as f64;
+                } else {
+                    self.gc = true;
+                }
+            }
+            if self.gc {
+                ns *= if req.op == Op::Write { s.gc_write_factor } else { s.gc_read_factor };
+            }
+        }
+        let busy = (ns / self.speed).round().max(1.0) as Nanos;
+        Started { token: req.token, slot, start: now, done: now + busy, busy }
+    }
+}
+
+impl Device for Ssd {
+    fn describe(&self) -> String {
+        format!("ssd x{} ({} µs read, {} µs write)", self.spec.channels, self.spec.read_us, self.spec.write_us)
+    }
+
+    fn servers(&self) -> u32 {
+        self.spec.channels
+    }
+
+    fn queue_depth(&self) -> u32 {
+        self.spec.queue_depth.unwrap_or(4 * self.spec.channels)
+    }
+
+    fn arrive(&mut self, now: Nanos, req: Request) -> Option<Started> {
+        match self.free.pop() {
+            Some(slot) => Some(self.start(now, slot, req)),
+            None => {
+                self.queue.push_back(req);
+                None
+            }
+        }
+    }
+
+    fn finish(&mut self, now: Nanos, slot: u32) -> Option<Started> {
+        match self.queue.pop_front() {
+            Some(req) => Some(self.start(now, slot, req)),
+            None => {
+                self.free.push(slot);
+                None
+            }
+        }
+    }
+
+    fn set_speed(&mut self, factor: f64) {
+        self.speed *= factor;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(collapse: bool) -> SsdSpec {
+        SsdSpec {
+            channels: 1,
+            read_us: 100.0,
+            write_us: 20.0,
+            read_mbps: 1000.0,
+            write_mbps: 1000.0,
+            buffer_mb: 1.5,
+            flush_mbps: 100.0,
+            gc_write_factor: 10.0,
+            gc_read_factor: 3.0,
+            collapse,
+            queue_depth: None,
+        }
+    }
+
+    fn write(d: &mut Ssd, now: Nanos) -> Started {
+        let s = d.arrive(now, Request { token: 0, group: 0, op: Op::Write, offset: 0, len: 1 << 20 }).unwrap();
+        assert!(d.finish(s.done, s.slot).is_none());
+        s
+    }
+
+    #[test]
+    fn buffer_absorbs_then_gc_slows_then_recovers() {
+        let mut d = Ssd::new(&spec(false));
+        let fast = write(&mut d, 0).busy;
+        let slow = write(&mut d, 1000).busy; // buffer (1.5 MB) cannot take a second MiB
+        assert!(slow as f64 > 9.0 * fast as f64, "{fast} {slow}");
+        // After 20 ms at 100 MB/s the buffer has drained 2 MB: fast again.
+        assert_eq!(write(&mut d, 20_000_000).busy, fast);
+    }
+
+    #[test]
+    fn collapse_stays_slow_until_the_buffer_is_empty() {
+        let mut d = Ssd::new(&spec(true));
+        write(&mut d, 0);
+        write(&mut d, 1_000); // triggers GC
+        let read = |d: &mut Ssd, t| {
+            let s = d.arrive(t, Request { token: 0, group: 0, op: Op::Read, offset: 0, len: 4096 }).unwrap();
+            assert!(d.finish(s.done, s.slot).is_none());
+            s.busy
+        };
+        let slow = read(&mut d, 5_000_000); // half drained: still collapsed
+        let fast = read(&mut d, 20_000_000); // empty: recovered
+        assert!(slow > 2 * fast, "{slow} {fast}");
+    }
+}

@@ -1,0 +1,46 @@
+//! ioshare-sim: a deterministic discrete-event simulator for ioshare's IO controllers.
+//!
+//! A [`Scenario`] puts groups of jobs ([`Job`]) in front of a simulated device ([`DeviceSpec`])
+//! through a controller ([`ControllerSpec`]: none, IOCost, or any `Box<dyn Controller>`), runs it
+//! in virtual time and returns a [`Report`]: per group IOPS, bandwidth, share of device cost and
+//! latency percentiles, device utilisation and vrate, time series. The same scenario and seed give
+//! the same report (bar its wall-clock fields), so properties can be asserted exactly.
+//!
+//! ```
+//! use ioshare_core::{ModelParams, QosParams};
+//! use ioshare_sim::{DeviceSpec, Job, Rw, Scenario};
+//!
+//! // A device that truly follows ssd_dfl, 4 servers; IOCost given the right model.
+//! let scenario = Scenario::new("two-to-one", DeviceSpec::linear(ModelParams::SSD_DFL, 4))
+//!     .group("a", 200, [Job::closed(Rw::RandRead, 4096, 32)])
+//!     .group("b", 100, [Job::closed(Rw::RandRead, 4096, 32)])
+//!     .seconds(2.0)
+//!     .seed(7);
+//! let report = scenario.run().unwrap(); // .iocost(ModelParams::SSD_DFL, QosParams::default()) for IOCost
+//! println!("{}", report.to_table());
+//! # let _ = QosParams::default();
+//! ```
+//!
+//! Modules: [`queue`](crate) (event queue), [`device`] (linear, SSD, HDD, remote), [`workload`]
+//! (closed, open, latency-seeking, leak), [`memory`] (pressure and swap charging), [`scenario`]
+//! (description, TOML), the engine (the controller protocol), [`report`], [`svg`], and
+//! [`scenarios`] (the built-in scenarios and reproductions, by name).
+
+pub mod device;
+mod engine;
+pub mod error;
+pub mod memory;
+mod queue;
+pub mod report;
+pub mod scenario;
+pub mod scenarios;
+pub mod spec;
+pub mod svg;
+pub mod workload;
+
+pub use device::DeviceSpec;
+pub use error::SimError;
+pub use memory::{Memory, SwapCharge};
+pub use report::{Comparison, GroupReport, Latency, Report};
+pub use scenario::{Change, ChangeKind, ControllerSpec, Group, Scenario};
+pub use workload::{Job, Load, Rw};
