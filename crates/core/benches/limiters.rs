@@ -27,7 +27,7 @@ fn limits(iops: u64) -> Limits {
 }
 
 fn fast_path<C: Controller>(c: &mut Criterion, name: &str, mut ctrl: C) {
-    let settings = GroupSettings { limits: limits(1_000_000_000_000), ..GroupSettings::default() };
+    let settings = GroupSettings { limits: limits(1_000_000_000), ..GroupSettings::default() };
     let group = ctrl.configure(0, "tenant", &settings).unwrap();
     let mut now = 0;
     let mut id = 0;

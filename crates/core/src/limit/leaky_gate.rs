@@ -35,7 +35,7 @@ impl LeakyGate {
     fn leak(&mut self, now: Nanos) {
         if now > self.previous_leak {
             let delta = now - self.previous_leak;
-            for bucket in &mut self.buckets {
+            for bucket in self.buckets.iter_mut().filter(|b| b.is_set()) {
                 bucket.leak(delta);
             }
             self.previous_leak = now;

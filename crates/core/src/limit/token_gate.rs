@@ -59,6 +59,8 @@ pub struct TokenGate {
     frontiers: [Frontier; 6],
     active: ActiveKnobs,
     iops_size: u64,
+    /// The earliest refill due among the buckets.
+    next_refill: Nanos,
 }
 
 impl TokenGate {
@@ -94,6 +96,9 @@ impl TokenGate {
 
     /// Replays, in order, every refill of every bucket due by `now`, serving queues at each.
     fn catch_up(&mut self, now: Nanos, lanes: &Lanes) {
+        if now < self.next_refill && lanes.is_empty() {
+            return;
+        }
         for knob in Knob::ALL {
             let k = knob.index();
             if self.buckets[k].is_none() {
@@ -115,6 +120,12 @@ impl TokenGate {
                 bucket.refill();
             }
         }
+        self.next_refill = self.earliest_refill();
+    }
+
+    /// The earliest refill due among the buckets (`Nanos::MAX` without buckets).
+    fn earliest_refill(&self) -> Nanos {
+        self.buckets.iter().flatten().map(TokenBucket::next_refill).min().unwrap_or(Nanos::MAX)
     }
 
     /// Whether the front of `op`'s lane has been granted by every bucket.
@@ -130,7 +141,7 @@ impl Gate for TokenGate {
 
     fn new(now: Nanos, limits: &Limits) -> Self {
         let tick_min = limits.tick_min();
-        TokenGate {
+        let mut gate = TokenGate {
             buckets: Knob::ALL.map(|k| {
                 let limit = limits.knob(k);
                 limit.is_set().then(|| TokenBucket::new(now, limit, tick_min))
@@ -138,14 +149,19 @@ impl Gate for TokenGate {
             frontiers: [Frontier::default(); 6],
             active: ActiveKnobs::of(limits),
             iops_size: limits.iops_size,
-        }
+            next_refill: 0,
+        };
+        gate.next_refill = gate.earliest_refill();
+        gate
     }
 
     fn offer(&mut self, now: Nanos, lanes: &Lanes, io: &Io) -> bool {
         self.catch_up(now, lanes);
         let active = self.active;
         let knobs = active.for_op(io.op);
-        let free = |gate: &Self, knob: Knob| !gate.frontiers[knob.index()].blocks(knob, lanes);
+        // The fast path: with nothing waiting in the group no bucket holds a queue.
+        let nobody_waits = lanes.is_empty();
+        let free = |gate: &Self, knob: Knob| nobody_waits || !gate.frontiers[knob.index()].blocks(knob, lanes);
         let passes = knobs
             .iter()
             .all(|&knob| free(self, knob) && self.bucket(knob).is_some_and(|b| b.available() >= self.need(knob, io)));
