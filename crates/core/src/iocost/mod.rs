@@ -51,6 +51,8 @@ pub mod qos;
 pub mod tree;
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
 
 use std::cmp::Reverse;
