@@ -153,3 +153,28 @@ fn unusable_backing_files_are_refused_with_the_reason() {
         assert!(text.starts_with("cannot attach loop device over") && text.contains(reason), "{text}");
     }
 }
+
+#[test]
+fn loop_devices_created_on_demand_are_removed_again() {
+    if skip_unless_root("loop_devices_created_on_demand_are_removed_again") {
+        return;
+    }
+    let existing = || -> Vec<PathBuf> {
+        let entries = std::fs::read_dir("/sys/block").unwrap().flatten();
+        entries.filter(|e| e.file_name().to_string_lossy().starts_with("loop")).map(|e| e.path()).collect()
+    };
+    let before = existing();
+    // Take every free loop device, and one more: the kernel creates that one for us.
+    let file = backing_file(1);
+    let mut held = Vec::new();
+    while held.len() <= before.len() {
+        held.push(LoopDevice::attach(file.path(), false).unwrap());
+    }
+    let sys = |dev: &LoopDevice| Path::new("/sys/block").join(dev.path().file_name().unwrap());
+    let created: Vec<PathBuf> = held.iter().map(sys).filter(|p| !before.contains(p)).collect();
+    assert!(!created.is_empty(), "{} attachments over {} loop devices created none", held.len(), before.len());
+    drop(held);
+    for path in &created {
+        assert!(!path.exists(), "{} was created for this test and is still there", path.display());
+    }
+}
