@@ -304,7 +304,9 @@ impl Scenario {
             at(offset, format!("{} (at `{line_text}`)", e.message().trim()))
         })?;
         let device_span = f.device.span().start;
-        let device = resolve_device(f.device.into_inner()).map_err(|m| at(device_span, format!("[device]: {m}")))?;
+        let device = resolve_device(f.device.into_inner()).map_err(|(key, m)| {
+            at(key.map_or(device_span, |k| key_offset(text, device_span, &k)), format!("[device]: {m}"))
+        })?;
         let controller = match f.controller {
             None => ControllerSpec::None,
             Some(c) => {
@@ -325,7 +327,8 @@ impl Scenario {
         for g in f.groups {
             let span = g.span().start;
             let g = g.into_inner();
-            ioshare_core::group::path_components(&g.path).map_err(|e| at(span, format!("path: {e}")))?;
+            ioshare_core::group::path_components(&g.path)
+                .map_err(|e| at(key_offset(text, span, "path"), format!("path: {e}")))?;
             sc.groups.push(Group { path: g.path, weight: g.weight.map_or(100, |w| w.0), jobs: g.jobs });
         }
         for c in f.changes {
@@ -356,18 +359,39 @@ fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
 }
 
-fn resolve_device(mut table: toml::Table) -> Result<DeviceSpec, String> {
+/// Offset of the line that sets `key` in the table starting at `table_start`, or the table's.
+fn key_offset(text: &str, table_start: usize, key: &str) -> usize {
+    let mut offset = table_start;
+    for line in text[table_start..].split_inclusive('\n').skip(1) {
+        let t = line.trim_start();
+        if t.starts_with('[') {
+            break;
+        }
+        if t.split('=').next().is_some_and(|k| k.trim() == key) {
+            return offset + text[offset..].find(line).unwrap_or(0);
+        }
+        offset += line.len();
+    }
+    table_start
+}
+
+/// The device of a `[device]` table, presets resolved; errors name the key when there is one.
+fn resolve_device(mut table: toml::Table) -> Result<DeviceSpec, (Option<String>, String)> {
+    let plain = |m: String| (None, m);
     if let Some(preset) = table.remove("preset") {
-        let name = preset.as_str().ok_or("preset must be a string")?;
-        let mut base = preset_table(name).map_err(|e| e.to_string())?;
+        let name = preset.as_str().ok_or_else(|| (Some("preset".into()), "preset must be a string".into()))?;
+        let mut base = preset_table(name).map_err(|e| (Some("preset".into()), e.to_string()))?;
         if table.contains_key("kind") {
-            return Err("give either preset (with overrides) or kind, not both".into());
+            return Err(plain("give either preset (with overrides) or kind, not both".into()));
         }
         base.extend(table);
         table = base;
     }
-    let spec = DeviceSpec::from_table(&table).map_err(|e| e.message().trim().to_string())?;
-    spec.validate().map_err(|e| e.to_string())?;
+    let spec = DeviceSpec::from_table(&table).map_err(|e| {
+        let key = (e.key != ".").then(|| e.key.clone());
+        (key, e.to_string())
+    })?;
+    spec.validate().map_err(|e| plain(e.to_string()))?;
     Ok(spec)
 }
 

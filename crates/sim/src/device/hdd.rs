@@ -6,7 +6,8 @@
 //! `seek_min_ms + (seek_max_ms − seek_min_ms) × sqrt(distance / capacity)` (the classic square-root
 //! seek curve), a rotational delay drawn uniformly from one revolution, and the transfer. When the
 //! actuator frees up it serves, among the first `window` queued IOs, the one closest to the head
-//! (window 1 = FIFO).
+//! (window 1 = FIFO) — unless the oldest queued IO has waited longer than `max_wait_ms`, which is
+//! then served first (the starvation guard of NCQ firmware and of mq-deadline's expiry).
 
 use std::collections::VecDeque;
 
@@ -38,6 +39,9 @@ pub struct HddSpec {
     /// Reordering window, queued IOs (1 = FIFO).
     #[serde(default = "default_window")]
     pub window: u32,
+    /// Longest an IO may be passed over by reordering, ms.
+    #[serde(default = "default_max_wait")]
+    pub max_wait_ms: f64,
     /// IOs the device accepts at once (its tags / NCQ depth); more wait in front of it, and the
     /// controller sees that wait as `started > released`. Default: 32 (NCQ).
     #[serde(default)]
@@ -50,6 +54,10 @@ fn default_track_kb() -> u64 {
 
 fn default_window() -> u32 {
     1
+}
+
+fn default_max_wait() -> f64 {
+    100.0
 }
 
 impl HddSpec {
@@ -73,7 +81,8 @@ pub struct Hdd {
     capacity: u64,
     head: u64,
     busy: bool,
-    queue: VecDeque<Request>,
+    /// Queued IOs with their arrival times.
+    queue: VecDeque<(Request, Nanos)>,
     rng: SmallRng,
     speed: f64,
 }
@@ -127,7 +136,7 @@ impl Device for Hdd {
 
     fn arrive(&mut self, now: Nanos, req: Request) -> Option<Started> {
         if self.busy {
-            self.queue.push_back(req);
+            self.queue.push_back((req, now));
             return None;
         }
         Some(self.start(now, req))
@@ -135,9 +144,14 @@ impl Device for Hdd {
 
     fn finish(&mut self, now: Nanos, _slot: u32) -> Option<Started> {
         self.busy = false;
-        let window = (self.spec.window as usize).min(self.queue.len());
-        let best = (0..window).min_by_key(|&i| self.distance(&self.queue[i]))?;
-        let req = self.queue.remove(best).expect("index within the queue");
+        let &(_, oldest) = self.queue.front()?;
+        let best = if (now - oldest) as f64 > self.spec.max_wait_ms * 1e6 {
+            0
+        } else {
+            let window = (self.spec.window as usize).min(self.queue.len());
+            (0..window).min_by_key(|&i| self.distance(&self.queue[i].0)).expect("queue not empty")
+        };
+        let (req, _) = self.queue.remove(best).expect("index within the queue");
         Some(self.start(now, req))
     }
 
@@ -160,6 +174,7 @@ mod tests {
             mbps: 200.0,
             track_kb: 64,
             window,
+            max_wait_ms: 100.0,
             queue_depth: None,
         }
     }
@@ -188,5 +203,15 @@ mod tests {
             }
             assert_eq!(d.finish(a.done, 0).unwrap().token, expect, "window {window}");
         }
+    }
+
+    #[test]
+    fn an_io_passed_over_too_long_goes_first() {
+        let mut d = Hdd::new(&spec(4), 1);
+        let a = d.arrive(0, req(0, 0)).unwrap();
+        assert!(d.arrive(0, req(1, 900_000_000_000)).is_none());
+        assert!(d.arrive(0, req(2, 8192)).is_none());
+        // At 150 ms the far IO has waited beyond 100 ms: served before the close one.
+        assert_eq!(d.finish(150_000_000.max(a.done), 0).unwrap().token, 1);
     }
 }

@@ -21,10 +21,8 @@ pub mod linear;
 pub mod remote;
 pub mod ssd;
 
-use ioshare_core::{Nanos, Op};
-use serde::Deserialize;
-
 use crate::error::SimError;
+use ioshare_core::{Nanos, Op};
 
 /// An IO as the device sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,9 +73,9 @@ pub trait Device {
     fn set_speed(&mut self, factor: f64);
 }
 
-/// Description of a device: which model and its parameters.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+/// Description of a device: which model and its parameters. In TOML, `kind` names the variant
+/// (`linear`, `ssd`, `hdd`, `remote`) and the other keys are its parameters.
+#[derive(Clone, Debug, PartialEq)]
 pub enum DeviceSpec {
     /// Parallel servers whose service time follows a linear cost model.
     Linear(linear::LinearSpec),
@@ -87,6 +85,16 @@ pub enum DeviceSpec {
     Hdd(hdd::HddSpec),
     /// Network block storage: provisioned caps plus network latency.
     Remote(remote::RemoteSpec),
+}
+
+/// A table that does not describe a device: which key, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {msg}")]
+pub struct KeyError {
+    /// The key (`.` when the problem is the table itself, e.g. a missing key).
+    pub key: String,
+    /// What is wrong.
+    pub msg: String,
 }
 
 /// Presets shipped with ioshare, as TOML (`[device]` tables), by name.
@@ -120,9 +128,24 @@ impl DeviceSpec {
         Self::from_table(&preset_table(name)?).map_err(|e| SimError::Invalid(format!("preset '{name}': {e}")))
     }
 
-    /// Reads a device from a TOML table (the `[device]` table of a scenario, presets resolved).
-    pub fn from_table(table: &toml::Table) -> Result<Self, toml::de::Error> {
-        toml::Value::Table(table.clone()).try_into()
+    /// Reads a device from a TOML table (the `[device]` table of a scenario, presets resolved). The
+    /// error names the offending key.
+    pub fn from_table(table: &toml::Table) -> Result<Self, KeyError> {
+        fn params<T: serde::de::DeserializeOwned>(table: &toml::Table) -> Result<T, KeyError> {
+            let mut rest = table.clone();
+            rest.remove("kind");
+            serde_path_to_error::deserialize(toml::Value::Table(rest))
+                .map_err(|e| KeyError { key: e.path().to_string(), msg: e.inner().message().trim().to_string() })
+        }
+        let kind = |msg: &str| KeyError { key: "kind".into(), msg: msg.into() };
+        match table.get("kind").map(|k| k.as_str()) {
+            None => Err(kind("missing: give kind = linear, ssd, hdd or remote (or a preset)")),
+            Some(Some("linear")) => params(table).map(DeviceSpec::Linear),
+            Some(Some("ssd")) => params(table).map(DeviceSpec::Ssd),
+            Some(Some("hdd")) => params(table).map(DeviceSpec::Hdd),
+            Some(Some("remote")) => params(table).map(DeviceSpec::Remote),
+            Some(_) => Err(kind("unknown device kind; expected linear, ssd, hdd or remote")),
+        }
     }
 
     /// Builds the device; `seed` drives its randomness (HDD rotational position).
