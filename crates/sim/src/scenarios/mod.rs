@@ -137,6 +137,7 @@ macro_rules! registry {
 
 registry! {
     basic,
+    limits,
 }
 
 /// The built-in scenario called `name`.
