@@ -131,7 +131,12 @@ fn debt(args: &Args) -> Result<Outcome, SimError> {
     let comparisons = vec![
         compare("swapper debt recorded", "> 0", format!("{} µs max", s.max_debt_us), s.max_debt_us > 0),
         compare("swapper delayed", "> 0", format!("{:.0} µs paused", s.paused_us), s.paused_us > 0.0),
-        compare("victim cost share", format!("≥ {:.0}% (its weight)", 90.0 * want), format!("{:.1}%", victim * 100.0), victim >= 0.9 * want),
+        compare(
+            "victim cost share",
+            format!("≥ {:.0}% (its weight)", 90.0 * want),
+            format!("{:.1}%", victim * 100.0),
+            victim >= 0.9 * want,
+        ),
     ];
     Ok(Outcome { runs: vec![report], comparisons })
 }
@@ -139,9 +144,13 @@ fn debt(args: &Args) -> Result<Outcome, SimError> {
 fn vrate(args: &Args) -> Result<Outcome, SimError> {
     let w = args.weights([100])?;
     // p90 of 4k random reads within 2 ms: a 4k read alone takes 8 × 117 µs ≈ 0.94 ms on this device.
+    // The device takes 8 IOs at once, as many as it serves (a SATA SSD whose NCQ depth matches its
+    // parallelism): IO beyond its capacity waits for a slot, which the controller sees as rq-wait.
+    // With deeper device queues the overload hides inside the device, latency is the only signal,
+    // and the kernel's step controller oscillates (vrate 25%..60% at 32 slots, p90 ≈ 6 ms).
     let qos = qos_line("rpct=90 rlat=2000 wpct=90 wlat=2000");
     let run = |name: &str, scale: f64| {
-        Scenario::new(name, ssd_dfl_device())
+        Scenario::new(name, ssd_dfl_device().with_queue_depth(8))
             .controller(iocost(args, ModelParams::SSD_DFL.scaled(scale), qos))
             .seconds(args.seconds(10.0))
             .warmup(2.0)
@@ -157,7 +166,7 @@ fn vrate(args: &Args) -> Result<Outcome, SimError> {
             "optimistic model: vrate",
             "falls toward 50%",
             format!("{:.1}%", optimistic.device.vrate_pct_mean),
-            optimistic.device.vrate_pct_mean < 75.0,
+            (40.0..=60.0).contains(&optimistic.device.vrate_pct_mean),
         ),
         compare("optimistic model: device p90", "≤ 2000 µs", format!("{p90:.0} µs"), p90 <= 2000.0),
         compare(
