@@ -87,19 +87,20 @@ impl Gate for LeakyGate {
 
     fn next(&mut self, now: Nanos, lanes: &Lanes) -> Next {
         self.leak(now);
-        let mut soonest = None::<Nanos>;
         // Fronts in arrival order, so that the earlier one goes first when both may.
-        let mut fronts = [Op::Read, Op::Write].map(|op| lanes.front(op).map(|w| (w.seq, w.io)));
-        fronts.sort_by_key(|f| f.map_or(u64::MAX, |(seq, _)| seq));
-        for (_, io) in fronts.into_iter().flatten() {
-            let wait = self.wait(io.op);
+        let Some(first) = lanes.first_of([Op::Read, Op::Write]) else { return Next::Empty };
+        let second = if first == Op::Read { Op::Write } else { Op::Read };
+        let mut soonest = Nanos::MAX;
+        for op in [first, second] {
+            let Some(front) = lanes.front(op) else { continue };
+            let wait = self.wait(op);
             if wait == 0 {
-                self.account(&io);
-                return Next::Release(io.op);
+                self.account(&front.io);
+                return Next::Release(op);
             }
-            soonest = Some(soonest.map_or(wait, |s| s.min(wait)));
+            soonest = soonest.min(wait);
         }
-        soonest.map_or(Next::Empty, |wait| Next::At(now + wait))
+        Next::At(now + soonest)
     }
 
     fn popped(&mut self, _op: Op) {}
