@@ -310,5 +310,10 @@ mod tests {
         assert_eq!(back.limits, expected);
         let bad = toml::from_str::<Group>("[limits]\niops-totl = 5\n").err().unwrap().to_string();
         assert!(bad.contains("iops-totl") && bad.contains("unknown knob"), "{bad}");
+        // Values that are not non-negative integers: TOML's error quotes the offending line.
+        for line in ["bps-read = -5", "bps-read = 1.5", "bps-read = \"fast\""] {
+            let bad = toml::from_str::<Group>(&format!("[limits]\n{line}\n")).err().unwrap().to_string();
+            assert!(bad.contains(line), "{bad}");
+        }
     }
 }
