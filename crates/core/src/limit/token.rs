@@ -7,7 +7,8 @@
 //! - tick = `max(1000 / avg, tick_min)` ms in integer arithmetic, so `1000 / tick` ticks a second;
 //! - the tokens of tick `k` (counted 1..=ticks_per_second, then again from 1) are
 //!   `⌊k/tps·avg⌋ − ⌊(k−1)/tps·avg⌋`, so that a rate that does not divide evenly still adds exactly `avg`
-//!   tokens a second (950/s at 20 ticks: 47, 48, 47, 48, ...);
+//!   tokens a second (950/s at 20 ticks: 47, 48, 47, 48, ...); a tick that does not divide a second
+//!   keeps librbd's arithmetic too (tick_min 300 ms: 3 ticks hand out a second's tokens in 900 ms);
 //! - `remain` gains those tokens, `available` gains them times `max / avg` (the burst ratio), so that
 //!   while `remain` lasts IO is admitted at the burst rate: a burst lasts `capacity / (max − avg)`
 //!   seconds at rate `max` (avg 1000, burst 5000, 60 s ⇒ 300 000 / 4000 = 75 s).
@@ -166,6 +167,19 @@ mod tests {
         assert_eq!(&per_tick[..4], &[47, 48, 47, 48]);
         assert_eq!(per_tick[..20].iter().sum::<u64>(), 950);
         assert_eq!(per_tick[20..].iter().sum::<u64>(), 950);
+    }
+
+    #[test]
+    fn a_tick_that_does_not_divide_a_second_hands_out_avg_per_tps_ticks() {
+        let mut b = bucket(100, 0, 1, 300);
+        assert_eq!(b.tick_ns(), 300 * NSEC_PER_MSEC);
+        let mut per_tick = vec![b.available()];
+        for _ in 0..2 {
+            b.take(b.available());
+            b.refill();
+            per_tick.push(b.available());
+        }
+        assert_eq!(per_tick, vec![33, 33, 34]);
     }
 
     #[test]
