@@ -162,9 +162,12 @@ impl Gate for TokenGate {
         // The fast path: with nothing waiting in the group no bucket holds a queue.
         let nobody_waits = lanes.is_empty();
         let free = |gate: &Self, knob: Knob| nobody_waits || !gate.frontiers[knob.index()].blocks(knob, lanes);
-        let passes = knobs
-            .iter()
-            .all(|&knob| free(self, knob) && self.bucket(knob).is_some_and(|b| b.available() >= self.need(knob, io)));
+        // An IO of a direction whose lane holds IO, even IO already granted but not yet dispatched,
+        // queues behind it.
+        let passes = lanes.len(io.op) == 0
+            && knobs.iter().all(|&knob| {
+                free(self, knob) && self.bucket(knob).is_some_and(|b| b.available() >= self.need(knob, io))
+            });
         for &knob in knobs {
             if !passes && !free(self, knob) {
                 continue;
