@@ -6,7 +6,9 @@
 //! the groups that are due, releases one IO per call, and otherwise returns the earliest time. A
 //! group is put in the heap when an IO becomes the front of an empty lane (an IO behind another one
 //! cannot leave before it) and again after each answer of its gate; every push bumps the group's
-//! generation so that superseded heap entries are recognised and dropped.
+//! generation so that superseded heap entries are recognised and dropped. Right after releasing an
+//! IO the stage asks the gate about the next one, so a group is due exactly when it may go on; a
+//! front the gate let go then is kept (`released`) and handed out at the next call.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -24,14 +26,27 @@ struct GroupLimit<G> {
     lanes: Lanes,
     /// When the group is due in the heap, if it is there.
     scheduled: Option<Nanos>,
+    /// A lane front the gate already let go (and charged), handed out at the next call.
+    released: Option<Op>,
     generation: u64,
     /// Total time IOs waited here, ns.
     waited_ns: u64,
 }
 
+impl<G: Gate> GroupLimit<G> {
+    /// The gate's answer at `now`; without a gate (limits removed while IO waited) IO leaves in
+    /// arrival order.
+    fn next(&mut self, now: Nanos) -> Next {
+        match self.gate.as_mut() {
+            Some(gate) => gate.next(now, &self.lanes),
+            None => self.lanes.first_of([Op::Read, Op::Write]).map_or(Next::Empty, Next::Release),
+        }
+    }
+}
+
 impl<G> Default for GroupLimit<G> {
     fn default() -> Self {
-        GroupLimit { gate: None, lanes: Lanes::default(), scheduled: None, generation: 0, waited_ns: 0 }
+        GroupLimit { gate: None, lanes: Lanes::default(), scheduled: None, released: None, generation: 0, waited_ns: 0 }
     }
 }
 
@@ -57,6 +72,7 @@ impl<G: Gate> LimitStage<G> {
         }
         let group = &mut self.groups[id.index()];
         group.gate = limits.is_limited().then(|| G::new(now, limits));
+        group.released = None;
         if !group.lanes.is_empty() {
             self.schedule(id.index(), now);
         }
@@ -94,26 +110,37 @@ impl<G: Gate> LimitStage<G> {
             }
             self.due.pop();
             group.scheduled = None;
-            let next = match group.gate.as_mut() {
-                Some(gate) => gate.next(now, &group.lanes),
-                // Limits were removed while IO waited: it leaves in arrival order.
-                None => group.lanes.first_of([Op::Read, Op::Write]).map_or(Next::Empty, Next::Release),
+            let next = match group.released.take() {
+                Some(op) => Next::Release(op),
+                None => group.next(now),
             };
-            match next {
-                Next::Release(op) => {
-                    let Some(waiting) = group.lanes.pop(op) else { continue };
-                    if let Some(gate) = group.gate.as_mut() {
-                        gate.popped(op);
-                    }
-                    group.waited_ns += now - waiting.since;
-                    self.schedule(g as usize, now);
-                    return Dispatch::Io(waiting.io);
-                }
-                Next::At(at) => self.schedule(g as usize, at),
-                Next::Empty => {}
+            let Next::Release(op) = next else {
+                self.follow(g as usize, now, next);
+                continue;
+            };
+            let Some(waiting) = group.lanes.pop(op) else { continue };
+            if let Some(gate) = group.gate.as_mut() {
+                gate.popped(op);
             }
+            group.waited_ns += now - waiting.since;
+            // Ask at once what comes next, so that the group is due exactly when it may go on.
+            let next = group.next(now);
+            self.follow(g as usize, now, next);
+            return Dispatch::Io(waiting.io);
         }
         Dispatch::Idle
+    }
+
+    /// Schedules group `g` as its gate's answer at `now`, `next`, says.
+    fn follow(&mut self, g: usize, now: Nanos, next: Next) {
+        match next {
+            Next::Release(op) => {
+                self.groups[g].released = Some(op);
+                self.schedule(g, now);
+            }
+            Next::At(at) => self.schedule(g, at),
+            Next::Empty => {}
+        }
     }
 
     /// IOs of group `id` waiting here.
