@@ -21,7 +21,7 @@
 //! next looked at, and a full bucket skips the refills it would ignore in one step.
 
 use crate::io::{Nanos, NSEC_PER_MSEC};
-use crate::limit::knobs::KnobLimit;
+use crate::limit::knobs::{KnobLimit, TICK_MIN_MAX_MS};
 
 /// One librbd token bucket with its refill schedule.
 #[derive(Clone, Debug, PartialEq)]
@@ -41,12 +41,15 @@ pub struct TokenBucket {
 }
 
 impl TokenBucket {
-    /// A bucket for `limit` (whose `avg` must be > 0) created at `now`, refilled at most every
-    /// `tick_min_ms` (1..=1000). The first refill is applied at once.
+    /// A bucket for `limit` created at `now`, refilled at most every `tick_min_ms` (clamped to
+    /// 1..=[`TICK_MIN_MAX_MS`]). The first refill is applied at once.
+    ///
+    /// # Panics
+    /// If `limit.avg` is 0: a knob without a rate has no bucket (see [`KnobLimit::is_set`]).
     pub fn new(now: Nanos, limit: &KnobLimit, tick_min_ms: u64) -> Self {
         let avg = limit.avg;
-        debug_assert!(avg > 0 && (1..=1000).contains(&tick_min_ms));
-        let tick_ms = (1000 / avg).max(tick_min_ms);
+        assert!(avg > 0, "a token bucket needs a rate");
+        let tick_ms = (1000 / avg).max(tick_min_ms.clamp(1, TICK_MIN_MAX_MS));
         let max = if limit.max == 0 { avg } else { limit.max };
         let capacity = max.saturating_mul(limit.length().max(1));
         let burst_ratio = if max > avg { max as f64 / avg as f64 } else { 1.0 };
