@@ -122,7 +122,7 @@ impl<G: Gate> LimitStage<G> {
             if let Some(gate) = group.gate.as_mut() {
                 gate.popped(op);
             }
-            group.waited_ns += now - waiting.since;
+            group.waited_ns += now.saturating_sub(waiting.since);
             // Ask at once what comes next, so that the group is due exactly when it may go on.
             let next = group.next(now);
             self.follow(g as usize, now, next);
