@@ -7,4 +7,4 @@ cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --release -- -D warnings
-cargo test --workspace --release
+cargo test --workspace --release --no-fail-fast
