@@ -55,8 +55,6 @@ struct Rec {
     released: Nanos,
     started: Nanos,
     mem: u64,
-    /// For swap IO: the producer waiting for this reclaim, `u32::MAX` if none.
-    waiter: (u32, u32),
 }
 
 /// A job while it runs.
@@ -84,6 +82,7 @@ struct GroupRun {
     hist: Histogram<u64>,
     dev_hist: Histogram<u64>,
     interval: Histogram<u64>,
+    interval_dev: Histogram<u64>,
     interval_ios: u64,
     interval_bytes: u64,
     paused: u128,
@@ -183,6 +182,7 @@ impl<'a> Engine<'a> {
                 hist: histogram(),
                 dev_hist: histogram(),
                 interval: histogram(),
+                interval_dev: histogram(),
                 interval_ios: 0,
                 interval_bytes: 0,
                 paused: 0,
@@ -343,27 +343,41 @@ impl<'a> Engine<'a> {
             }
             _ => {}
         }
-        self.produce(j, slot, now);
+        self.produce(j, slot);
     }
 
-    /// A producer that may go: takes its memory (or waits for reclaim since `since`), then submits.
-    fn produce(&mut self, j: u32, slot: u32, since: Nanos) {
-        let now = self.now;
-        let job = &mut self.jobs[j as usize];
+    /// A producer that may go: takes its memory (or queues for it), then proceeds.
+    fn produce(&mut self, j: u32, slot: u32) {
+        let job = &self.jobs[j as usize];
         let need = match job.spec.load {
             Load::Leak { .. } => job.spec.bs as u64,
             _ => job.spec.mem_bytes,
         };
         if need > 0 {
             let pool = self.pool.as_mut().expect("validated: memory pool present");
-            if !pool.take(need) {
-                self.reclaim((j, slot), since);
+            if !pool.allocate((j, slot, need, self.now)) {
+                self.reclaim();
                 return;
             }
-            if since < now && now >= self.sc.warmup {
-                self.groups[job.group].mem_stall += (now - since) as u128;
-            }
         }
+        self.proceed(j, slot, need);
+    }
+
+    /// Serves the producers waiting for memory that is now free, then reclaims for the rest.
+    fn serve_memory(&mut self) {
+        while let Some((j, slot, need, since)) = self.pool.as_mut().and_then(Pool::serve) {
+            if self.now >= self.sc.warmup {
+                self.groups[self.jobs[j as usize].group].mem_stall += (self.now - since) as u128;
+            }
+            self.proceed(j, slot, need);
+        }
+        self.reclaim();
+    }
+
+    /// A producer with its memory: a leak schedules its next growth, a job submits its IO.
+    fn proceed(&mut self, j: u32, slot: u32, need: u64) {
+        let now = self.now;
+        let job = &mut self.jobs[j as usize];
         if let Load::Leak { rate } = job.spec.load {
             let next = now + (need as f64 * 1e9 / rate).round().max(1.0) as Nanos;
             self.q.push(next, Ev::Arrive { job: j, slot });
@@ -375,21 +389,20 @@ impl<'a> Engine<'a> {
         if must && now >= self.sc.warmup {
             self.groups[group].must_issue += 1;
         }
-        self.submit(Kind::Job, j, slot, group, op, offset, len, must, need, (u32::MAX, 0));
+        self.submit(Kind::Job, j, slot, group, op, offset, len, must, need);
     }
 
-    /// Issues a swap-out write evicting the leaker's pages; `waiter` allocates when it completes.
-    fn reclaim(&mut self, waiter: (u32, u32), since: Nanos) {
+    /// Issues the swap-out writes (evicting the leaker's pages) the waiting producers need.
+    fn reclaim(&mut self) {
+        let Some(pool) = self.pool.as_ref() else { return };
         let leaker = self.leaker.expect("validated: a leak job exists");
-        let pool = self.pool.as_ref().expect("memory pool present");
         let (len, charge) = (pool.swap_bytes, pool.charge);
-        let offset = SWAP_AREA + (self.swap_ios % 1_000_000) * len as u64;
-        self.swap_ios += 1;
         let kind = if charge == SwapCharge::Root { Kind::RootSwap } else { Kind::Swap };
-        let waiter = (waiter.0, waiter.1);
-        let token =
-            self.submit(kind, u32::MAX, 0, leaker, Op::Write, offset, len, charge == SwapCharge::Debt, 0, waiter);
-        self.recs[token as usize].submitted = since;
+        while self.pool.as_mut().expect("memory pool present").needs_swap() {
+            let offset = SWAP_AREA + (self.swap_ios % 1_000_000) * len as u64;
+            self.swap_ios += 1;
+            self.submit(kind, u32::MAX, 0, leaker, Op::Write, offset, len, charge == SwapCharge::Debt, 0);
+        }
     }
 
     /// Creates the in-flight record and offers the IO to the controller (or, for root swap, to the
@@ -406,7 +419,6 @@ impl<'a> Engine<'a> {
         len: u32,
         must: bool,
         mem: u64,
-        waiter: (u32, u32),
     ) -> u32 {
         let now = self.now;
         let token = self.free_recs.pop().unwrap_or_else(|| {
@@ -419,7 +431,6 @@ impl<'a> Engine<'a> {
                 released: 0,
                 started: 0,
                 mem: 0,
-                waiter,
             });
             (self.recs.len() - 1) as u32
         });
@@ -427,8 +438,7 @@ impl<'a> Engine<'a> {
         if must {
             io = io.must_issue();
         }
-        self.recs[token as usize] =
-            Rec { io, kind, job, slot, submitted: now, released: now, started: now, mem, waiter };
+        self.recs[token as usize] = Rec { io, kind, job, slot, submitted: now, released: now, started: now, mem };
         if kind == Kind::RootSwap {
             self.release(io);
             return token;
@@ -533,7 +543,7 @@ impl<'a> Engine<'a> {
                     job.window.push(lat);
                 }
                 if rec.mem > 0 {
-                    self.pool.as_mut().expect("memory pool present").free += rec.mem;
+                    self.pool.as_mut().expect("memory pool present").release(rec.mem, false);
                 }
                 if measured {
                     let g = &mut self.groups[job.group];
@@ -542,15 +552,20 @@ impl<'a> Engine<'a> {
                     g.interval_ios += 1;
                     g.interval_bytes += rec.io.len as u64;
                     g.hist.record(lat).expect("auto-resizing histogram");
-                    g.dev_hist.record(now - rec.released).expect("auto-resizing histogram");
+                    let dev_lat = now - rec.released;
+                    g.dev_hist.record(dev_lat).expect("auto-resizing histogram");
+                    g.interval_dev.record(dev_lat).expect("auto-resizing histogram");
                     g.interval.record(lat).expect("auto-resizing histogram");
                 }
             }
             Kind::Swap | Kind::RootSwap => {
-                self.pool.as_mut().expect("memory pool present").free += rec.io.len as u64;
+                self.pool.as_mut().expect("memory pool present").release(rec.io.len as u64, true);
             }
         }
         self.dispatch();
+        if rec.mem > 0 || rec.kind != Kind::Job {
+            self.serve_memory();
+        }
         match rec.kind {
             Kind::Job => {
                 let think = match self.jobs[rec.job as usize].spec.load {
@@ -563,11 +578,7 @@ impl<'a> Engine<'a> {
                     None => {}
                 }
             }
-            Kind::Swap | Kind::RootSwap => {
-                if rec.waiter.0 != u32::MAX {
-                    self.produce(rec.waiter.0, rec.waiter.1, rec.submitted);
-                }
-            }
+            Kind::Swap | Kind::RootSwap => {}
         }
     }
 
@@ -641,6 +652,7 @@ impl<'a> Engine<'a> {
                     bw_bytes: g.interval_bytes as f64 / dt,
                     lat_p50_us: g.interval.value_at_quantile(0.5) as f64 / 1e3,
                     lat_p99_us: g.interval.value_at_quantile(0.99) as f64 / 1e3,
+                    dev_lat_p90_us: g.interval_dev.value_at_quantile(0.9) as f64 / 1e3,
                 });
             }
             let vrate = self.ctl.stats(now).device.vrate_pct;
@@ -652,6 +664,7 @@ impl<'a> Engine<'a> {
         }
         for g in &mut self.groups {
             g.interval.reset();
+            g.interval_dev.reset();
             g.interval_ios = 0;
             g.interval_bytes = 0;
         }

@@ -4,9 +4,12 @@
 //! - jobs with `mem_bytes` take that much memory for each IO they issue and give it back when the
 //!   IO completes (a service's transient allocations); a [`crate::Load::Leak`] job takes memory and
 //!   never gives it back;
-//! - when the pool has too little free memory, the allocating producer must wait for reclaim: it
-//!   issues a swap-out write of `swap_kb` evicting the leaker's pages (the only reclaimable memory),
-//!   and may allocate once that write completes;
+//! - allocations are served in order: a producer that finds too little free memory, or others
+//!   already waiting, queues behind them; reclaim then issues swap-out writes of `swap_kb`, evicting
+//!   the leaker's pages (the only reclaimable memory), until the waiters' needs are covered, and
+//!   every completed write (like every freed allocation) serves the queue from its head. So a
+//!   victim's allocation waits for the swap IO in front of it: how fast that IO goes decides how
+//!   long the victim stalls;
 //! - that write is charged according to [`SwapCharge`]: to the root (never throttled), to the group
 //!   whose pages are evicted with ordinary throttling (so a victim's reclaim waits behind the
 //!   leaker's budget: priority inversion), or to that group as IOCost debt (`must_issue`: issued at
@@ -61,26 +64,95 @@ impl Memory {
     }
 }
 
-/// Free memory of the pool while a scenario runs.
+/// Swap-out writes in flight at most (reclaim's own concurrency).
+const MAX_SWAP_INFLIGHT: u64 = 32;
+
+/// A producer waiting for memory: (job, slot, bytes, since when).
+pub(crate) type Waiter = (u32, u32, u64, ioshare_core::Nanos);
+
+/// The pool while a scenario runs.
 #[derive(Debug)]
 pub(crate) struct Pool {
-    pub free: u64,
+    free: u64,
+    waiters: std::collections::VecDeque<Waiter>,
+    waiting_bytes: u64,
+    swap_inflight: u64,
     pub swap_bytes: u32,
     pub charge: SwapCharge,
 }
 
 impl Pool {
     pub fn new(m: &Memory) -> Pool {
-        Pool { free: (m.total_mb * 1e6) as u64, swap_bytes: m.swap_kb * 1024, charge: m.charge }
+        Pool {
+            free: (m.total_mb * 1e6) as u64,
+            waiters: Default::default(),
+            waiting_bytes: 0,
+            swap_inflight: 0,
+            swap_bytes: m.swap_kb * 1024,
+            charge: m.charge,
+        }
     }
 
-    /// Takes `bytes` if free.
-    pub fn take(&mut self, bytes: u64) -> bool {
-        if self.free >= bytes {
-            self.free -= bytes;
+    /// Takes `need` bytes if nobody is waiting and they are free; else queues the producer.
+    pub fn allocate(&mut self, w: Waiter) -> bool {
+        if self.waiters.is_empty() && self.free >= w.2 {
+            self.free -= w.2;
+            return true;
+        }
+        self.waiting_bytes += w.2;
+        self.waiters.push_back(w);
+        false
+    }
+
+    /// Returns memory: an allocation given back, or a completed swap-out write.
+    pub fn release(&mut self, bytes: u64, swap: bool) {
+        self.free += bytes;
+        if swap {
+            self.swap_inflight -= 1;
+        }
+    }
+
+    /// The next waiter whose need is now free, taking its memory.
+    pub fn serve(&mut self) -> Option<Waiter> {
+        let &w = self.waiters.front()?;
+        if self.free < w.2 {
+            return None;
+        }
+        self.free -= w.2;
+        self.waiting_bytes -= w.2;
+        self.waiters.pop_front()
+    }
+
+    /// Whether another swap-out write is needed to cover the waiters (and may be issued); counts it.
+    pub fn needs_swap(&mut self) -> bool {
+        let coming = self.free + self.swap_inflight * self.swap_bytes as u64;
+        if self.waiting_bytes > coming && self.swap_inflight < MAX_SWAP_INFLIGHT {
+            self.swap_inflight += 1;
             true
         } else {
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocations_queue_in_order_and_reclaim_covers_the_deficit() {
+        let mut p = Pool::new(&Memory { total_mb: 0.01, swap_kb: 4, charge: SwapCharge::Debt });
+        assert!(p.allocate((0, 0, 6_000, 0)), "10 kB free");
+        assert!(!p.allocate((1, 0, 8_192, 1)), "4 kB left: waits");
+        assert!(!p.allocate((2, 0, 100, 2)), "small, but behind a waiter");
+        // Deficit 8292 − 4000 free: two 4 KiB writes.
+        assert!(p.needs_swap() && p.needs_swap() && !p.needs_swap());
+        p.release(4096, true);
+        assert_eq!(p.serve(), None, "8096 free: not yet enough for the head, and nobody passes it");
+        p.release(4096, true);
+        assert_eq!(p.serve().map(|w| w.0), Some(1), "12192 free: the head is served");
+        assert_eq!(p.serve().map(|w| w.0), Some(2));
+        assert_eq!(p.serve(), None);
+        assert!(!p.needs_swap());
     }
 }

@@ -35,6 +35,8 @@ pub struct GroupPoint {
     pub lat_p50_us: f64,
     /// 99th percentile latency in the interval, µs.
     pub lat_p99_us: f64,
+    /// 90th percentile of the device latency (release to completion) in the interval, µs.
+    pub dev_lat_p90_us: f64,
 }
 
 /// Results of one group.

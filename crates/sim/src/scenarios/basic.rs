@@ -82,7 +82,7 @@ fn proportional(args: &Args) -> Result<Outcome, SimError> {
 /// Work conservation holds with latency protection when the device has room for the reader: here
 /// 32 servers following ssd_dfl (a 4k read alone takes 32 × 117 µs = 3.76 ms, the device does 8518
 /// per second in total) and a p95 read target of 4 ms, so IOCost keeps the device queue short.
-fn work_conserving(args: &Args) -> Result<Outcome, SimError> {
+pub(crate) fn work_conserving(args: &Args) -> Result<Outcome, SimError> {
     let w = args.weights([200, 100])?;
     let reader = Job::closed(Rw::RandRead, 4096, 1).with_think_us(100);
     let qos = qos_line("rpct=95 rlat=4000 wpct=95 wlat=4000");

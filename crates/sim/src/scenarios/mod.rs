@@ -137,6 +137,7 @@ macro_rules! registry {
 
 registry! {
     basic,
+    paper,
     limits,
 }
 
