@@ -1,6 +1,7 @@
-//! Issue 3's QD128 acceptance in the simulator: 4 KiB random writes at queue depth 128, limited to
+//! Issue 3 in the simulator. QD128 acceptance: 4 KiB random writes at queue depth 128, limited to
 //! 5000 IOPS, on a device far faster than the limit, under librbd's token bucket (1000 ms tick) and
-//! QEMU's leaky bucket. Virtual time, so the figures are exact; the tolerances are the issue's.
+//! QEMU's leaky bucket; and composition: IOCost weights with a cap on one group. Virtual time, so the
+//! figures are exact; the tolerances are the issue's.
 
 use ioshare_sim::scenarios::{find, Args, Outcome};
 use ioshare_sim::Report;
@@ -54,4 +55,15 @@ fn a_wrong_number_of_weights_is_refused() {
     let err =
         (find("leaky-bucket").unwrap().run)(&Args { weights: Some(vec![100, 200]), ..Args::default() }).unwrap_err();
     assert!(err.to_string().contains("1 groups"), "{err}");
+}
+
+#[test]
+fn iocost_gives_the_light_group_what_the_heavy_groups_cap_leaves() {
+    let out = run("weight-and-cap", &Args::default());
+    assert!(out.ok(), "{}", out.to_table());
+    let (free, capped) = (&out.runs[0], &out.runs[1]);
+    let capacity = free.group("heavy").iops + free.group("light").iops;
+    // Without the cap the light group has a third; with it, all but the heavy group's 1500.
+    assert!(free.group("light").iops < 0.36 * capacity);
+    assert!(capped.group("light").iops > 0.95 * (capacity - 1500.0), "{}", capped.group("light").iops);
 }

@@ -1,4 +1,4 @@
-//! The limiters' scenarios (`ioshare sim token-bucket|leaky-bucket|rbd-vs-qemu`): QD128 4 KiB random
+//! The limiters' scenarios (`ioshare sim token-bucket|leaky-bucket|rbd-vs-qemu|weight-and-cap`): QD128 4 KiB random
 //! writes held to 5000 IOPS on a device far faster (a linear device following `ssd_dfl` scaled 100
 //! times, 128 servers: about 1.8 M random 4 KiB writes a second, 70 µs each), so that every figure is
 //! the limiter's own.
@@ -10,14 +10,18 @@
 //! every 200 µs once its `avg/10` slack is used, so every IO waits its turn behind the 127 others:
 //! 25.6 ms each.
 //!
+//! `weight-and-cap` puts a leaky bucket in front of IOCost: two readers at weights 2:1, the heavy one
+//! capped at 1500 IOPS, and IOCost gives the light one what the cap leaves.
+//!
 //! The simulator's groups carry weights only, so the scenario's limits are given to the controller
 //! by path ([`WithLimits`]).
 
 use std::sync::Arc;
 
 use ioshare_core::{
-    Completion, Controller, Dispatch, Event, GroupId, GroupSettings, Io, LeakyBucketLimiter, Limits, ModelParams,
-    Nanos, Result as CoreResult, Stats, Submit, TokenBucketLimiter,
+    Completion, Controller, Dispatch, Event, GroupId, GroupSettings, Io, IoCost, LeakyBucketLimiter, LeakyGate,
+    Limited, Limits, LinearModel, ModelParams, Nanos, QosParams, Result as CoreResult, Stats, Submit,
+    TokenBucketLimiter,
 };
 
 use super::{compare, Args, Builtin, Outcome};
@@ -42,6 +46,11 @@ pub(crate) const BUILTINS: &[Builtin] = &[
         name: "rbd-vs-qemu",
         about: "the token-bucket and leaky-bucket runs side by side: same mean latency, opposite spreads",
         run: rbd_vs_qemu,
+    },
+    Builtin {
+        name: "weight-and-cap",
+        about: "IOCost weights 2:1 with the heavy group capped at 1500 IOPS: the light group gets the rest",
+        run: weight_and_cap,
     },
 ];
 
@@ -100,13 +109,23 @@ impl<C: Controller> Controller for WithLimits<C> {
     }
 }
 
-/// `limiter` with `limits` on the tenant, as a scenario's controller.
-fn limited<C: Controller + Default + 'static>(name: &str, limits: &'static str) -> ControllerSpec {
+/// The controller `make` builds, with `limits` on the group at `path`, as a scenario's controller.
+fn with_limits<C: Controller + 'static>(
+    name: &str,
+    make: fn() -> C,
+    path: &'static str,
+    limits: &'static str,
+) -> ControllerSpec {
     let build = move || -> Box<dyn Controller> {
         let limits = limits.parse().expect("the scenario's limits parse");
-        Box::new(WithLimits { inner: C::default(), limits: vec![(TENANT.to_string(), limits)] })
+        Box::new(WithLimits { inner: make(), limits: vec![(path.to_string(), limits)] })
     };
     ControllerSpec::Custom { name: name.to_string(), build: Arc::new(build) }
+}
+
+/// `limiter` with `limits` on the tenant.
+fn limited<C: Controller + Default + 'static>(name: &str, limits: &'static str) -> ControllerSpec {
+    with_limits(name, C::default, TENANT, limits)
 }
 
 /// QD128 4 KiB random writes for 60 s after a 1 s warm-up (the buckets start full: the first second
@@ -195,4 +214,49 @@ fn rbd_vs_qemu(args: &Args) -> Result<Outcome, SimError> {
     let mut comparisons = token_comparisons(&token);
     comparisons.extend(leaky_comparisons(&leaky));
     Ok(Outcome { runs: vec![token, leaky], comparisons })
+}
+
+/// IOCost on the core scenarios' device (8 servers following `ssd_dfl`, 8518 random 4 KiB reads a
+/// second), limits in front of it.
+fn iocost_with_leaky_limits() -> Limited<IoCost, LeakyGate> {
+    Limited::new(IoCost::new(LinearModel::new(ModelParams::SSD_DFL), QosParams::default()))
+}
+
+/// Two saturating 4 KiB random readers at weights 2:1, first uncapped, then with the heavy one capped
+/// at 1500 IOPS (a leaky bucket in front of IOCost): IOCost gives the light one what the cap leaves.
+fn weight_and_cap(args: &Args) -> Result<Outcome, SimError> {
+    const CAP: f64 = 1500.0;
+    let w = args.weights([200, 100])?;
+    let run = |name: &str, limits: &'static str| {
+        Scenario::new(name, super::basic::ssd_dfl_device())
+            .controller(args.controller(with_limits("iocost+leaky-bucket", iocost_with_leaky_limits, "heavy", limits)))
+            .seconds(args.seconds(10.0))
+            .warmup(2.0)
+            .seed(args.seed())
+            .group("heavy", w[0], [Job::closed(Rw::RandRead, 4096, 32)])
+            .group("light", w[1], [Job::closed(Rw::RandRead, 4096, 32)])
+            .run()
+    };
+    let free = run("weight-and-cap (no cap)", "none")?;
+    let capped = run("weight-and-cap", "iops-read=1500")?;
+    let capacity = free.group("heavy").iops + free.group("light").iops;
+    let (heavy, light) = (capped.group("heavy").iops, capped.group("light").iops);
+    let ratio = free.group("heavy").iops / free.group("light").iops;
+    let want = w[0] as f64 / w[1] as f64;
+    let comparisons = vec![
+        compare(
+            "no cap: heavy / light IOPS",
+            format!("{want:.2} ±5%"),
+            format!("{ratio:.3}"),
+            (ratio / want - 1.0).abs() <= 0.05,
+        ),
+        compare("capped heavy group", "1500 IOPS ±2%", format!("{heavy:.0}"), (heavy / CAP - 1.0).abs() <= 0.02),
+        compare(
+            "light group: what the cap leaves",
+            format!("{:.0} IOPS ±5%", capacity - CAP),
+            format!("{light:.0}"),
+            (light / (capacity - CAP) - 1.0).abs() <= 0.05,
+        ),
+    ];
+    Ok(Outcome { runs: vec![free, capped], comparisons })
 }
