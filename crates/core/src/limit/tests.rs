@@ -660,23 +660,28 @@ fn check_conservation<C: Controller>(
     Ok(())
 }
 
+/// Three groups' limits, up to 300 IOs, and whether the driver is late.
+fn workload() -> impl Strategy<Value = (Vec<Limits>, Vec<Offered>, bool)> {
+    (prop::collection::vec(knob_limits(), 3), prop::collection::vec(offered(), 1..300), any::<bool>())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
     #[test]
-    fn token_bucket_never_loses_or_duplicates_io(limits in prop::collection::vec(knob_limits(), 3), ios in prop::collection::vec(offered(), 1..300), lazy in any::<bool>()) {
+    fn token_bucket_never_loses_or_duplicates_io((limits, ios, lazy) in workload()) {
         check_conservation(TokenBucketLimiter::default(), &limits, &ios, lazy)?;
     }
 
     #[test]
-    fn limits_in_front_of_iocost_never_lose_or_duplicate_io(limits in prop::collection::vec(knob_limits(), 3), ios in prop::collection::vec(offered(), 1..300), lazy in any::<bool>()) {
+    fn limits_in_front_of_iocost_never_lose_or_duplicate_io((limits, ios, lazy) in workload()) {
         let ssd = || IoCost::new(LinearModel::new(ModelParams::SSD_DFL), QosParams::default());
         check_conservation(Limited::<IoCost, TokenGate>::new(ssd()), &limits, &ios, lazy)?;
         check_conservation(Limited::<IoCost, LeakyGate>::new(ssd()), &limits, &ios, lazy)?;
     }
 
     #[test]
-    fn leaky_bucket_never_loses_or_duplicates_io(limits in prop::collection::vec(knob_limits(), 3), ios in prop::collection::vec(offered(), 1..300), lazy in any::<bool>()) {
+    fn leaky_bucket_never_loses_or_duplicates_io((limits, ios, lazy) in workload()) {
         check_conservation(LeakyBucketLimiter::default(), &limits, &ios, lazy)?;
     }
 }
