@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod model;
 mod sim;
 
@@ -17,6 +18,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the benchmark suite on real IO: ioshare's controllers and the kernel's side by side.
+    Bench(bench::Args),
     /// Derive a cost model's coefficients from an io.cost.model line.
     Model(model::Args),
     /// Run a scenario in virtual time (built-in by name, or a .toml file).
@@ -26,6 +29,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Bench(args) => bench::run(args),
         Command::Model(args) => model::run(args),
         Command::Sim(args) => sim::run(args),
     };

@@ -67,6 +67,9 @@ pub enum Error {
         /// The error the kernel returned.
         source: io::Error,
     },
+    /// A kernel-peer run could not be set up or a worker failed.
+    #[error("kernel peer: {0}")]
+    KernelPeer(String),
     /// Any other system call failure, with what was being done.
     #[error("{what}: {source}")]
     Os {

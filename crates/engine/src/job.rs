@@ -1,7 +1,7 @@
 //! What tenants do: fio-like jobs (pattern, block size, queue depth, think time, rate cap, range,
 //! runtime, `must_issue` share), and the per-job generator of offsets and directions.
 
-use ioshare_core::{Nanos, Op};
+use ioshare_core::{Limits, Nanos, Op};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -121,6 +121,9 @@ pub struct TenantSpec {
     pub group: String,
     /// Proportional weight, 1..=10000.
     pub weight: u32,
+    /// Rate limits (applied by the token- and leaky-bucket controllers); none by default.
+    #[serde(default)]
+    pub limits: Limits,
     /// The tenant's jobs.
     pub jobs: Vec<JobSpec>,
 }
@@ -128,7 +131,19 @@ pub struct TenantSpec {
 impl TenantSpec {
     /// A tenant named `name` in group `name` with one job.
     pub fn new(name: &str, weight: u32, job: JobSpec) -> Self {
-        TenantSpec { name: name.to_string(), group: name.to_string(), weight, jobs: vec![job] }
+        TenantSpec {
+            name: name.to_string(),
+            group: name.to_string(),
+            weight,
+            limits: Limits::default(),
+            jobs: vec![job],
+        }
+    }
+
+    /// The same tenant with rate limits.
+    pub fn limited(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
     }
 }
 

@@ -109,6 +109,10 @@ pub struct ControllerSample {
     pub vrate_pct: f64,
     /// Busy level.
     pub busy_level: i32,
+    /// Missed latency targets in the last period, ppm, [read, write].
+    pub missed_ppm: [u32; 2],
+    /// Time IOs waited for a device slot in the last period, percent of the period.
+    pub rq_wait_pct: u32,
     /// Per group.
     pub groups: Vec<GroupSample>,
 }

@@ -42,6 +42,16 @@ impl Target {
     /// Opens `path` for direct reads and writes; fails with a one-line reason when it cannot serve as
     /// a device under test or is smaller than `min_size` bytes.
     pub fn open(path: &Path, min_size: u64) -> Result<Target> {
+        Self::open_with(path, min_size, true)
+    }
+
+    /// Like [`Target::open`] but without the exclusive open of block devices, for several processes
+    /// sharing a device this program set up (the bench's kernel-peer workers on its loop device).
+    pub fn open_shared(path: &Path, min_size: u64) -> Result<Target> {
+        Self::open_with(path, min_size, false)
+    }
+
+    fn open_with(path: &Path, min_size: u64, exclusive: bool) -> Result<Target> {
         let meta = fs::metadata(path).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => Error::TargetMissing(path.to_path_buf()),
             io::ErrorKind::PermissionDenied => Error::PermissionDenied(path.to_path_buf()),
@@ -62,7 +72,7 @@ impl Target {
             }
         }
         let mut flags = libc::O_DIRECT;
-        if kind == TargetKind::BlockDevice {
+        if kind == TargetKind::BlockDevice && exclusive {
             flags |= libc::O_EXCL;
         }
         let mut file = OpenOptions::new()

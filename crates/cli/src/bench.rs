@@ -1,0 +1,134 @@
+//! `ioshare bench`: parses the options, runs the engine's scenario suite, prints tables (or JSON) and
+//! writes SVG charts.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use ioshare_engine::bench::calibrate::Calibration;
+use ioshare_engine::bench::{self, kernel, svg, table, BenchOptions, Observer, ScenarioReport, TargetInfo};
+use ioshare_engine::interrupt;
+
+/// Arguments of `ioshare bench`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Run only this scenario (repeatable): proportional, work-conserving, mixed-cost, limits, overhead.
+    #[arg(long, value_name = "NAME")]
+    scenario: Vec<String>,
+    /// Weights of the two main tenants, high,low (proportional and work-conserving).
+    #[arg(long, value_name = "A,B", default_value = "200,100", value_parser = parse_weights)]
+    weights: (u32, u32),
+    /// Length of each run in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
+    duration: f64,
+    /// File or block device to run on (it is read AND overwritten; a block device must not be mounted).
+    /// Default: a temporary 2 GiB file in the current directory, removed afterwards.
+    #[arg(long, value_name = "PATH|/dev/X")]
+    target: Option<PathBuf>,
+    /// Print the results as JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Write per-tenant IOPS and latency charts (one SVG per scenario) into this directory.
+    #[arg(long, value_name = "DIR")]
+    svg: Option<PathBuf>,
+    /// Do not run the kernel's controllers (BFQ, blk-throttle) as peers even as root.
+    #[arg(long)]
+    no_kernel: bool,
+    /// Internal: run one kernel-peer tenant as told on stdin.
+    #[arg(long, hide = true)]
+    worker: bool,
+}
+
+fn parse_weights(s: &str) -> Result<(u32, u32), String> {
+    let parse = |p: &str| p.trim().parse::<u32>().map_err(|_| format!("'{s}': weights are two integers like 200,100"));
+    match s.split_once(',') {
+        Some((a, b)) => Ok((parse(a)?, parse(b)?)),
+        None => Err(format!("'{s}': give two weights separated by a comma, like 200,100")),
+    }
+}
+
+/// Prints progress on stderr (one rewritten line on a terminal) and each scenario as it finishes.
+struct Printer {
+    json: bool,
+    tty: bool,
+}
+
+impl Printer {
+    fn clear(&self) {
+        if self.tty {
+            eprint!("\r\x1b[K");
+        }
+    }
+}
+
+impl Observer for Printer {
+    fn progress(&mut self, line: &str) {
+        if self.tty {
+            eprint!("\r\x1b[K{line}");
+            let _ = std::io::stderr().flush();
+        } else {
+            eprintln!("{line}");
+        }
+    }
+
+    fn calibrated(&mut self, target: &TargetInfo, cal: &Calibration) {
+        if !self.json {
+            self.clear();
+            print!("{}", table::header(target, cal));
+        }
+    }
+
+    fn scenario_done(&mut self, report: &ScenarioReport) {
+        if !self.json {
+            self.clear();
+            print!("{}", table::scenario(report));
+            let _ = std::io::stdout().flush();
+        }
+    }
+}
+
+/// Runs `ioshare bench`.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.worker {
+        return Ok(kernel::worker_main()?);
+    }
+    let exe = std::env::current_exe().context("cannot find the ioshare executable to start kernel-peer workers")?;
+    let opts = BenchOptions {
+        scenarios: args.scenario,
+        weights: args.weights,
+        duration: (args.duration.max(0.0) * 1e9) as u64,
+        target: args.target,
+        temp_dir: PathBuf::from("."),
+        kernel_peers: !args.no_kernel,
+        worker: vec![exe.display().to_string(), "bench".into(), "--worker".into()],
+    };
+    if let Err(msg) = bench::validate(&opts) {
+        bail!(msg);
+    }
+    if let Some(dir) = &args.svg {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create the SVG directory '{}'", dir.display()))?;
+    }
+    let stop = interrupt::stop_flag();
+    let mut printer = Printer { json: args.json, tty: std::io::stderr().is_terminal() };
+    let suite = bench::run_suite(&opts, stop, &mut printer)?;
+    printer.clear();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&suite)?);
+    } else {
+        print!("{}", table::summary(&suite));
+    }
+    if let Some(dir) = &args.svg {
+        for sc in &suite.scenarios {
+            let path = dir.join(format!("{}.svg", sc.name));
+            std::fs::write(&path, svg::scenario(sc)).with_context(|| format!("cannot write '{}'", path.display()))?;
+            if !args.json {
+                println!("chart: {}", path.display());
+            }
+        }
+    }
+    if suite.interrupted {
+        // Everything was cleaned up when the suite returned; 130 is the shell's code for Ctrl-C.
+        std::process::exit(130);
+    }
+    Ok(())
+}

@@ -1,0 +1,261 @@
+//! `ioshare bench`: scenarios that show, on real IO, whether a controller shares a device the way it
+//! promises — proportional split, work conservation, fairness in device cost, limits, overhead — with
+//! ioshare's controllers and (as root) the kernel's own BFQ and blk-throttle side by side.
+//!
+//! The suite: open the target (or create and fill a temporary file in the working directory), measure
+//! the device quickly ([`calibrate`]: the cost model and latency targets IOCost needs, and the maximum
+//! IOPS the verdicts refer to), then run each scenario ([`scenario`]) once per controller and judge
+//! each run by the scenario's criterion. Kernel peers ([`kernel`]) run every tenant in its own process
+//! and blkio cgroup on a loop device over the target. Results come back as plain data
+//! ([`SuiteReport`]) for the table ([`table`]), JSON and SVG ([`svg`]) renderers.
+
+pub mod calibrate;
+pub mod controllers;
+pub mod kernel;
+pub mod scenario;
+pub mod svg;
+pub mod table;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use ioshare_core::{Nanos, NSEC_PER_SEC};
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::report::RunReport;
+use crate::target::{Target, TargetKind, TempTarget};
+use calibrate::Calibration;
+use scenario::Scenario;
+
+/// Size of the temporary target: every byte is written first, so reads reach the device; large
+/// enough that random 4 KiB reads do not stay in a device-side cache of a few hundred MiB.
+pub const TEMP_TARGET_SIZE: u64 = 2 << 30;
+/// Smallest target the suite accepts (sequential jobs must not wrap every few milliseconds).
+pub const MIN_TARGET_SIZE: u64 = 256 << 20;
+
+/// What the suite runs.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    /// Scenarios to run, by name; empty = all.
+    pub scenarios: Vec<String>,
+    /// Weights of the two main tenants (high, low).
+    pub weights: (u32, u32),
+    /// Length of each run, ns.
+    pub duration: Nanos,
+    /// The device or file to run on; `None` = a temporary file in `temp_dir`.
+    pub target: Option<PathBuf>,
+    /// Where the temporary target is created.
+    pub temp_dir: PathBuf,
+    /// Whether to run the kernel's controllers as peers (needs root; skipped with a note otherwise).
+    pub kernel_peers: bool,
+    /// How to start a kernel-peer worker: program and arguments (the CLI passes itself with its hidden
+    /// worker flag); the worker calls [`kernel::worker_main`].
+    pub worker: Vec<String>,
+}
+
+impl Default for BenchOptions {
+    fn default() -> Self {
+        BenchOptions {
+            scenarios: Vec::new(),
+            weights: (200, 100),
+            duration: 5 * NSEC_PER_SEC,
+            target: None,
+            temp_dir: PathBuf::from("."),
+            kernel_peers: true,
+            worker: Vec::new(),
+        }
+    }
+}
+
+/// Whether a run passed its scenario's criterion, and the number behind it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Verdict {
+    /// Pass or fail.
+    pub pass: bool,
+    /// The measured figure the criterion judges.
+    pub value: f64,
+    /// One line: the figure, the target, and what it means.
+    pub summary: String,
+}
+
+/// Who controlled the IO of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    /// One of ioshare's controllers, inline in the engine.
+    Ioshare,
+    /// The kernel (cgroup settings on a loop device); each tenant in its own process.
+    Kernel,
+    /// A reference run the others are judged against (solo tenant, baseline).
+    Reference,
+}
+
+/// One run of a scenario.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunEntry {
+    /// Who controlled the IO.
+    pub side: Side,
+    /// What was measured (controller name, tenants, device, series).
+    #[serde(flatten)]
+    pub report: RunReport,
+    /// The scenario's criterion applied to this run (`None` for reference runs).
+    pub verdict: Option<Verdict>,
+}
+
+/// One scenario's runs and verdict.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScenarioReport {
+    /// Scenario name.
+    pub name: String,
+    /// What it shows.
+    pub description: String,
+    /// The runs, in the order they ran.
+    pub runs: Vec<RunEntry>,
+    /// The scenario's verdict: every ioshare controller it judges passed.
+    pub verdict: Verdict,
+    /// Remarks (a peer that could not run, a controller not yet available).
+    pub notes: Vec<String>,
+}
+
+/// The target a suite ran on.
+#[derive(Clone, Debug, Serialize)]
+pub struct TargetInfo {
+    /// Path.
+    pub path: PathBuf,
+    /// Size, bytes.
+    pub size: u64,
+    /// Whether it was a temporary file made (and removed) by the suite.
+    pub temporary: bool,
+    /// `file` or `block device`.
+    pub kind: &'static str,
+}
+
+/// Everything a suite measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct SuiteReport {
+    /// The target.
+    pub target: TargetInfo,
+    /// The device measurement the controllers were configured from.
+    pub calibration: Calibration,
+    /// The scenarios that ran (all of them, or those finished before an interrupt).
+    pub scenarios: Vec<ScenarioReport>,
+    /// True when interrupted: the scenarios listed are those finished before.
+    pub interrupted: bool,
+    /// Remarks about the whole suite (kernel peers skipped, and why).
+    pub notes: Vec<String>,
+}
+
+/// Receives progress while the suite runs.
+pub trait Observer {
+    /// A transient status line (what runs now, time elapsed and expected).
+    fn progress(&mut self, line: &str);
+    /// The target is ready and measured (before the first scenario).
+    fn calibrated(&mut self, target: &TargetInfo, calibration: &Calibration);
+    /// A scenario finished (print it now, so an interrupt keeps what was done).
+    fn scenario_done(&mut self, report: &ScenarioReport);
+}
+
+/// Checks the options before anything is created.
+pub fn validate(opts: &BenchOptions) -> std::result::Result<(), String> {
+    for name in &opts.scenarios {
+        if Scenario::by_name(name).is_none() {
+            return Err(format!("unknown scenario '{name}': choose one of {}", Scenario::names().join(", ")));
+        }
+    }
+    let (a, b) = opts.weights;
+    for w in [a, b] {
+        if !(1..=10_000).contains(&w) {
+            return Err(format!("weight {w} is out of range: weights must be between 1 and 10000"));
+        }
+    }
+    if opts.duration < NSEC_PER_SEC / 2 || opts.duration > 3600 * NSEC_PER_SEC {
+        return Err("duration must be between 0.5 and 3600 seconds".into());
+    }
+    Ok(())
+}
+
+/// Runs the suite. Returns the report (partial, with `interrupted` set, when `stop` was raised);
+/// every temporary file, loop device and cgroup is removed before it returns, on every path.
+pub fn run_suite(opts: &BenchOptions, stop: &AtomicBool, obs: &mut dyn Observer) -> Result<SuiteReport> {
+    let temp;
+    let (path, temporary) = match &opts.target {
+        Some(p) => (p.clone(), false),
+        None => {
+            let gib = TEMP_TARGET_SIZE as f64 / (1u64 << 30) as f64;
+            temp = TempTarget::create(&opts.temp_dir, TEMP_TARGET_SIZE, stop, |done, total| {
+                if done % (64 << 20) == 0 {
+                    obs.progress(&format!(
+                        "writing the temporary target ({gib:.0} GiB): {:3.0}%",
+                        done as f64 * 100.0 / total as f64
+                    ));
+                }
+            })?;
+            (temp.path().to_path_buf(), true)
+        }
+    };
+    let target = Target::open(&path, MIN_TARGET_SIZE)?;
+    let info = TargetInfo {
+        path: path.clone(),
+        size: target.size(),
+        temporary,
+        kind: match target.kind() {
+            TargetKind::File => "file",
+            TargetKind::BlockDevice => "block device",
+        },
+    };
+    obs.progress("measuring the device (cost model and latency targets for IOCost)");
+    let calibration = calibrate::measure(&target, stop)?;
+    obs.calibrated(&info, &calibration);
+    let mut suite =
+        SuiteReport { target: info, calibration, scenarios: Vec::new(), interrupted: false, notes: Vec::new() };
+    let mut peers = if opts.kernel_peers { kernel::Peers::prepare(&path, &opts.worker) } else { Ok(None) };
+    if let Err(note) = &peers {
+        suite.notes.push(note.clone());
+    }
+    let scenarios: Vec<Scenario> = if opts.scenarios.is_empty() {
+        Scenario::all()
+    } else {
+        opts.scenarios.iter().filter_map(|n| Scenario::by_name(n)).collect()
+    };
+    let ctx = scenario::Context { target: &target, opts, calibration: &suite.calibration };
+    let mut clock =
+        Progress::new(scenarios.iter().map(|s| s.planned_runs(peers.as_ref().is_ok_and(|p| p.is_some()))).sum());
+    for sc in scenarios {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let peers = peers.as_mut().ok().and_then(|p| p.as_mut());
+        let report =
+            sc.run(&ctx, peers, stop, &mut |what: &str| obs.progress(&clock.line(sc.name(), what, opts.duration)))?;
+        obs.scenario_done(&report);
+        suite.scenarios.push(report);
+    }
+    suite.interrupted = stop.load(Ordering::Relaxed);
+    Ok(suite)
+}
+
+/// Counts runs for the progress line.
+struct Progress {
+    total: usize,
+    done: usize,
+    started: std::time::Instant,
+}
+
+impl Progress {
+    fn new(total: usize) -> Self {
+        Progress { total, done: 0, started: std::time::Instant::now() }
+    }
+
+    fn line(&mut self, scenario: &str, what: &str, duration: Nanos) -> String {
+        self.done += 1;
+        let left = (self.total.saturating_sub(self.done) + 1) as u64 * duration / NSEC_PER_SEC;
+        format!(
+            "[run {}/{} · {:.0}s elapsed · ~{}s left] {scenario}: {what}",
+            self.done.min(self.total),
+            self.total,
+            self.started.elapsed().as_secs_f64(),
+            left
+        )
+    }
+}

@@ -1,0 +1,123 @@
+//! SVG charts of a scenario, written by hand (no plotting dependency): one row per run, with each
+//! tenant's IOPS over time on the left and its p99 latency over time on the right.
+
+use std::fmt::Write;
+
+use super::ScenarioReport;
+use crate::report::TenantSample;
+
+const COLORS: [&str; 6] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"];
+const WIDTH: f64 = 960.0;
+const ROW: f64 = 190.0;
+const TOP: f64 = 40.0;
+const PANEL_W: f64 = 400.0;
+const PANEL_H: f64 = 130.0;
+const LEFT: [f64; 2] = [70.0, 560.0];
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// A "nice" upper bound for an axis: 1, 2 or 5 times a power of ten, at least `v`.
+fn nice_max(v: f64) -> f64 {
+    if v <= 0.0 || !v.is_finite() {
+        return 1.0;
+    }
+    let p = 10f64.powf(v.log10().floor());
+    [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * p).find(|m| *m >= v).unwrap_or(10.0 * p)
+}
+
+/// One panel: axes, labels, one polyline per tenant.
+fn panel(out: &mut String, x0: f64, y0: f64, title: &str, series: &[(&str, Vec<(f64, f64)>)]) {
+    let t_max = series.iter().flat_map(|(_, s)| s.iter().map(|p| p.0)).fold(0.0, f64::max).max(1e-9);
+    let v_max = nice_max(series.iter().flat_map(|(_, s)| s.iter().map(|p| p.1)).fold(0.0, f64::max));
+    let _ = writeln!(out, r##"<text x="{x0}" y="{}" font-size="12">{}</text>"##, y0 - 6.0, esc(title));
+    let _ =
+        writeln!(out, r##"<rect x="{x0}" y="{y0}" width="{PANEL_W}" height="{PANEL_H}" fill="none" stroke="#999"/>"##);
+    for i in 0..=4 {
+        let y = y0 + PANEL_H * (1.0 - i as f64 / 4.0);
+        let v = v_max * i as f64 / 4.0;
+        let _ = writeln!(
+            out,
+            r##"<line x1="{x0}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#eee"/><text x="{}" y="{:.1}" font-size="10" text-anchor="end">{}</text>"##,
+            x0 + PANEL_W,
+            x0 - 4.0,
+            y + 3.0,
+            if v_max >= 10.0 { format!("{v:.0}") } else { format!("{v:.2}") }
+        );
+    }
+    let _ = writeln!(
+        out,
+        r##"<text x="{x0}" y="{:.1}" font-size="10">0 s</text><text x="{:.1}" y="{:.1}" font-size="10" text-anchor="end">{t_max:.0} s</text>"##,
+        y0 + PANEL_H + 12.0,
+        x0 + PANEL_W,
+        y0 + PANEL_H + 12.0
+    );
+    for (i, (_, pts)) in series.iter().enumerate() {
+        let pts: Vec<String> = pts
+            .iter()
+            .map(|(t, v)| format!("{:.1},{:.1}", x0 + PANEL_W * t / t_max, y0 + PANEL_H * (1.0 - v / v_max)))
+            .collect();
+        let _ = writeln!(
+            out,
+            r##"<polyline fill="none" stroke="{}" stroke-width="1.6" points="{}"/>"##,
+            COLORS[i % COLORS.len()],
+            pts.join(" ")
+        );
+    }
+}
+
+fn points(s: &[TenantSample], f: impl Fn(&TenantSample) -> f64) -> Vec<(f64, f64)> {
+    s.iter().map(|x| (x.t_s, f(x))).collect()
+}
+
+/// The chart of one scenario.
+pub fn scenario(report: &ScenarioReport) -> String {
+    let height = TOP + ROW * report.runs.len() as f64 + 10.0;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif">"##
+    );
+    let _ = writeln!(out, r##"<rect width="100%" height="100%" fill="white"/>"##);
+    let _ = writeln!(
+        out,
+        r##"<text x="10" y="22" font-size="15" font-weight="bold">{} — per-tenant IOPS and p99 latency over time</text>"##,
+        esc(&report.name)
+    );
+    for (row, run) in report.runs.iter().enumerate() {
+        let y0 = TOP + ROW * row as f64 + 30.0;
+        let tenants = &run.report.tenants;
+        let iops: Vec<_> = tenants.iter().map(|t| (t.name.as_str(), points(&t.series, |s| s.iops))).collect();
+        let lat: Vec<_> = tenants.iter().map(|t| (t.name.as_str(), points(&t.series, |s| s.p99_us))).collect();
+        let who = format!("{} ({:?})", run.report.controller, run.side).to_lowercase();
+        panel(&mut out, LEFT[0], y0, &format!("{who}: IOPS"), &iops);
+        panel(&mut out, LEFT[1], y0, &format!("{who}: p99 latency, µs"), &lat);
+        for (i, t) in tenants.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                r##"<text x="{:.1}" y="{:.1}" font-size="11" fill="{}">{}</text>"##,
+                LEFT[0] + PANEL_W + 8.0,
+                y0 + 10.0 + 14.0 * i as f64,
+                COLORS[i % COLORS.len()],
+                esc(&t.name)
+            );
+        }
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn axes_end_on_round_numbers() {
+        assert_eq!(nice_max(0.0), 1.0);
+        assert_eq!(nice_max(7.0), 10.0);
+        assert_eq!(nice_max(120.0), 200.0);
+        assert_eq!(nice_max(4100.0), 5000.0);
+        assert_eq!(esc("a<b&c"), "a&lt;b&amp;c");
+    }
+}
