@@ -171,7 +171,7 @@ impl<'a> Engine<'a> {
         let mut jobs = Vec::new();
         let mut leaker = None;
         for (gi, g) in sc.groups.iter().enumerate() {
-            let id = ctl.configure(0, &g.path, &GroupSettings::weight(g.weight))?;
+            let id = ctl.configure(0, &g.path, &Scenario::settings(g))?;
             groups.push(GroupRun {
                 id,
                 path: g.path.trim_matches('/').to_string(),
@@ -634,7 +634,9 @@ impl<'a> Engine<'a> {
             ChangeKind::Weight { group, weight } => {
                 let g = self.groups.iter_mut().find(|g| g.path == group.trim_matches('/')).expect("validated group");
                 g.weight = *weight;
-                self.ctl.configure(self.now, group, &GroupSettings::weight(*weight)).expect("validated weight");
+                let spec = self.sc.groups.iter().find(|s| s.path == *group).expect("validated group");
+                let settings = GroupSettings { weight: *weight, limits: spec.limits.clone() };
+                self.ctl.configure(self.now, group, &settings).expect("validated weight");
                 self.dispatch();
             }
         }

@@ -23,7 +23,7 @@
 //! warmup_seconds = 1.0          # optional: metrics ignore the first second
 //! [device]                      # a preset with overrides, or kind = linear|ssd|hdd|remote + parameters
 //! preset = "nvme-ssd"
-//! [controller]                  # kind = "none" (default) or "iocost"
+//! [controller]                  # kind = "none" (default), "iocost", "token-bucket", "leaky-bucket"
 //! kind = "iocost"
 //! model = "ssd_dfl"             # io.cost.model line; defaults to a linear device's own model
 //! model_scale = 2.0             # optional: a model 2x too optimistic
@@ -31,6 +31,7 @@
 //! [[groups]]
 //! path = "workload/a"
 //! weight = 200
+//! limits = { iops-read = 5000 } # optional: enforced by token-bucket / leaky-bucket
 //! [[groups.jobs]]
 //! rw = "randread"
 //! iodepth = 32
@@ -43,7 +44,10 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
-use ioshare_core::{Controller, IoCost, LinearModel, ModelParams, Nanos, NoControl, QosParams, NSEC_PER_SEC};
+use ioshare_core::{
+    Controller, GroupSettings, IoCost, LeakyBucketLimiter, Limits, LinearModel, ModelParams, Nanos, NoControl,
+    QosParams, TokenBucketLimiter, NSEC_PER_SEC,
+};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -59,6 +63,10 @@ use crate::workload::{Job, Load};
 pub enum ControllerSpec {
     /// No control: every IO goes to the device at once.
     None,
+    /// librbd's token bucket enforcing each group's [`Group::limits`].
+    TokenBucket,
+    /// QEMU's leaky bucket enforcing each group's [`Group::limits`].
+    LeakyBucket,
     /// IOCost with a linear cost model and latency QoS.
     IoCost {
         /// The controller's model (may differ from the device's truth).
@@ -79,6 +87,8 @@ impl fmt::Debug for ControllerSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ControllerSpec::None => write!(f, "None"),
+            ControllerSpec::TokenBucket => write!(f, "TokenBucket"),
+            ControllerSpec::LeakyBucket => write!(f, "LeakyBucket"),
             ControllerSpec::IoCost { model, qos } => write!(f, "IoCost {{ model: {model:?}, qos: {qos:?} }}"),
             ControllerSpec::Custom { name, .. } => write!(f, "Custom({name})"),
         }
@@ -90,19 +100,23 @@ impl ControllerSpec {
     pub fn build(&self) -> Box<dyn Controller> {
         match self {
             ControllerSpec::None => Box::new(NoControl::new()),
+            ControllerSpec::TokenBucket => Box::<TokenBucketLimiter>::default(),
+            ControllerSpec::LeakyBucket => Box::<LeakyBucketLimiter>::default(),
             ControllerSpec::IoCost { model, qos } => Box::new(IoCost::new(LinearModel::new(*model), *qos)),
             ControllerSpec::Custom { build, .. } => build(),
         }
     }
 }
 
-/// A group of the scenario: a path in the weight tree, its weight, and its jobs.
+/// A group of the scenario: a path in the weight tree, its weight, its limits, and its jobs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Group {
     /// Path (`workload/web`).
     pub path: String,
     /// Weight, 1..=10000.
     pub weight: u32,
+    /// Rate limits, for the controllers that enforce them (token and leaky bucket); none by default.
+    pub limits: Limits,
     /// Jobs issuing IO in this group.
     pub jobs: Vec<Job>,
 }
@@ -185,8 +199,21 @@ impl Scenario {
 
     /// Adds a group.
     pub fn group(mut self, path: &str, weight: u32, jobs: impl IntoIterator<Item = Job>) -> Scenario {
-        self.groups.push(Group { path: path.to_string(), weight, jobs: jobs.into_iter().collect() });
+        let jobs = jobs.into_iter().collect();
+        self.groups.push(Group { path: path.to_string(), weight, limits: Limits::default(), jobs });
         self
+    }
+
+    /// Sets the limits of the group at `path` (added before). Panics if there is none: a caller's bug.
+    pub fn limit(mut self, path: &str, limits: Limits) -> Scenario {
+        let g = self.groups.iter_mut().find(|g| g.path == path).unwrap_or_else(|| panic!("no group '{path}'"));
+        g.limits = limits;
+        self
+    }
+
+    /// The controller's settings for group `g`.
+    pub(crate) fn settings(g: &Group) -> GroupSettings {
+        GroupSettings { weight: g.weight, limits: g.limits.clone() }
     }
 
     /// Sets the virtual duration in seconds.
@@ -248,6 +275,7 @@ impl Scenario {
         }
         for (i, g) in self.groups.iter().enumerate() {
             Weight::try_from(g.weight).map_err(|m| invalid(format!("group '{}': {m}", g.path)))?;
+            Scenario::settings(g).validate(&g.path)?;
             if self.groups[..i].iter().any(|o| o.path.trim_matches('/') == g.path.trim_matches('/')) {
                 return Err(invalid(format!("group '{}' is defined twice", g.path)));
             }
@@ -329,7 +357,13 @@ impl Scenario {
             let g = g.into_inner();
             ioshare_core::group::path_components(&g.path)
                 .map_err(|e| at(key_offset(text, span, "path"), format!("path: {e}")))?;
-            sc.groups.push(Group { path: g.path, weight: g.weight.map_or(100, |w| w.0), jobs: g.jobs });
+            let weight = g.weight.map_or(100, |w| w.0);
+            let limits = g.limits.unwrap_or_default();
+            let group = Group { path: g.path, weight, limits, jobs: g.jobs };
+            Scenario::settings(&group)
+                .validate(&group.path)
+                .map_err(|e| at(key_offset(text, span, "limits"), e.to_string()))?;
+            sc.groups.push(group);
         }
         for c in f.changes {
             let span = c.span().start;
@@ -416,6 +450,7 @@ struct ScenarioFile {
 struct GroupFile {
     path: String,
     weight: Option<Weight>,
+    limits: Option<Limits>,
     #[serde(default)]
     jobs: Vec<Job>,
 }
@@ -430,10 +465,13 @@ struct ChangeFile {
 }
 
 #[derive(Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 enum ControllerKind {
     None,
+    #[serde(rename = "iocost")]
     IoCost,
+    TokenBucket,
+    LeakyBucket,
 }
 
 #[derive(Deserialize)]
@@ -448,11 +486,15 @@ struct ControllerFile {
 impl ControllerFile {
     fn resolve(self, device: &DeviceSpec) -> Result<ControllerSpec, String> {
         match self.kind {
-            ControllerKind::None => {
+            ControllerKind::None | ControllerKind::TokenBucket | ControllerKind::LeakyBucket => {
                 if self.model.is_some() || self.qos.is_some() || self.model_scale.is_some() {
                     return Err("model, model_scale and qos apply only to kind = \"iocost\"".into());
                 }
-                Ok(ControllerSpec::None)
+                Ok(match self.kind {
+                    ControllerKind::TokenBucket => ControllerSpec::TokenBucket,
+                    ControllerKind::LeakyBucket => ControllerSpec::LeakyBucket,
+                    _ => ControllerSpec::None,
+                })
             }
             ControllerKind::IoCost => {
                 let model = match (self.model, device) {

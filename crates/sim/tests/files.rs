@@ -75,6 +75,8 @@ fn malformed_files_name_the_file_line_and_key() {
         ("rw = \"randread\"", "rw = \"randread\"\nrate = 5.0", 11, "iodepth applies only to closed"),
         ("servers = 4", "servers = 4\nspeed = 2", 6, "[device]: speed: unknown field `speed`"),
         ("path = \"a\"", "path = \"a//b\"", 9, "invalid group path"),
+        ("weight = 100", "weight = 100\nlimits = { iops-read = 5, iops-read-max = 1 }", 11, "cannot be lower"),
+        ("weight = 100", "weight = 100\nlimits = { iops-wrong = 5 }", 11, "iops-wrong"),
     ] {
         assert!(GOOD.contains(from));
         let msg = error(&GOOD.replacen(from, to, 1));

@@ -1,6 +1,6 @@
-//! The issue-5 reproductions of the IOCost paper, in virtual time: each asserts the paper's result
-//! within the issue's tolerance, as the built-in scenario's own comparisons state it (the figures
-//! and tolerances are in `src/scenarios/paper.rs`).
+//! The issue-5 reproductions in virtual time — the IOCost paper's figures and fixed limits against
+//! IOCost: each asserts the source's result within the issue's tolerance, as the built-in scenario's
+//! own comparisons state it (figures and tolerances in `src/scenarios/paper.rs` and `fixed.rs`).
 
 use ioshare_sim::scenarios::{find, Args, Outcome};
 
@@ -34,6 +34,11 @@ fn fig12_hdd_mixes_share_two_to_one_normalised_to_peak() {
 #[test]
 fn memleak_debt_keeps_the_service_and_beats_root_and_origin() {
     assert_all_hold("paper-memleak");
+}
+
+#[test]
+fn fixed_limits_waste_what_iocost_gives_away() {
+    assert_all_hold("fixed-limits-vs-iocost");
 }
 
 #[test]

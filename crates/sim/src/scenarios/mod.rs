@@ -138,6 +138,7 @@ macro_rules! registry {
 registry! {
     basic,
     paper,
+    fixed,
     limits,
 }
 
