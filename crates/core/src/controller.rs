@@ -85,7 +85,7 @@ pub struct GroupStats {
     pub issued: u64,
     /// IOs waiting in the controller now.
     pub queued: u64,
-    /// Device time charged (absolute cost, debt included), µs at 100% vrate.
+    /// Device time used (debt included), µs at the vrate in force when it was used (kernel `cost.usage`).
     pub usage_us: u64,
     /// Time spent with IO waiting, µs.
     pub wait_us: u64,

@@ -19,6 +19,7 @@
 use super::model::CostModel;
 use super::tree::{after, WEIGHT_ONE};
 use super::IoCost;
+use crate::io::Nanos;
 
 /// Fixed-point share of a period a donor's budget should end at.
 const TARGET_FRACTION: i64 = WEIGHT_ONE as i64 * super::MARGIN_TARGET_PCT as i64 / 100;
@@ -49,7 +50,7 @@ impl<M: CostModel> IoCost<M> {
 
     /// Sets the donors' inuse weights so each lands on its `hweight_after_donation` while the rest of
     /// the tree keeps its proportions (kernel `transfer_surpluses`).
-    pub(crate) fn transfer_surpluses(&mut self, donors: &[u32], vnow: u64) {
+    pub(crate) fn transfer_surpluses(&mut self, now: Nanos, donors: &[u32], vnow: u64) {
         let w1 = WEIGHT_ONE;
         // Scale down donors targeting more than their full share if the targets sum past one.
         let (mut after_sum, mut over_sum) = (0u64, 0u64);
@@ -61,8 +62,8 @@ impl<M: CostModel> IoCost<M> {
                 over_sum += t;
             }
         }
-        if after_sum >= w1 {
-            let over_target = over_sum.saturating_sub(after_sum - (w1 - 1));
+        let over_target = if after_sum >= w1 { over_sum.saturating_sub(after_sum - (w1 - 1)) } else { 0 };
+        if over_target != 0 {
             for &d in donors {
                 let (hwa, _) = self.tree.hweights(d);
                 let n = &mut self.tree.nodes[d as usize];
@@ -166,7 +167,7 @@ impl<M: CostModel> IoCost<M> {
             let (active, old_hwi, target) = (n.active, n.hweight_inuse, n.hweight_after_donation);
             let margin = vnow.wrapping_sub(n.vtime) as i64;
             self.tree.propagate(d, active, inuse, Some(margin));
-            self.log_inuse(d, "transfer", old_hwi, target);
+            self.log_inuse(now, d, "transfer", old_hwi, target);
         }
         for &i in &walk {
             self.tree.nodes[i as usize].in_walk = false;

@@ -33,6 +33,9 @@ impl<M: CostModel> IoCost<M> {
         let n = &self.tree.nodes[node as usize];
         let random = n.cursor != 0 && n.cursor.abs_diff(io.offset) >> PAGE_SHIFT > RANDIO_PAGES;
         let abs_cost = self.model.cost(io.op, io.len, random, io.flags.merged);
+        if self.qos.enable && abs_cost != 0 && io.flags.merged {
+            return self.submit_merged(now, node, io, abs_cost);
+        }
         if !self.qos.enable || abs_cost == 0 || !self.activate(now, node) {
             // Bypassed, free, or issued by an inner group whose children are active: uncharged.
             io.charge = 0;
@@ -43,7 +46,7 @@ impl<M: CostModel> IoCost<M> {
         let n = &mut self.tree.nodes[node as usize];
         n.cursor = io.offset + io.len as u64;
         let vtime = n.vtime;
-        let cost = self.adjust_inuse_and_calc_cost(vnow, node, vtime, abs_cost);
+        let cost = self.adjust_inuse_and_calc_cost(now, vnow, node, vtime, abs_cost);
         let n = &mut self.tree.nodes[node as usize];
         if n.waitq.is_empty() && n.abs_vdebt == 0 && !after(vtime.wrapping_add(cost), vnow) {
             io.charge = cost;
@@ -55,14 +58,40 @@ impl<M: CostModel> IoCost<M> {
         self.submit_over_budget(now, node, io, abs_cost)
     }
 
+    /// An IO merged into an issued request (kernel `ioc_rqos_merge`): it pays its size only, does not
+    /// activate the group, never waits — charged from budget if there is some, else as debt — and
+    /// moves the cursor only when it extends the IO that ended there.
+    fn submit_merged(&mut self, now: Nanos, node: u32, mut io: Io, abs_cost: u64) -> Submit {
+        let vnow = self.vnow(now);
+        let vtime = self.tree.nodes[node as usize].vtime;
+        let cost = self.adjust_inuse_and_calc_cost(now, vnow, node, vtime, abs_cost);
+        let n = &mut self.tree.nodes[node as usize];
+        if n.cursor == io.offset {
+            n.cursor = io.offset + io.len as u64;
+        }
+        if !after(vtime.wrapping_add(cost), vnow) || !n.on_list {
+            io.charge = cost;
+            n.vtime = n.vtime.wrapping_add(cost);
+            n.abs_vusage += abs_cost;
+            n.issued += 1;
+            return Submit::Issue { io, delay: 0 };
+        }
+        self.issue_as_debt(now, node, io, abs_cost)
+    }
+
+    /// Issues `io` at once, its cost charged as debt; the delay it causes goes back to the caller.
+    fn issue_as_debt(&mut self, now: Nanos, node: u32, mut io: Io, abs_cost: u64) -> Submit {
+        self.incur_debt(now, node, abs_cost);
+        let delay = if self.kick_delay(now, node) { self.current_delay_us(now, node) * NSEC_PER_USEC } else { 0 };
+        io.charge = 0;
+        self.tree.nodes[node as usize].issued += 1;
+        Submit::Issue { io, delay }
+    }
+
     /// The slow half of `submit_io`: debt for `must_issue` IO, the wait queue for the rest.
     fn submit_over_budget(&mut self, now: Nanos, node: u32, mut io: Io, abs_cost: u64) -> Submit {
         if io.flags.must_issue {
-            self.incur_debt(now, node, abs_cost);
-            let delay = if self.kick_delay(now, node) { self.current_delay_us(now, node) * NSEC_PER_USEC } else { 0 };
-            io.charge = 0;
-            self.tree.nodes[node as usize].issued += 1;
-            return Submit::Issue { io, delay };
+            return self.issue_as_debt(now, node, io, abs_cost);
         }
         // A group with waiters claims its full weight.
         let n = &self.tree.nodes[node as usize];
@@ -129,7 +158,7 @@ impl<M: CostModel> IoCost<M> {
     /// deteriorated below both the margin at its last adjustment and 20% of a period (kernel
     /// `adjust_inuse_and_calc_cost`).
     #[inline]
-    fn adjust_inuse_and_calc_cost(&mut self, vnow: u64, node: u32, vtime: u64, abs_cost: u64) -> u64 {
+    fn adjust_inuse_and_calc_cost(&mut self, now: Nanos, vnow: u64, node: u32, vtime: u64, abs_cost: u64) -> u64 {
         let (_, hwi) = self.tree.hweights(node);
         let mut cost = abs_cost_to_cost(abs_cost, hwi);
         let n = &self.tree.nodes[node as usize];
@@ -150,12 +179,11 @@ impl<M: CostModel> IoCost<M> {
                 break hwi;
             }
         };
-        self.log_inuse(node, "adjust", old_hwi, new_hwi);
+        self.log_inuse(now, node, "adjust", old_hwi, new_hwi);
         cost
     }
 
-    pub(crate) fn log_inuse(&mut self, node: u32, reason: &'static str, from: u64, to: u64) {
-        let at = self.period_at;
+    pub(crate) fn log_inuse(&mut self, at: Nanos, node: u32, reason: &'static str, from: u64, to: u64) {
         let group = self.path_of(node);
         self.log(Event::Inuse {
             at,

@@ -207,7 +207,7 @@ impl<M: CostModel> IoCost<M> {
         self.period_us = self.qos.period_us();
         self.timer_slack_ns = self.period_us * NSEC_PER_USEC / 100;
         self.vrate_min = (self.qos.min_ppm as u64 * VTIME_PER_USEC).div_ceil(1_000_000);
-        self.vrate_max = self.qos.max_ppm as u64 * VTIME_PER_USEC / 1_000_000;
+        self.vrate_max = (self.qos.max_ppm as u64 * VTIME_PER_USEC).div_ceil(1_000_000);
         self.refresh_margins();
     }
 
@@ -259,7 +259,7 @@ impl<M: CostModel> IoCost<M> {
         Ok(id.expect("a path has at least one component"))
     }
 
-    /// Changes a group's weight; an active group's inuse scales with it (kernel `weight_updated`).
+    /// Changes a group's weight, keeping its inuse (kernel `weight_updated`).
     fn set_weight(&mut self, now: Nanos, node: u32, weight: u32) {
         let new = weight as u64 * WEIGHT_ONE;
         let n = &self.tree.nodes[node as usize];
@@ -268,7 +268,8 @@ impl<M: CostModel> IoCost<M> {
             return;
         }
         if n.active != 0 {
-            let inuse = (n.inuse * new).div_ceil(old);
+            // The kernel keeps inuse (clamped to the new weight); donation and snapback adjust it.
+            let inuse = n.inuse;
             let margin = self.margin_of(now, node);
             self.tree.nodes[node as usize].weight = new;
             self.tree.propagate(node, new, inuse, Some(margin));
@@ -292,7 +293,7 @@ impl<M: CostModel> IoCost<M> {
         let subtree = self.tree.nodes.iter().filter(|m| m.ancestors.get(n.level as usize) == Some(&node));
         let (mut usage, mut wait, mut issued, mut queued, mut debt) = (0u64, 0u64, 0u64, 0u64, 0u64);
         for m in subtree {
-            usage += m.abs_vusage;
+            usage += m.usage_us + (m.abs_vusage - m.last_abs_vusage) / self.vtime_base_rate;
             wait += m.wait_ns + since(m.wait_since);
             issued += m.issued;
             queued += m.waitq.len() as u64;
@@ -307,7 +308,7 @@ impl<M: CostModel> IoCost<M> {
             hweight_inuse: hwi as f64 / WEIGHT_ONE as f64,
             issued,
             queued,
-            usage_us: usage / VTIME_PER_USEC,
+            usage_us: usage,
             wait_us: wait / NSEC_PER_USEC,
             debt_us: debt / VTIME_PER_USEC,
             delay_us,

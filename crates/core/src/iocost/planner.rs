@@ -83,6 +83,7 @@ impl<M: CostModel> IoCost<M> {
         for &i in &self.active_list {
             let n = &mut self.tree.nodes[i as usize];
             n.usage_delta_us = (n.abs_vusage - n.last_abs_vusage) / self.vtime_base_rate;
+            n.usage_us += n.usage_delta_us;
             n.last_abs_vusage = n.abs_vusage;
         }
 
@@ -124,18 +125,19 @@ impl<M: CostModel> IoCost<M> {
                 n.hweight_donating = hwa;
                 n.hweight_after_donation = new_hwi;
                 donors.push(i);
-            } else {
+            } else if self.tree.nodes[i as usize].abs_vdebt == 0 {
+                // Debt owns a debtor's inuse: only others snap back to full weight here.
                 let n = &self.tree.nodes[i as usize];
                 let (active, margin) = (n.active, vnow.wrapping_sub(n.vtime) as i64);
                 if n.inuse != active {
-                    self.log_inuse(i, "shortage", hwi, hwm);
+                    self.log_inuse(now, i, "shortage", hwi, hwm);
                 }
                 self.tree.propagate(i, active, active, Some(margin));
                 nr_shortages += 1;
             }
         }
         if !donors.is_empty() && nr_shortages > 0 {
-            self.transfer_surpluses(&donors, vnow);
+            self.transfer_surpluses(now, &donors, vnow);
         }
         self.donors = donors;
         self.tree.commit();

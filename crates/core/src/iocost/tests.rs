@@ -167,7 +167,7 @@ fn donation_reaches_targets_and_keeps_non_donor_proportions() {
         donors.push(i);
     }
     let vnow = c.vnow(0);
-    c.transfer_surpluses(&donors, vnow);
+    c.transfer_surpluses(0, &donors, vnow);
     c.tree.commit();
     let hwi: Vec<f64> = ids.iter().map(|g| c.tree.compute_hweights(node(&c, *g)).1 as f64 / w1 as f64).collect();
     // Donors land on their targets, within fixed-point rounding (a few parts in 65536).
@@ -245,4 +245,81 @@ fn disabled_qos_passes_everything_through() {
     assert_eq!(c.next_tick(), None);
     assert_eq!(c.vrate_pct(), 100.0);
     let _ = VTIME_PER_USEC;
+}
+
+#[test]
+fn merged_io_never_waits_and_goes_to_debt_when_over_budget() {
+    let mut c = ssd();
+    let g = group(&mut c, "g", 100);
+    issue_until_queued(&mut c, 0, g, 0);
+    // Over budget with a waiter: merges still issue at once; once the leftover budget is gone they
+    // are charged as debt of their size cost (one page each).
+    let mut in_debt = 0;
+    for id in 50_000..50_100 {
+        let mut merged = read(g, id);
+        merged.flags.merged = true;
+        let Submit::Issue { io, .. } = c.submit(0, merged) else { panic!("a merged IO never waits") };
+        in_debt += (io.charge == 0) as u64;
+    }
+    assert!(in_debt >= 80, "{in_debt} of 100 merges charged as debt");
+    let page_us = super::model::vtime_to_ns(c.model().size_cost(Op::Read, KIB4)) / 1000.0;
+    let debt_us = c.stats(0).groups[0].debt_us as f64;
+    assert!((debt_us - in_debt as f64 * page_us).abs() <= 1.0, "debt {debt_us} µs vs {in_debt} pages of {page_us} µs");
+}
+
+#[test]
+fn merged_io_does_not_activate_or_reset_the_cursor() {
+    let mut c = ssd();
+    let g = group(&mut c, "g", 100);
+    let mut merged = read(g, 7);
+    merged.flags.merged = true;
+    assert!(issued(c.submit(0, merged)).is_some());
+    assert!(!c.stats(0).groups[0].active, "merges do not activate (kernel ioc_rqos_merge)");
+    assert_eq!(c.next_tick(), None);
+}
+
+/// Keeps group `g` saturated (it submits whenever it may) from `now` for `periods` planner periods;
+/// IOs complete at once. Returns the time reached and the next IO id.
+fn saturate(c: &mut IoCost, g: GroupId, mut now: Nanos, mut id: u64, periods: usize) -> (Nanos, u64) {
+    let done = |c: &mut IoCost, io: &Io, now| c.complete(now, io, Completion { released: now, started: now });
+    for _ in 0..periods {
+        loop {
+            while let Dispatch::Io(io) = c.dispatch(now) {
+                done(c, &io, now);
+            }
+            loop {
+                id += 1;
+                let Some(io) = issued(c.submit(now, read(g, id))) else { break };
+                done(c, &io, now);
+            }
+            let tick = c.next_tick().expect("a busy group keeps the planner running");
+            match c.dispatch(now) {
+                Dispatch::At(t) if t < tick => now = t,
+                Dispatch::Io(io) => done(c, &io, now),
+                _ => {
+                    now = tick;
+                    c.tick(now);
+                    break;
+                }
+            }
+        }
+    }
+    (now, id)
+}
+
+#[test]
+fn usage_is_reported_at_the_vrate_in_force() {
+    let qos = "min=50 max=50".parse::<crate::QosConfig>().unwrap().params;
+    let mut c = IoCost::new(LinearModel::new(ModelParams::SSD_DFL), qos);
+    let g = group(&mut c, "g", 100);
+    // vrate starts at 100% and steps toward min = max = 50% by 4% per period while the group is short.
+    let (now, id) = saturate(&mut c, g, 0, 0, 40);
+    assert!((c.vrate_pct() - 50.0).abs() < 0.5, "{}", c.vrate_pct());
+    // A group using its whole share at vrate 50% has used the device the whole time: usage counts µs
+    // at the vrate in force (measured at 100% of the model it would read half).
+    let before = c.stats(now).groups[0].usage_us;
+    let (end, _) = saturate(&mut c, g, now, id, 20);
+    let used = (c.stats(end).groups[0].usage_us - before) as f64;
+    let wall_us = (end - now) as f64 / 1000.0;
+    assert!((used / wall_us - 1.0).abs() < 0.05, "usage {used} µs over {wall_us} µs of saturated wall time");
 }

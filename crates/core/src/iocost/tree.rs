@@ -30,16 +30,26 @@ pub(crate) fn before(a: u64, b: u64) -> bool {
     (a.wrapping_sub(b) as i64) < 0
 }
 
+/// `ceil(a * b / c)`, exact in 128 bits when `a * b` overflows, saturating at `u64::MAX` (the kernel
+/// wraps past 2^48 vtime units of debt, ~2048 s of device time; saturating keeps such debt huge).
+#[inline]
+fn mul_div_ceil(a: u64, b: u64, c: u64) -> u64 {
+    match a.checked_mul(b) {
+        Some(p) => p.div_ceil(c),
+        None => u64::try_from((a as u128 * b as u128).div_ceil(c as u128)).unwrap_or(u64::MAX),
+    }
+}
+
 /// Relative cost of an absolute cost for a group with hweight_inuse `hw` (rounds up).
 #[inline]
 pub(crate) fn abs_cost_to_cost(abs_cost: u64, hw: u64) -> u64 {
-    (abs_cost * WEIGHT_ONE).div_ceil(hw)
+    mul_div_ceil(abs_cost, WEIGHT_ONE, hw)
 }
 
 /// Absolute cost of a relative cost at hweight `hw` (rounds up).
 #[inline]
 pub(crate) fn cost_to_abs_cost(cost: u64, hw: u64) -> u64 {
-    (cost * hw).div_ceil(WEIGHT_ONE)
+    mul_div_ceil(cost, hw, WEIGHT_ONE)
 }
 
 /// One group of the tree (kernel `ioc_gq`). Index 0 is the root.
@@ -103,6 +113,8 @@ pub(crate) struct Node {
     pub last_abs_vusage: u64,
     /// Usage in the last period, µs at the base vrate.
     pub usage_delta_us: u64,
+    /// Usage flushed so far, µs at the base vrate of each period (kernel `cost.usage`).
+    pub usage_us: u64,
     /// Total ns with waiters.
     pub wait_ns: u64,
     /// Total ns in debt.
