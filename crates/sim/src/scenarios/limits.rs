@@ -1,7 +1,8 @@
-//! The limiters' scenarios (`ioshare sim token-bucket|leaky-bucket|rbd-vs-qemu|weight-and-cap`): QD128 4 KiB random
-//! writes held to 5000 IOPS on a device far faster (a linear device following `ssd_dfl` scaled 100
-//! times, 128 servers: about 1.8 M random 4 KiB writes a second, 70 µs each), so that every figure is
-//! the limiter's own.
+//! The limiters' scenarios (`ioshare sim token-bucket|leaky-bucket|rbd-vs-qemu|weight-and-cap`).
+//!
+//! The first three run QD128 4 KiB random writes held to 5000 IOPS on a device far faster (a linear
+//! device following `ssd_dfl` scaled 100 times, 128 servers: about 1.8 M random 4 KiB writes a
+//! second, 70 µs each), so that every figure is the limiter's own.
 //!
 //! By Little's law both limiters give a mean latency of 128 / 5000 s = 25.6 ms; how it is spread is
 //! what differs (SPEC §4). librbd's token bucket with a 1000 ms tick admits 5000 IOs at each tick
@@ -12,17 +13,10 @@
 //!
 //! `weight-and-cap` puts a leaky bucket in front of IOCost: two readers at weights 2:1, the heavy one
 //! capped at 1500 IOPS, and IOCost gives the light one what the cap leaves.
-//!
-//! The simulator's groups carry weights only, so the scenario's limits are given to the controller
-//! by path ([`WithLimits`]).
 
 use std::sync::Arc;
 
-use ioshare_core::{
-    Completion, Controller, Dispatch, Event, GroupId, GroupSettings, Io, IoCost, LeakyBucketLimiter, LeakyGate,
-    Limited, Limits, LinearModel, ModelParams, Nanos, QosParams, Result as CoreResult, Stats, Submit,
-    TokenBucketLimiter,
-};
+use ioshare_core::{Controller, IoCost, LeakyGate, Limited, Limits, LinearModel, ModelParams, QosParams};
 
 use super::{compare, Args, Builtin, Outcome};
 use crate::error::SimError;
@@ -61,76 +55,19 @@ const LIMIT: f64 = 5000.0;
 /// Mean latency both limiters must give at QD128: 128 / 5000 s, in µs.
 const MEAN_US: f64 = 128.0 / LIMIT * 1e6;
 
-/// A controller whose groups get fixed limits by path, whatever else the driver configures.
-struct WithLimits<C> {
-    inner: C,
-    limits: Vec<(String, Limits)>,
-}
+/// The limits of the tenant in the token-bucket run: librbd with a 1000 ms tick.
+const TOKEN_LIMITS: &str = "iops-total=5000,tick-min-ms=1000";
+/// The limits of the tenant in the leaky-bucket run.
+const LEAKY_LIMITS: &str = "iops-total=5000";
 
-impl<C: Controller> Controller for WithLimits<C> {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-
-    fn configure(&mut self, now: Nanos, path: &str, settings: &GroupSettings) -> CoreResult<GroupId> {
-        let mut settings = settings.clone();
-        if let Some((_, limits)) = self.limits.iter().find(|(p, _)| p == path) {
-            settings.limits = limits.clone();
-        }
-        self.inner.configure(now, path, &settings)
-    }
-
-    fn submit(&mut self, now: Nanos, io: Io) -> Submit {
-        self.inner.submit(now, io)
-    }
-
-    fn dispatch(&mut self, now: Nanos) -> Dispatch {
-        self.inner.dispatch(now)
-    }
-
-    fn complete(&mut self, now: Nanos, io: &Io, timing: Completion) {
-        self.inner.complete(now, io, timing);
-    }
-
-    fn next_tick(&self) -> Option<Nanos> {
-        self.inner.next_tick()
-    }
-
-    fn tick(&mut self, now: Nanos) {
-        self.inner.tick(now);
-    }
-
-    fn stats(&self, now: Nanos) -> Stats {
-        self.inner.stats(now)
-    }
-
-    fn take_events(&mut self) -> Vec<Event> {
-        self.inner.take_events()
-    }
-}
-
-/// The controller `make` builds, with `limits` on the group at `path`, as a scenario's controller.
-fn with_limits<C: Controller + 'static>(
-    name: &str,
-    make: fn() -> C,
-    path: &'static str,
-    limits: &'static str,
-) -> ControllerSpec {
-    let build = move || -> Box<dyn Controller> {
-        let limits = limits.parse().expect("the scenario's limits parse");
-        Box::new(WithLimits { inner: make(), limits: vec![(path.to_string(), limits)] })
-    };
-    ControllerSpec::Custom { name: name.to_string(), build: Arc::new(build) }
-}
-
-/// `limiter` with `limits` on the tenant.
-fn limited<C: Controller + Default + 'static>(name: &str, limits: &'static str) -> ControllerSpec {
-    with_limits(name, C::default, TENANT, limits)
+/// `text` as limits (the scenarios' own constants).
+fn limits(text: &str) -> Limits {
+    text.parse().expect("the scenario's limits parse")
 }
 
 /// QD128 4 KiB random writes for 60 s after a 1 s warm-up (the buckets start full: the first second
 /// has no long waits).
-fn qd128(args: &Args, name: &str, controller: ControllerSpec) -> Result<Report, SimError> {
+fn qd128(args: &Args, name: &str, controller: ControllerSpec, tenant_limits: &str) -> Result<Report, SimError> {
     let w = args.weights([100])?;
     Scenario::new(name, DeviceSpec::linear(ModelParams::SSD_DFL.scaled(100.0), 128))
         .controller(args.controller(controller))
@@ -138,6 +75,7 @@ fn qd128(args: &Args, name: &str, controller: ControllerSpec) -> Result<Report, 
         .warmup(1.0)
         .seed(args.seed())
         .group(TENANT, w[0], [Job::closed(Rw::RandWrite, 4096, 128)])
+        .limit(TENANT, limits(tenant_limits))
         .run()
 }
 
@@ -190,11 +128,11 @@ fn leaky_comparisons(report: &Report) -> Vec<Comparison> {
 }
 
 fn token_run(args: &Args) -> Result<Report, SimError> {
-    qd128(args, "token-bucket", limited::<TokenBucketLimiter>("token-bucket", "iops-total=5000,tick-min-ms=1000"))
+    qd128(args, "token-bucket", ControllerSpec::TokenBucket, TOKEN_LIMITS)
 }
 
 fn leaky_run(args: &Args) -> Result<Report, SimError> {
-    qd128(args, "leaky-bucket", limited::<LeakyBucketLimiter>("leaky-bucket", "iops-total=5000"))
+    qd128(args, "leaky-bucket", ControllerSpec::LeakyBucket, LEAKY_LIMITS)
 }
 
 fn token_bucket(args: &Args) -> Result<Outcome, SimError> {
@@ -216,10 +154,14 @@ fn rbd_vs_qemu(args: &Args) -> Result<Outcome, SimError> {
     Ok(Outcome { runs: vec![token, leaky], comparisons })
 }
 
-/// IOCost on the core scenarios' device (8 servers following `ssd_dfl`, 8518 random 4 KiB reads a
-/// second), limits in front of it.
-fn iocost_with_leaky_limits() -> Limited<IoCost, LeakyGate> {
-    Limited::new(IoCost::new(LinearModel::new(ModelParams::SSD_DFL), QosParams::default()))
+/// IOCost, with a leaky bucket in front of it, on the core scenarios' device (8 servers following
+/// `ssd_dfl`, 8518 random 4 KiB reads a second).
+fn iocost_with_leaky_limits() -> ControllerSpec {
+    let build = || -> Box<dyn Controller> {
+        let iocost = IoCost::new(LinearModel::new(ModelParams::SSD_DFL), QosParams::default());
+        Box::new(Limited::<IoCost, LeakyGate>::new(iocost))
+    };
+    ControllerSpec::Custom { name: "iocost+leaky-bucket".to_string(), build: Arc::new(build) }
 }
 
 /// Two saturating 4 KiB random readers at weights 2:1, first uncapped, then with the heavy one capped
@@ -227,14 +169,15 @@ fn iocost_with_leaky_limits() -> Limited<IoCost, LeakyGate> {
 fn weight_and_cap(args: &Args) -> Result<Outcome, SimError> {
     const CAP: f64 = 1500.0;
     let w = args.weights([200, 100])?;
-    let run = |name: &str, limits: &'static str| {
+    let run = |name: &str, heavy_limits: &str| {
         Scenario::new(name, super::basic::ssd_dfl_device())
-            .controller(args.controller(with_limits("iocost+leaky-bucket", iocost_with_leaky_limits, "heavy", limits)))
+            .controller(args.controller(iocost_with_leaky_limits()))
             .seconds(args.seconds(10.0))
             .warmup(2.0)
             .seed(args.seed())
             .group("heavy", w[0], [Job::closed(Rw::RandRead, 4096, 32)])
             .group("light", w[1], [Job::closed(Rw::RandRead, 4096, 32)])
+            .limit("heavy", limits(heavy_limits))
             .run()
     };
     let free = run("weight-and-cap (no cap)", "none")?;
