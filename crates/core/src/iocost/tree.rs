@@ -187,6 +187,8 @@ impl Tree {
         inuse = if !n.on_list && n.child_active_sum != 0 {
             (active * n.child_inuse_sum).div_ceil(n.child_active_sum)
         } else {
+            // Deactivation (active 0) gives inuse 0, as the kernel's clamp did; newer kernels leave 1,
+            // a phantom 1/65536 of a weight unit in the parent's inuse sum. We keep the sums exact.
             inuse.max(1).min(active)
         };
         n.last_inuse = n.inuse;
