@@ -18,7 +18,7 @@ pub enum Error {
     #[error("target '{0}' is neither a regular file nor a block device")]
     TargetNotFileOrDevice(PathBuf),
     /// Opening the target for direct reading and writing was refused.
-    #[error("no permission to open '{0}' for reading and writing: run as root or choose a file you own")]
+    #[error("no permission to open '{0}' for reading and writing: {hint}", hint = permission_hint())]
     PermissionDenied(PathBuf),
     /// A block device that is mounted or held by another user (exclusive open refused).
     #[error("block device '{0}' is in use (mounted or held by another program): give an unused device, it will be overwritten")]
@@ -84,6 +84,16 @@ impl Error {
     /// Wraps an OS error with what was being done.
     pub fn os(what: impl Into<String>, source: io::Error) -> Self {
         Error::Os { what: what.into(), source }
+    }
+}
+
+/// How to get past a refused open: root helps, unless we already are root.
+fn permission_hint() -> &'static str {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        "this host refuses it even to root (device cgroup or security policy); choose another target"
+    } else {
+        "run as root or choose a file you own"
     }
 }
 

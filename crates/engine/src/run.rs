@@ -38,6 +38,9 @@ pub struct RunOptions {
     pub warmup: Nanos,
     /// Length of one time-series interval, ns.
     pub sample_every: Nanos,
+    /// Most IOs on the device at once (a block device's tag count); released IOs beyond it wait in
+    /// arrival order for a slot, and that wait is what `Completion::started` reports. 0 = unlimited.
+    pub device_depth: u32,
 }
 
 impl RunOptions {
@@ -48,6 +51,7 @@ impl RunOptions {
             duration,
             warmup: (duration / 10).min(NSEC_PER_SEC),
             sample_every: (duration / 5).clamp(10 * NSEC_PER_MSEC, NSEC_PER_SEC),
+            device_depth: 0,
         }
     }
 }
@@ -96,6 +100,10 @@ struct Device {
     slots: Vec<Slot>,
     /// IOs queued on the ring since the last submission.
     pending: u32,
+    /// Most IOs on the ring at once (0 = unlimited).
+    depth: u32,
+    /// Released IOs waiting for a device slot, in release order.
+    waiting: VecDeque<u32>,
     inflight: u32,
     last_change: Nanos,
     busy_ns: u64,
@@ -103,16 +111,37 @@ struct Device {
 }
 
 impl Device {
-    /// Queues a released IO on the ring. Its device start time is its release time: the ring holds
-    /// every slot, so an IO never waits for a device slot (what `Completion::started` measures).
+    /// Takes a released IO: onto the ring if a device slot is free, else into the slot queue.
     #[inline]
     fn issue(&mut self, io: Io, now: Nanos) {
         let slot = &mut self.slots[io.id as usize];
         slot.io = io;
         slot.released = now;
-        slot.started = now;
-        self.ring.push(io.id as u32, io.op, io.offset, io.len);
+        if self.depth == 0 || self.inflight + self.pending < self.depth {
+            self.start(io.id as u32, now);
+        } else {
+            self.waiting.push_back(io.id as u32);
+        }
+    }
+
+    /// Queues slot `slot`'s IO on the ring; it starts on the device now.
+    #[inline]
+    fn start(&mut self, slot: u32, now: Nanos) {
+        let s = &mut self.slots[slot as usize];
+        s.started = now;
+        let io = s.io;
+        self.ring.push(slot, io.op, io.offset, io.len);
         self.pending += 1;
+    }
+
+    /// Moves IOs waiting for a device slot onto the ring while slots are free.
+    fn refill(&mut self, now: Nanos) {
+        while self.inflight + self.pending < self.depth {
+            match self.waiting.pop_front() {
+                Some(slot) => self.start(slot, now),
+                None => break,
+            }
+        }
     }
 
     fn account(&mut self, now: Nanos) {
@@ -173,7 +202,17 @@ pub fn run<C: Controller + ?Sized>(
     }
     let nslots = slots.len() as u32;
     let ring = Ring::new(target.fd(), nslots, max_bs as usize)?;
-    let dev = Device { ring, slots, pending: 0, inflight: 0, last_change: 0, busy_ns: 0, inflight_ns: 0 };
+    let dev = Device {
+        ring,
+        slots,
+        pending: 0,
+        depth: opts.device_depth,
+        waiting: VecDeque::with_capacity(nslots as usize),
+        inflight: 0,
+        last_change: 0,
+        busy_ns: 0,
+        inflight_ns: 0,
+    };
     let tenants_state =
         tenants.iter().map(|_| TenantState { paused_until: 0, metrics: TenantMetrics::default() }).collect();
     let mut engine = Engine { dev, jobs, tenants: tenants_state, ctl, held: 0, clock: Instant::now() };
@@ -272,7 +311,7 @@ impl<C: Controller + ?Sized> Engine<'_, C> {
             }
             if let Some(s) = stopping_at {
                 let drained = self.held == 0 || now >= s + DRAIN_LIMIT;
-                if drained && self.dev.inflight == 0 && self.dev.pending == 0 {
+                if drained && self.dev.inflight == 0 && self.dev.pending == 0 && self.dev.waiting.is_empty() {
                     break;
                 }
                 wake = earliest(wake, s + DRAIN_LIMIT);
@@ -385,6 +424,7 @@ impl<C: Controller + ?Sized> Engine<'_, C> {
             tenants[job.tenant].metrics.record(s.io.op, s.io.len, now - s.created, in_window);
             job.ready.push_back((now + job.think, slot));
         });
+        dev.refill(now);
     }
 
     fn sample(&mut self, now: Nanos, len: Nanos, series: &mut Vec<ControllerSample>) {

@@ -20,8 +20,12 @@ fn two_tenants_get_ios_latencies_and_series() {
         TenantSpec::new("a", 200, JobSpec::new(Pattern::RandRead, 4096, 8)),
         TenantSpec::new("b", 100, JobSpec::new(Pattern::Write, 65536, 2)),
     ];
-    let opts =
-        RunOptions { duration: 1200 * NSEC_PER_MSEC, warmup: 200 * NSEC_PER_MSEC, sample_every: 300 * NSEC_PER_MSEC };
+    let opts = RunOptions {
+        duration: 1200 * NSEC_PER_MSEC,
+        warmup: 200 * NSEC_PER_MSEC,
+        sample_every: 300 * NSEC_PER_MSEC,
+        device_depth: 0,
+    };
     let r = run(&target, &tenants, &mut NoControl::new(), &opts, &AtomicBool::new(false)).unwrap();
     assert_eq!(r.controller, "none");
     assert!(!r.interrupted);
@@ -68,7 +72,8 @@ fn a_job_runtime_shorter_than_the_run_stops_it() {
     short.runtime = Some(300 * NSEC_PER_MSEC);
     let long = JobSpec::new(Pattern::RandRead, 4096, 1).think(500 * NSEC_PER_USEC);
     let tenants = [TenantSpec::new("short", 100, short), TenantSpec::new("long", 100, long)];
-    let opts = RunOptions { duration: 800 * NSEC_PER_MSEC, warmup: 0, sample_every: 100 * NSEC_PER_MSEC };
+    let opts =
+        RunOptions { duration: 800 * NSEC_PER_MSEC, warmup: 0, sample_every: 100 * NSEC_PER_MSEC, device_depth: 0 };
     let r = run(&target, &tenants, &mut NoControl::new(), &opts, &AtomicBool::new(false)).unwrap();
     let short = &r.tenants[0].series;
     assert!(short.iter().filter(|s| s.t_s < 0.29).all(|s| s.iops > 0.0), "{short:?}");
@@ -86,4 +91,16 @@ fn a_set_stop_flag_ends_the_run_as_interrupted() {
     let r = run(&target, &tenants, &mut NoControl::new(), &opts, &AtomicBool::new(true)).unwrap();
     assert!(r.interrupted);
     assert!(started.elapsed().as_secs() < 2);
+}
+
+#[test]
+fn device_depth_caps_the_ios_on_the_device() {
+    let tmp = temp_target(16 << 20);
+    let target = Target::open(tmp.path(), 0).unwrap();
+    let tenants = [TenantSpec::new("a", 100, JobSpec::new(Pattern::RandRead, 4096, 16))];
+    let opts = RunOptions { device_depth: 4, ..RunOptions::new(600 * NSEC_PER_MSEC) };
+    let r = run(&target, &tenants, &mut NoControl::new(), &opts, &AtomicBool::new(false)).unwrap();
+    // 16 IOs outstanding, at most 4 of them on the device: the rest wait in the engine.
+    assert!(r.device.avg_inflight <= 4.0 && r.device.avg_inflight > 1.0, "{:?}", r.device);
+    assert!(r.tenants[0].ios > 100);
 }

@@ -24,8 +24,12 @@ use crate::target::Target;
 /// What the suite measured about the target.
 #[derive(Clone, Debug, Serialize)]
 pub struct Calibration {
-    /// 4 KiB random reads per second at queue depth 32, no control.
+    /// 4 KiB random reads per second at queue depth [`Calibration::device_depth`], no control.
     pub max_iops: f64,
+    /// The device queue depth the scenarios' ioshare runs allow (the depth `max_iops` was measured
+    /// at): IOs released beyond it wait for a slot in the engine, which IOCost sees as rq-wait, the
+    /// kernel's saturation signal for a device whose own queue is too deep to show it.
+    pub device_depth: u32,
     /// The measured cost model.
     pub model: ModelParams,
     /// The model as an `io.cost.model` line.
@@ -36,6 +40,8 @@ pub struct Calibration {
 
 /// Length of each measurement run.
 const STEP: u64 = 600 * NSEC_PER_MSEC;
+/// Queue depth of the 4 KiB measurements: where virtual and flash disks reach their IOPS.
+const DEPTH: u32 = 32;
 /// Latency percentile IOCost judges, ppm (p90).
 const LAT_PPM: u32 = 900_000;
 /// Latency target = this × the p90 at saturation (SPEC §7's "× 1.5").
@@ -43,7 +49,7 @@ const LAT_FACTOR: f64 = 1.5;
 
 fn measure_one(target: &Target, job: JobSpec, stop: &AtomicBool) -> Result<RunReport> {
     let tenants = [TenantSpec::new("calibrate", 100, job)];
-    let opts = RunOptions { duration: STEP, warmup: STEP / 6, sample_every: STEP };
+    let opts = RunOptions { duration: STEP, warmup: STEP / 6, sample_every: STEP, device_depth: 0 };
     run(target, &tenants, &mut NoControl::new(), &opts, stop)
 }
 
@@ -51,11 +57,11 @@ fn measure_one(target: &Target, job: JobSpec, stop: &AtomicBool) -> Result<RunRe
 pub fn measure(target: &Target, stop: &AtomicBool) -> Result<Calibration> {
     let iops = |r: &RunReport| (r.tenants[0].iops.round() as u64).max(1);
     let bps = |r: &RunReport| (r.tenants[0].bw_bytes.round() as u64).max(4096);
-    let rrand = measure_one(target, JobSpec::new(Pattern::RandRead, 4096, 32), stop)?;
-    let rseq = measure_one(target, JobSpec::new(Pattern::Read, 4096, 32), stop)?;
+    let rrand = measure_one(target, JobSpec::new(Pattern::RandRead, 4096, DEPTH), stop)?;
+    let rseq = measure_one(target, JobSpec::new(Pattern::Read, 4096, DEPTH), stop)?;
     let rbig = measure_one(target, JobSpec::new(Pattern::Read, 1 << 20, 8), stop)?;
-    let wrand = measure_one(target, JobSpec::new(Pattern::RandWrite, 4096, 32), stop)?;
-    let wseq = measure_one(target, JobSpec::new(Pattern::Write, 4096, 32), stop)?;
+    let wrand = measure_one(target, JobSpec::new(Pattern::RandWrite, 4096, DEPTH), stop)?;
+    let wseq = measure_one(target, JobSpec::new(Pattern::Write, 4096, DEPTH), stop)?;
     let wbig = measure_one(target, JobSpec::new(Pattern::Write, 1 << 20, 8), stop)?;
     let model = ModelParams {
         rbps: bps(&rbig),
@@ -74,5 +80,5 @@ pub fn measure(target: &Target, stop: &AtomicBool) -> Result<Calibration> {
     };
     let model_line =
         ModelConfig { device: None, ctrl: ioshare_core::iocost::line::Ctrl::User, params: model }.to_string();
-    Ok(Calibration { max_iops: rrand.tenants[0].iops, model, model_line, qos })
+    Ok(Calibration { max_iops: rrand.tenants[0].iops, device_depth: DEPTH, model, model_line, qos })
 }

@@ -230,7 +230,7 @@ impl Scenario {
         progress: &mut dyn FnMut(&str),
     ) -> Result<ScenarioReport> {
         let plan = self.plan(ctx);
-        let opts = RunOptions::new(ctx.opts.duration);
+        let opts = RunOptions { device_depth: ctx.calibration.device_depth, ..RunOptions::new(ctx.opts.duration) };
         let mut runs: Vec<RunEntry> = Vec::new();
         let stopped = || stop.load(Ordering::Relaxed);
         for (name, tenants) in &plan.reference {
@@ -243,7 +243,10 @@ impl Scenario {
             runs.push(RunEntry { side: Side::Reference, report, verdict: None });
         }
         // Interleaved rounds; the median round of each controller is kept.
-        let round_opts = RunOptions::new(ctx.opts.duration / plan.rounds as Nanos);
+        let round_opts = RunOptions {
+            device_depth: ctx.calibration.device_depth,
+            ..RunOptions::new(ctx.opts.duration / plan.rounds as Nanos)
+        };
         let mut rounds: Vec<Vec<RunReport>> = vec![Vec::new(); plan.ioshare.len()];
         'rounds: for _ in 0..plan.rounds {
             for (i, ctl) in plan.ioshare.iter().enumerate() {
