@@ -13,7 +13,7 @@
 //! Everything is in virtual ns and ordered by (time, sequence), so a run depends only on the
 //! scenario and its seed.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
 use hdrhistogram::Histogram;
@@ -142,6 +142,7 @@ struct Engine<'a> {
     vrate_at: Nanos,
     vrate_area: f64,
     dev_series: Vec<DevicePoint>,
+    controller_events: BTreeMap<String, u64>,
 }
 
 /// Runs `sc` with `ctl`; `name` overrides the controller's name in the report.
@@ -243,6 +244,7 @@ impl<'a> Engine<'a> {
             vrate_at: sc.warmup,
             vrate_area: 0.0,
             dev_series: Vec::new(),
+            controller_events: BTreeMap::new(),
         })
     }
 
@@ -591,8 +593,10 @@ impl<'a> Engine<'a> {
                 g.max_delay_us = g.max_delay_us.max(s.delay_us);
             }
         }
-        // The event log is not reported yet; drain it so it does not grow.
-        self.ctl.take_events();
+        for event in self.ctl.take_events() {
+            let kind = serde_json::to_value(&event).ok().and_then(|v| v["kind"].as_str().map(str::to_string));
+            *self.controller_events.entry(kind.unwrap_or_else(|| "other".into())).or_default() += 1;
+        }
     }
 
     /// Integrates vrate over the measured time, then takes the new value.
@@ -723,6 +727,7 @@ impl<'a> Engine<'a> {
                 vrate_pct_mean: self.vrate_area / measured,
                 series: self.dev_series,
             },
+            controller_events: self.controller_events,
             memory: self.pool.as_ref().map(|p| MemoryReport {
                 charge: p.charge,
                 swap_ios: self.swap_ios,

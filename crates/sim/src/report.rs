@@ -164,6 +164,8 @@ pub struct Report {
     pub groups: Vec<GroupReport>,
     /// The device.
     pub device: DeviceReport,
+    /// Events the controller logged (`ioshare_core::Event`), counted by kind.
+    pub controller_events: std::collections::BTreeMap<String, u64>,
     /// Memory pressure, when the scenario has a memory pool.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryReport>,

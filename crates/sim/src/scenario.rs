@@ -263,7 +263,7 @@ impl Scenario {
     /// Checks everything that can be checked before running.
     pub fn validate(&self) -> Result<(), SimError> {
         let invalid = |m: String| SimError::Invalid(format!("scenario '{}': {m}", self.name));
-        self.device.validate()?;
+        self.device.validate().map_err(|e| SimError::Invalid(format!("device {e}")))?;
         if self.groups.is_empty() {
             return Err(invalid("no groups: add at least one group with a job".into()));
         }
@@ -329,7 +329,8 @@ impl Scenario {
         let f: ScenarioFile = toml::from_str(text).map_err(|e| {
             let offset = e.span().map_or(0, |s| s.start);
             let line_text = text[..].lines().nth(line_of(text, offset) - 1).unwrap_or("").trim();
-            at(offset, format!("{} (at `{line_text}`)", e.message().trim()))
+            let msg = e.message().trim().replace('\n', "; ");
+            at(offset, format!("{msg} (at `{line_text}`)"))
         })?;
         let device_span = f.device.span().start;
         let device = resolve_device(f.device.into_inner()).map_err(|(key, m)| {
@@ -425,7 +426,7 @@ fn resolve_device(mut table: toml::Table) -> Result<DeviceSpec, (Option<String>,
         let key = (e.key != ".").then(|| e.key.clone());
         (key, e.to_string())
     })?;
-    spec.validate().map_err(|e| plain(e.to_string()))?;
+    spec.validate().map_err(|e| (Some(e.key.clone()), e.to_string()))?;
     Ok(spec)
 }
 

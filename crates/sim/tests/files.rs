@@ -84,6 +84,12 @@ fn malformed_files_name_the_file_line_and_key() {
         assert!(msg.contains(needle), "{to}: {msg}");
     }
     assert!(error("seconds = 1.0\n[device]\npreset = \"floppy\"\n[[groups]]\npath = \"a\"\n").contains("gp3"));
+    // A preset override that breaks a rule: the override's own line.
+    let msg = error("seconds = 1.0\n[device]\npreset = \"nvme-ssd\"\nchannels = 0\n[[groups]]\npath = \"a\"\n");
+    assert!(msg.starts_with("bad.toml:4: [device]: channels: must be a positive number"), "{msg}");
+    // TOML syntax errors stay on one line.
+    let msg = error("seconds = \n");
+    assert!(msg.starts_with("bad.toml:1:") && !msg.contains('\n'), "{msg}");
     let missing = Scenario::load(Path::new("/nonexistent/x.toml")).unwrap_err().to_string();
     assert!(missing.contains("/nonexistent/x.toml"), "{missing}");
 }

@@ -24,8 +24,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Deserialize;
 
-use super::{positive, transfer_ns, Device, Request, Started};
-use crate::error::SimError;
+use super::{positive, transfer_ns, Device, KeyError, Request, Started};
 
 /// Parameters of an [`Hdd`].
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -90,7 +89,7 @@ fn default_interface() -> f64 {
 }
 
 impl HddSpec {
-    pub(crate) fn validate(&self) -> Result<(), SimError> {
+    pub(crate) fn validate(&self) -> Result<(), KeyError> {
         positive("rpm", self.rpm)?;
         positive("seek_min_ms", self.seek_min_ms)?;
         positive("capacity_gb", self.capacity_gb)?;
@@ -101,7 +100,7 @@ impl HddSpec {
             positive("cache_segments", self.cache_segments as f64)?;
         }
         if self.seek_max_ms < self.seek_min_ms {
-            return Err(SimError::Invalid("device seek_max_ms must be at least seek_min_ms".into()));
+            return Err(KeyError { key: "seek_max_ms".into(), msg: "must be at least seek_min_ms".into() });
         }
         Ok(())
     }

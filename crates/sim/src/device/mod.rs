@@ -150,7 +150,7 @@ impl DeviceSpec {
 
     /// Builds the device; `seed` drives its randomness (HDD rotational position).
     pub fn build(&self, seed: u64) -> Result<Box<dyn Device>, SimError> {
-        self.validate()?;
+        self.validate().map_err(|e| SimError::Invalid(format!("device {e}")))?;
         Ok(match self {
             DeviceSpec::Linear(s) => Box::new(linear::LinearDevice::new(s)),
             DeviceSpec::Ssd(s) => Box::new(ssd::Ssd::new(s)),
@@ -160,7 +160,7 @@ impl DeviceSpec {
     }
 
     /// Checks the parameters, naming the offending one.
-    pub fn validate(&self) -> Result<(), SimError> {
+    pub fn validate(&self) -> Result<(), KeyError> {
         let qd = match self {
             DeviceSpec::Linear(s) => s.queue_depth,
             DeviceSpec::Ssd(s) => s.queue_depth,
@@ -168,7 +168,7 @@ impl DeviceSpec {
             DeviceSpec::Remote(s) => s.queue_depth,
         };
         if qd == Some(0) {
-            return Err(SimError::Invalid("device queue_depth must be at least 1".into()));
+            return Err(KeyError { key: "queue_depth".into(), msg: "must be at least 1".into() });
         }
         match self {
             DeviceSpec::Linear(s) => positive("servers", s.servers as f64),
@@ -190,11 +190,11 @@ pub fn preset_table(name: &str) -> Result<toml::Table, SimError> {
 }
 
 /// Error unless `value` > 0.
-pub(crate) fn positive(key: &str, value: f64) -> Result<(), SimError> {
+pub(crate) fn positive(key: &str, value: f64) -> Result<(), KeyError> {
     if value > 0.0 && value.is_finite() {
         Ok(())
     } else {
-        Err(SimError::Invalid(format!("device {key} must be a positive number, got {value}")))
+        Err(KeyError { key: key.into(), msg: format!("must be a positive number, got {value}") })
     }
 }
 

@@ -9,8 +9,7 @@
 use ioshare_core::Nanos;
 use serde::Deserialize;
 
-use super::{positive, Device, Request, Started, NO_SLOT};
-use crate::error::SimError;
+use super::{positive, Device, KeyError, Request, Started, NO_SLOT};
 
 /// Parameters of a [`Remote`] volume.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -36,7 +35,7 @@ fn default_unit() -> u32 {
 }
 
 impl RemoteSpec {
-    pub(crate) fn validate(&self) -> Result<(), SimError> {
+    pub(crate) fn validate(&self) -> Result<(), KeyError> {
         positive("iops", self.iops)?;
         positive("mbps", self.mbps)?;
         positive("latency_us", self.latency_us)?;

@@ -13,8 +13,7 @@ use std::collections::VecDeque;
 use ioshare_core::{Nanos, Op};
 use serde::Deserialize;
 
-use super::{positive, transfer_ns, Device, Request, Started};
-use crate::error::SimError;
+use super::{positive, transfer_ns, Device, KeyError, Request, Started};
 
 /// Parameters of an [`Ssd`].
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -56,7 +55,7 @@ fn one() -> f64 {
 }
 
 impl SsdSpec {
-    pub(crate) fn validate(&self) -> Result<(), SimError> {
+    pub(crate) fn validate(&self) -> Result<(), KeyError> {
         positive("channels", self.channels as f64)?;
         positive("read_us", self.read_us)?;
         positive("write_us", self.write_us)?;
