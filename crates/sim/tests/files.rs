@@ -93,3 +93,23 @@ fn malformed_files_name_the_file_line_and_key() {
     let missing = Scenario::load(Path::new("/nonexistent/x.toml")).unwrap_err().to_string();
     assert!(missing.contains("/nonexistent/x.toml"), "{missing}");
 }
+
+#[test]
+fn json_has_the_fields_the_issues_require() {
+    use ioshare_sim::scenarios::{find, Args};
+    for name in ["proportional", "work-conserving", "debt", "vrate"] {
+        let out = (find(name).unwrap().run)(&Args { seconds: Some(3.0), ..Args::default() }).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&out.to_json()).unwrap();
+        for g in v["groups"].as_array().unwrap() {
+            assert!(g["path"].is_string() && g["weight"].is_u64(), "{name}");
+            assert!(g["iops"].is_f64() && g["cost_share"].is_f64(), "{name}");
+            for k in ["mean", "p50", "p90", "p95", "p99", "max"] {
+                assert!(g["lat_us"][k].is_f64(), "{name}: lat_us.{k}");
+            }
+        }
+        assert!(v["device"]["utilization"].is_f64() && v["device"]["vrate_pct"].is_f64(), "{name}");
+        assert!(v["sim"]["ios_per_wall_sec"].is_f64(), "{name}");
+        let det: serde_json::Value = serde_json::from_str(&out.deterministic().to_json()).unwrap();
+        assert!(det["sim"].get("ios_per_wall_sec").is_none() && det["sim"]["ios"].is_u64());
+    }
+}

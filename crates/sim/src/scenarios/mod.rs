@@ -4,8 +4,6 @@
 //! in the [`registry!`] invocation below (the macro declares the module and lists its scenarios).
 //! A built-in runs one or more scenarios and may compare the results with the source's figures.
 
-use serde::Serialize;
-
 use crate::error::SimError;
 use crate::report::{Comparison, Report};
 use crate::scenario::ControllerSpec;
@@ -75,7 +73,7 @@ pub struct Builtin {
 }
 
 /// What a built-in produced: its runs and the comparisons with the source.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Outcome {
     /// Every run, in order.
     pub runs: Vec<Report>,
@@ -95,16 +93,16 @@ impl Outcome {
         self
     }
 
-    /// JSON: a single run is printed as its report (comparisons included), several as
-    /// `{"runs": [...], "comparisons": [...]}`.
+    /// JSON: the last run's report with the comparisons (so `groups`, `device`, ... are always at the
+    /// top), plus `runs` with every run's report when there are several.
     pub fn to_json(&self) -> String {
-        if let [one] = self.runs.as_slice() {
-            let mut one = one.clone();
-            one.comparisons.clone_from(&self.comparisons);
-            one.to_json()
-        } else {
-            serde_json::to_string_pretty(self).expect("outcomes serialise")
+        let mut last = self.runs.last().expect("an outcome has runs").clone();
+        last.comparisons.clone_from(&self.comparisons);
+        let mut value = serde_json::to_value(&last).expect("reports serialise");
+        if self.runs.len() > 1 {
+            value["runs"] = serde_json::to_value(&self.runs).expect("reports serialise");
         }
+        serde_json::to_string_pretty(&value).expect("values serialise")
     }
 
     /// Tables of every run, then the comparisons.
