@@ -272,7 +272,7 @@ impl Scenario {
                 runs.push(RunEntry { side: Side::Kernel, report, verdict: None });
             }
         }
-        self.judge_all(ctx, &plan.tenants, &mut runs);
+        self.judge_all(ctx.opts, ctx.calibration, &plan.tenants, &mut runs);
         let mut notes = plan.notes;
         let subjects: Vec<&RunEntry> = runs
             .iter()
@@ -297,7 +297,7 @@ impl Scenario {
         Ok(ScenarioReport { name: self.name().into(), description: self.description().into(), runs, verdict, notes })
     }
 
-    fn judge_all(self, ctx: &Context, tenants: &[TenantSpec], runs: &mut [RunEntry]) {
+    fn judge_all(self, opts: &BenchOptions, cal: &Calibration, tenants: &[TenantSpec], runs: &mut [RunEntry]) {
         let reference = |name: &str| runs.iter().find(|r| r.side == Side::Reference && r.report.controller == name);
         let solo_p99 = reference("solo").map(|r| r.report.tenants[0].lat_us.p99);
         let capacity = reference("capacity").map(|r| r.report.device.iops);
@@ -309,12 +309,19 @@ impl Scenario {
         for entry in runs.iter_mut().filter(|r| r.side != Side::Reference) {
             let base = if entry.side == Side::Kernel { baselines.1 } else { baselines.0 };
             let refs = References { solo_p99, capacity, baseline: base };
-            entry.verdict = Some(self.judge(ctx, tenants, &entry.report, &refs));
+            entry.verdict = Some(self.judge(opts, cal, tenants, &entry.report, &refs));
         }
     }
 
-    fn judge(self, ctx: &Context, tenants: &[TenantSpec], r: &RunReport, refs: &References) -> Verdict {
-        let (a, b) = ctx.opts.weights;
+    fn judge(
+        self,
+        opts: &BenchOptions,
+        cal: &Calibration,
+        tenants: &[TenantSpec],
+        r: &RunReport,
+        refs: &References,
+    ) -> Verdict {
+        let (a, b) = opts.weights;
         match self {
             Scenario::Proportional => {
                 let target = a as f64 / b as f64;
@@ -328,7 +335,7 @@ impl Scenario {
             }
             Scenario::WorkConserving => {
                 let (qd1, sat) = (&r.tenants[0], &r.tenants[1]);
-                let leftover = (refs.capacity.unwrap_or(ctx.calibration.max_iops) - qd1.iops).max(1.0);
+                let leftover = (refs.capacity.unwrap_or(cal.max_iops) - qd1.iops).max(1.0);
                 let taken = sat.iops / leftover;
                 let p99x = refs.solo_p99.map_or(f64::NAN, |s| qd1.lat_us.p99 / s.max(1e-9));
                 Verdict {
@@ -343,7 +350,7 @@ impl Scenario {
                 }
             }
             Scenario::MixedCost => {
-                let shares = cost_shares(ctx.calibration, tenants, r);
+                let shares = cost_shares(cal, tenants, r);
                 let fair = 1.0 / shares.len() as f64;
                 let worst = shares.iter().map(|s| (s / fair - 1.0).abs()).fold(0.0, f64::max);
                 let list = shares.iter().map(|s| format!("{:.0}%", s * 100.0)).collect::<Vec<_>>().join("/");
@@ -359,7 +366,7 @@ impl Scenario {
                 }
             }
             Scenario::Limits => {
-                let limit = limit_iops(ctx.calibration.max_iops) as f64;
+                let limit = limit_iops(cal.max_iops) as f64;
                 let t = &r.tenants[0];
                 let dev = t.iops / limit - 1.0;
                 Verdict {
@@ -429,4 +436,107 @@ pub fn cost_shares(cal: &Calibration, tenants: &[TenantSpec], r: &RunReport) -> 
         .collect();
     let total: f64 = costs.iter().sum::<f64>().max(1e-9);
     costs.iter().map(|c| c / total).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{LatencyUs, TenantReport};
+    use ioshare_core::iocost::qos::QosParams;
+    use ioshare_core::ModelParams;
+
+    fn cal() -> Calibration {
+        Calibration {
+            max_iops: 10_000.0,
+            device_depth: 32,
+            model: ModelParams::SSD_DFL,
+            model_line: String::new(),
+            qos: QosParams::default(),
+        }
+    }
+
+    fn tenant(name: &str, iops: f64, p99: f64) -> TenantReport {
+        TenantReport {
+            name: name.into(),
+            iops,
+            reads: iops as u64,
+            lat_us: LatencyUs { p99, ..LatencyUs::default() },
+            ..TenantReport::default()
+        }
+    }
+
+    fn report(tenants: Vec<TenantReport>) -> RunReport {
+        let mut r = RunReport { tenants, ..RunReport::default() };
+        r.device.iops = r.tenants.iter().map(|t| t.iops).sum();
+        r
+    }
+
+    fn judge(s: Scenario, r: &RunReport, refs: &References) -> Verdict {
+        let opts = BenchOptions::default();
+        let ctx_tenants: Vec<TenantSpec> = r.tenants.iter().map(|t| reader(&t.name, 100, 1)).collect();
+        s.judge(&opts, &cal(), &ctx_tenants, r, refs)
+    }
+
+    const NO_REFS: References = References { solo_p99: None, capacity: None, baseline: None };
+
+    #[test]
+    fn proportional_passes_within_five_percent_of_the_weight_ratio() {
+        let v =
+            judge(Scenario::Proportional, &report(vec![tenant("a", 6000.0, 1.0), tenant("b", 3100.0, 1.0)]), &NO_REFS);
+        assert!(v.pass && (v.value - 1.935).abs() < 0.001, "{v:?}");
+        let v =
+            judge(Scenario::Proportional, &report(vec![tenant("a", 6000.0, 1.0), tenant("b", 3200.0, 1.0)]), &NO_REFS);
+        assert!(!v.pass && v.summary.contains("1.88") && v.summary.contains("target 2.00"), "{v:?}");
+    }
+
+    #[test]
+    fn work_conservation_needs_the_leftover_and_the_solo_latency() {
+        let refs = References { solo_p99: Some(100.0), capacity: Some(10_000.0), baseline: None };
+        let ok = report(vec![tenant("qd1", 1000.0, 120.0), tenant("sat", 8200.0, 900.0)]);
+        let v = judge(Scenario::WorkConserving, &ok, &refs);
+        assert!(v.pass && (v.value - 8200.0 / 9000.0).abs() < 1e-9, "{v:?}");
+        let slow = report(vec![tenant("qd1", 1000.0, 140.0), tenant("sat", 8200.0, 900.0)]);
+        assert!(!judge(Scenario::WorkConserving, &slow, &refs).pass, "p99 1.4x solo fails");
+        let starved = report(vec![tenant("qd1", 1000.0, 120.0), tenant("sat", 7000.0, 900.0)]);
+        assert!(!judge(Scenario::WorkConserving, &starved, &refs).pass, "78% of the leftover fails");
+    }
+
+    #[test]
+    fn cost_shares_weigh_ios_by_the_model() {
+        let specs = [
+            TenantSpec::new("rand", 100, JobSpec::new(Pattern::RandRead, 4096, 1)),
+            TenantSpec::new("seq", 100, JobSpec::new(Pattern::Read, 65536, 1)),
+        ];
+        let model = LinearModel::new(ModelParams::SSD_DFL);
+        let (c4, c64) = (model.cost(Op::Read, 4096, true, false), model.cost(Op::Read, 65536, false, false));
+        // Equal device cost: the sequential tenant completes fewer, costlier IOs.
+        let n64 = 1_000_000u64;
+        let n4 = n64 * c64 / c4;
+        let r = report(vec![tenant("rand", n4 as f64, 1.0), tenant("seq", n64 as f64, 1.0)]);
+        let shares = cost_shares(&cal(), &specs, &r);
+        assert!((shares[0] - 0.5).abs() < 1e-3 && (shares[1] - 0.5).abs() < 1e-3, "{shares:?}");
+    }
+
+    #[test]
+    fn limits_and_overhead_are_judged_against_their_yardsticks() {
+        // Calibrated 10k IOPS: the limit is a quarter of it, 2500.
+        let v = judge(Scenario::Limits, &report(vec![tenant("l", 2550.0, 1.0)]), &NO_REFS);
+        assert!(v.pass && v.summary.contains("2500 IOPS limit"), "{v:?}");
+        assert!(!judge(Scenario::Limits, &report(vec![tenant("l", 2700.0, 1.0)]), &NO_REFS).pass);
+        let refs = References { baseline: Some(10_000.0), ..NO_REFS };
+        assert!(judge(Scenario::Overhead, &report(vec![tenant("r", 9600.0, 1.0)]), &refs).pass);
+        let v = judge(Scenario::Overhead, &report(vec![tenant("r", 9400.0, 1.0)]), &refs);
+        assert!(!v.pass && v.summary.contains("94.0%"), "{v:?}");
+    }
+
+    #[test]
+    fn scenarios_are_found_by_name() {
+        assert_eq!(Scenario::names().len(), 5);
+        for n in Scenario::names() {
+            assert_eq!(Scenario::by_name(n).unwrap().name(), n);
+        }
+        assert!(Scenario::by_name("nope").is_none());
+        assert_eq!(Scenario::WorkConserving.planned_runs(true), 6);
+        assert_eq!(Scenario::Overhead.planned_runs(false), 12);
+    }
 }

@@ -1,0 +1,147 @@
+//! `ioshare bench` through the binary: bad targets, kernel peers (root), and Ctrl-C.
+//!
+//! Real IO on a 256 MiB file in this crate's directory (a disk-backed filesystem), short runs. The
+//! kernel-peer and Ctrl-C tests need root (loop devices, cgroups) and skip with a printed reason
+//! otherwise; afterwards no loop device may remain over the file.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::AtomicBool;
+
+use ioshare_engine::TempTarget;
+use ioshare_host::skip_unless_root;
+
+const IOSHARE: &str = env!("CARGO_BIN_EXE_ioshare");
+
+fn bench(args: &[&str]) -> Output {
+    Command::new(IOSHARE).arg("bench").args(args).output().expect("ioshare runs")
+}
+
+fn target() -> TempTarget {
+    let dir = std::env::current_dir().unwrap();
+    TempTarget::create(&dir, 256 << 20, &AtomicBool::new(false), |_, _| {}).unwrap()
+}
+
+/// Loop devices still backed by `file` (`losetup -j`). The kernel finishes a detach asynchronously
+/// after the last close, so this waits up to 3 s for the list to empty.
+fn loops_over(file: &Path) -> String {
+    let list = || {
+        let out = Command::new("losetup").arg("-j").arg(file).output().expect("losetup runs");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    for _ in 0..30 {
+        if list().is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    list()
+}
+
+/// Whether a blkio cgroup named `name` exists anywhere in the first levels of the hierarchy.
+fn cgroup_exists(name: &str) -> bool {
+    fn walk(dir: &Path, name: &str, depth: u32) -> bool {
+        let Ok(entries) = std::fs::read_dir(dir) else { return false };
+        entries
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .any(|e| e.file_name().to_string_lossy() == name || (depth > 0 && walk(&e.path(), name, depth - 1)))
+    }
+    walk(Path::new("/sys/fs/cgroup/blkio"), name, 3)
+}
+
+#[test]
+fn bad_targets_fail_with_one_line_and_nothing_left_behind() {
+    let small = std::env::current_dir().unwrap().join(format!("small-target-{}", std::process::id()));
+    std::fs::write(&small, vec![1u8; 1 << 20]).unwrap();
+    let shm = Path::new("/dev/shm").join(format!("ioshare-bench-cli-{}", std::process::id()));
+    let on_tmpfs = std::fs::write(&shm, vec![1u8; 1 << 20]).is_ok();
+    let mut cases = vec![
+        ("/nonexistent/target".to_string(), "does not exist"),
+        ("/".to_string(), "is a directory"),
+        ("/dev/null".to_string(), "neither a regular file nor a block device"),
+        (small.display().to_string(), "at least 268435456 are needed"),
+    ];
+    if on_tmpfs {
+        cases.push((shm.display().to_string(), "tmpfs"));
+    }
+    for (path, needle) in cases {
+        let out = bench(&["--target", &path, "--duration", "1"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{path}: {err}");
+        assert_eq!(err.lines().count(), 1, "{path}: one line: {err}");
+        assert!(err.starts_with("ioshare: ") && err.contains(needle), "{path}: {err}");
+        assert!(out.stdout.is_empty(), "{path}: nothing printed before the error");
+    }
+    let _ = std::fs::remove_file(&small);
+    let _ = std::fs::remove_file(&shm);
+    for (args, needle) in [
+        (vec!["--scenario", "nope"], "unknown scenario 'nope'"),
+        (vec!["--weights", "0,100"], "weight 0 is out of range"),
+        (vec!["--duration", "0.1"], "duration must be between"),
+    ] {
+        let err = String::from_utf8_lossy(&bench(&args).stderr).to_string();
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn kernel_peers_run_beside_ioshare_and_are_cleaned_up() {
+    if skip_unless_root("kernel_peers_run_beside_ioshare_and_are_cleaned_up") {
+        return;
+    }
+    let tmp = target();
+    let path = tmp.path().display().to_string();
+    let out = bench(&["--target", &path, "--scenario", "proportional", "--duration", "1", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let runs = json["scenarios"][0]["runs"].as_array().unwrap();
+    let who: Vec<(&str, &str)> =
+        runs.iter().map(|r| (r["controller"].as_str().unwrap(), r["side"].as_str().unwrap())).collect();
+    assert_eq!(who, [("none", "ioshare"), ("iocost", "ioshare"), ("bfq", "kernel"), ("blk-throttle", "kernel")]);
+    for r in &runs[2..] {
+        // Each tenant ran in its own worker process and did IO through the loop device.
+        let tenants = r["tenants"].as_array().unwrap();
+        assert_eq!(tenants.len(), 2);
+        assert!(tenants.iter().all(|t| t["iops"].as_f64().unwrap() > 0.0), "{r}");
+        assert!(r["verdict"]["summary"].as_str().unwrap().contains("IOPS ratio"));
+    }
+    assert_eq!(loops_over(tmp.path()), "", "loop device detached");
+}
+
+#[test]
+fn ctrl_c_prints_what_finished_and_cleans_up() {
+    if skip_unless_root("ctrl_c_prints_what_finished_and_cleans_up") {
+        return;
+    }
+    let tmp = target();
+    let path = tmp.path().display().to_string();
+    let mut child = Command::new(IOSHARE)
+        .args(["bench", "--target", &path, "--duration", "1", "--scenario", "proportional", "--scenario", "overhead"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Progress lines come one per line when stderr is not a terminal; interrupt once the second
+    // scenario has started (the kernel-peer workers of the first have finished by then).
+    let err = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    for line in err.lines() {
+        let line = line.unwrap();
+        seen.push(line.clone());
+        if line.contains("overhead:") {
+            break;
+        }
+    }
+    let pid = child.id().to_string();
+    assert!(Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    let out = child.wait_with_output().unwrap();
+    assert!(!cgroup_exists(&format!("ioshare-bench-{pid}")), "cgroups removed");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(130), "{seen:?}\n{stdout}");
+    assert!(stdout.contains("== proportional"), "{stdout}");
+    assert!(stdout.contains("PASS proportional") || stdout.contains("FAIL proportional"), "{stdout}");
+    assert!(stdout.contains("interrupted"), "{stdout}");
+    assert_eq!(loops_over(tmp.path()), "", "loop device detached");
+}
