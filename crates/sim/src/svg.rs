@@ -22,8 +22,19 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
-/// A line chart with axes, ticks and a legend. `log_y` plots y on a log10 scale.
-pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series], log_y: bool) -> String {
+/// X-axis ticks at given positions with given labels (instead of six evenly spaced numbers).
+pub type Ticks<'a> = &'a [(f64, &'a str)];
+
+/// A line chart with axes, ticks and a legend. `log_y` plots y on a log10 scale; `x_ticks` replaces
+/// the evenly spaced x ticks.
+pub fn line_chart(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    log_y: bool,
+    x_ticks: Option<Ticks>,
+) -> String {
     let all = series.iter().flat_map(|s| s.points.iter());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
     for &(x, y) in all {
@@ -50,11 +61,18 @@ pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series], 
     let _ = writeln!(s, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
     let _ = writeln!(s, r#"<text x="{}" y="22" text-anchor="middle" font-size="15">{}</text>"#, W / 2.0, esc(title));
     let _ = writeln!(s, r##"<rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" fill="none" stroke="#333"/>"##);
-    for i in 0..=5 {
-        let fx = x0 + (x1 - x0) * i as f64 / 5.0;
+    let even: Vec<(f64, String)> = (0..=5).map(|i| x0 + (x1 - x0) * i as f64 / 5.0).map(|x| (x, num(x))).collect();
+    let xt: Vec<(f64, String)> = match x_ticks {
+        Some(t) => t.iter().map(|(x, l)| (*x, l.to_string())).collect(),
+        None => even,
+    };
+    for (fx, label) in xt {
         let gx = px(fx);
         let _ = writeln!(s, r##"<line x1="{gx:.1}" y1="{TOP}" x2="{gx:.1}" y2="{:.1}" stroke="#ddd"/>"##, TOP + ph);
-        let _ = writeln!(s, r#"<text x="{gx:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, TOP + ph + 16.0, num(fx));
+        let _ =
+            writeln!(s, r#"<text x="{gx:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, TOP + ph + 16.0, esc(&label));
+    }
+    for i in 0..=5 {
         let fy = y0 + (y1 - y0) * i as f64 / 5.0;
         let gy = TOP + ph - ph * i as f64 / 5.0;
         let label = if log_y { num(10f64.powf(fy)) } else { num(fy) };
@@ -120,11 +138,17 @@ pub fn write_charts(report: &Report, dir: &Path, prefix: &str) -> std::io::Resul
             .collect()
     };
     let title = |what: &str| format!("{} ({}): {what}", report.scenario, report.controller);
+    // Percentiles on a tail axis: x = −log10(1 − q), so p90, p99, p99.9 are evenly spaced.
+    let tail = |q: f64| -(1.0 - q).max(1e-5).log10();
     let dist: Vec<Series> = report
         .groups
         .iter()
-        .map(|g| Series { name: g.path.clone(), points: g.lat_dist.iter().map(|[q, us]| (q * 100.0, *us)).collect() })
+        .map(|g| Series {
+            name: g.path.clone(),
+            points: g.lat_dist.iter().filter(|[q, _]| *q >= 0.5).map(|[q, us]| (tail(*q), *us)).collect(),
+        })
         .collect();
+    let dist_ticks = [(tail(0.5), "p50"), (1.0, "p90"), (2.0, "p99"), (3.0, "p99.9"), (4.0, "p99.99"), (5.0, "max")];
     let device = vec![
         Series { name: "vrate %".into(), points: report.device.series.iter().map(|p| (p.t_s, p.vrate_pct)).collect() },
         Series {
@@ -133,13 +157,23 @@ pub fn write_charts(report: &Report, dir: &Path, prefix: &str) -> std::io::Resul
         },
     ];
     let charts = [
-        ("iops", line_chart(&title("IOPS"), "time (s)", "IOPS", &per_group(&|p| p.iops), false)),
+        ("iops", line_chart(&title("IOPS"), "time (s)", "IOPS", &per_group(&|p| p.iops), false, None)),
         (
             "latency",
-            line_chart(&title("p99 latency"), "time (s)", "p99 latency (µs)", &per_group(&|p| p.lat_p99_us), true),
+            line_chart(
+                &title("p99 latency"),
+                "time (s)",
+                "p99 latency (µs)",
+                &per_group(&|p| p.lat_p99_us),
+                true,
+                None,
+            ),
         ),
-        ("vrate", line_chart(&title("vrate and utilisation"), "time (s)", "percent", &device, false)),
-        ("latency-dist", line_chart(&title("latency distribution"), "percentile", "latency (µs)", &dist, true)),
+        ("vrate", line_chart(&title("vrate and utilisation"), "time (s)", "percent", &device, false, None)),
+        (
+            "latency-dist",
+            line_chart(&title("latency distribution"), "percentile", "latency (µs)", &dist, true, Some(&dist_ticks)),
+        ),
     ];
     let mut written = Vec::new();
     for (name, svg) in charts {
@@ -160,10 +194,11 @@ mod tests {
             Series { name: "a<b".into(), points: vec![(0.0, 1.0), (1.0, 10.0)] },
             Series { name: "c".into(), points: vec![(0.0, 100.0), (1.0, 1000.0)] },
         ];
-        let svg = line_chart("t & t", "x", "y", &s, true);
+        let svg = line_chart("t & t", "x", "y", &s, true, Some(&[(0.5, "half")]));
         assert_eq!(svg.matches("<polyline").count(), 2);
         assert!(svg.contains("a&lt;b") && svg.contains("t &amp; t") && svg.ends_with("</svg>\n"));
         // Empty series still make a valid document.
-        assert!(line_chart("e", "x", "y", &[], false).contains("</svg>"));
+        assert!(svg.contains(">half</text>"));
+        assert!(line_chart("e", "x", "y", &[], false, None).contains("</svg>"));
     }
 }
