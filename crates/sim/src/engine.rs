@@ -705,6 +705,8 @@ impl<'a> Engine<'a> {
                     max_debt_us: g.max_debt_us,
                     max_delay_us: g.max_delay_us,
                     wait_us: stats.groups.get(g.id.index()).map_or(0, |s| s.wait_us),
+                    hweight_active: stats.groups.get(g.id.index()).map_or(0.0, |s| s.hweight_active),
+                    hweight_inuse: stats.groups.get(g.id.index()).map_or(0.0, |s| s.hweight_inuse),
                     must_issue_ios: g.must_issue,
                     mem_stall_us: g.mem_stall as f64 / 1e3,
                     dropped: g.dropped,

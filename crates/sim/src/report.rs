@@ -72,6 +72,10 @@ pub struct GroupReport {
     pub max_delay_us: u64,
     /// Time the controller reported the group had IO waiting, µs (end of run).
     pub wait_us: u64,
+    /// The group's hierarchical share by active weights at the end, 0..1 (0 without a tree).
+    pub hweight_active: f64,
+    /// The group's hierarchical share after donation at the end, 0..1.
+    pub hweight_inuse: f64,
     /// IOs marked `must_issue` that the group submitted.
     pub must_issue_ios: u64,
     /// Time producers waited for memory reclaim, µs (summed over producers).
