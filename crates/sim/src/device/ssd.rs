@@ -1,8 +1,10 @@
 //! Flash device: parallel channels, a write buffer that absorbs bursts, and garbage collection that
 //! slows the device once the buffer is full.
 //!
-//! Service time of an IO on a channel: `read_us`/`write_us` plus the transfer at the channel's share
-//! of `read_mbps`/`write_mbps`. Writes fill a buffer of `buffer_mb` that drains in the background at
+//! An IO holds a channel for its access latency (`read_us`/`write_us`, in parallel across channels)
+//! and then for its data transfer through the device's read or write data path at `read_mbps` or
+//! `write_mbps` (large IOs are striped: one IO alone gets the whole bandwidth, many share it; reads
+//! and writes do not wait for each other's transfers). Writes fill a buffer of `buffer_mb` that drains in the background at
 //! `flush_mbps`. When a write does not fit, garbage collection starts: writes take `gc_write_factor`
 //! times longer and reads `gc_read_factor` times longer. It stops as soon as the buffer has room
 //! again, or — with `collapse = true`, the bursty "fast then collapse" behaviour of consumer drives —
@@ -81,6 +83,8 @@ pub struct Ssd {
     level_at: Nanos,
     gc: bool,
     speed: f64,
+    /// When the read and the write data paths are free for the next transfer.
+    data_path_free: [Nanos; 2],
 }
 
 impl Ssd {
@@ -95,6 +99,7 @@ impl Ssd {
             level_at: 0,
             gc: false,
             speed: 1.0,
+            data_path_free: [0; 2],
         }
     }
 
@@ -113,10 +118,9 @@ impl Ssd {
             self.drain(now);
         }
         let s = &self.spec;
-        let channels = s.channels as f64;
-        let mut ns = match req.op {
-            Op::Read => s.read_us * 1e3 + transfer_ns(req.len, s.read_mbps * 1e6 / channels),
-            Op::Write => s.write_us * 1e3 + transfer_ns(req.len, s.write_mbps * 1e6 / channels),
+        let (mut access, mut transfer) = match req.op {
+            Op::Read => (s.read_us * 1e3, transfer_ns(req.len, s.read_mbps * 1e6)),
+            Op::Write => (s.write_us * 1e3, transfer_ns(req.len, s.write_mbps * 1e6)),
         };
         if self.buffer_cap > 0.0 {
             if req.op == Op::Write && !self.gc {
@@ -127,11 +131,17 @@ impl Ssd {
                 }
             }
             if self.gc {
-                ns *= if req.op == Op::Write { s.gc_write_factor } else { s.gc_read_factor };
+                let factor = if req.op == Op::Write { s.gc_write_factor } else { s.gc_read_factor };
+                access *= factor;
+                transfer *= factor;
             }
         }
-        let busy = (ns / self.speed).round().max(1.0) as Nanos;
-        Started { token: req.token, slot, start: now, done: now + busy, busy }
+        let accessed = now + (access / self.speed).round() as Nanos;
+        let path = &mut self.data_path_free[req.op.index()];
+        let from = accessed.max(*path);
+        *path = from + (transfer / self.speed).round().max(1.0) as Nanos;
+        let done = *path;
+        Started { token: req.token, slot, start: now, done, busy: done - now }
     }
 }
 
@@ -207,6 +217,21 @@ mod tests {
         assert!(slow as f64 > 9.0 * fast as f64, "{fast} {slow}");
         // After 20 ms at 100 MB/s the buffer has drained 2 MB: fast again.
         assert_eq!(write(&mut d, 20_000_000).busy, fast);
+    }
+
+    #[test]
+    fn channels_overlap_access_but_share_the_data_path() {
+        let mut spec = spec(false);
+        (spec.channels, spec.buffer_mb) = (4, 0.0);
+        let mut d = Ssd::new(&spec);
+        let read = |d: &mut Ssd, len| d.arrive(0, Request { token: 0, group: 0, op: Op::Read, offset: 0, len });
+        // Four 4 KiB reads at once: 100 µs access each in parallel, then 4.1 µs transfers in turn.
+        let done: Vec<Nanos> = (0..4).map(|_| read(&mut d, 4096).unwrap().done).collect();
+        assert_eq!(done, vec![104_096, 108_192, 112_288, 116_384]);
+        assert!(read(&mut d, 4096).is_none(), "all four channels busy");
+        // A large IO alone gets the whole 1000 MB/s.
+        let mut d = Ssd::new(&spec);
+        assert_eq!(read(&mut d, 1_000_000).unwrap().done, 100_000 + 1_000_000);
     }
 
     #[test]
