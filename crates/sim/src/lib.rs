@@ -21,7 +21,7 @@
 //! # let _ = QosParams::default();
 //! ```
 //!
-//! Modules: [`queue`](crate) (event queue), [`device`] (linear, SSD, HDD, remote), [`workload`]
+//! Modules: `queue` (event queue), [`device`] (linear, SSD, HDD, remote), [`workload`]
 //! (closed, open, latency-seeking, leak), [`memory`] (pressure and swap charging), [`scenario`]
 //! (description, TOML), the engine (the controller protocol), [`report`], [`svg`], and
 //! [`scenarios`] (the built-in scenarios and reproductions, by name).

@@ -1,7 +1,7 @@
 //! Built-in scenarios, one family per file, found by name.
 //!
 //! A family module exposes `pub(crate) const BUILTINS: &[Builtin]`; registering a family is one line
-//! in the [`registry!`] invocation below (the macro declares the module and lists its scenarios).
+//! in the `registry!` invocation below (the macro declares the module and lists its scenarios).
 //! A built-in runs one or more scenarios and may compare the results with the source's figures.
 
 use crate::error::SimError;
