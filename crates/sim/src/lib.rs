@@ -10,15 +10,19 @@
 //! use ioshare_core::{ModelParams, QosParams};
 //! use ioshare_sim::{DeviceSpec, Job, Rw, Scenario};
 //!
-//! // A device that truly follows ssd_dfl, 4 servers; IOCost given the right model.
-//! let scenario = Scenario::new("two-to-one", DeviceSpec::linear(ModelParams::SSD_DFL, 4))
+//! // A device that truly follows ssd_dfl (8 servers); IOCost given the right model.
+//! let report = Scenario::new("two-to-one", DeviceSpec::linear(ModelParams::SSD_DFL, 8))
+//!     .iocost(ModelParams::SSD_DFL, QosParams::default())
 //!     .group("a", 200, [Job::closed(Rw::RandRead, 4096, 32)])
 //!     .group("b", 100, [Job::closed(Rw::RandRead, 4096, 32)])
-//!     .seconds(2.0)
-//!     .seed(7);
-//! let report = scenario.run().unwrap(); // .iocost(ModelParams::SSD_DFL, QosParams::default()) for IOCost
+//!     .seconds(3.0)
+//!     .warmup(1.0)
+//!     .seed(7)
+//!     .run()
+//!     .unwrap();
+//! let ratio = report.group("a").cost_share / report.group("b").cost_share;
+//! assert!((ratio - 2.0).abs() < 0.05, "{ratio}");
 //! println!("{}", report.to_table());
-//! # let _ = QosParams::default();
 //! ```
 //!
 //! Modules: `queue` (event queue), [`device`] (linear, SSD, HDD, remote), [`workload`]
