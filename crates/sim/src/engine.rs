@@ -137,6 +137,7 @@ struct Engine<'a> {
     swap_busy: u128,
     swap_ios: u64,
     ios_total: u64,
+    submitted: u64,
     events: u64,
     vrate: f64,
     vrate_at: Nanos,
@@ -239,6 +240,7 @@ impl<'a> Engine<'a> {
             swap_busy: 0,
             swap_ios: 0,
             ios_total: 0,
+            submitted: 0,
             events: 0,
             vrate,
             vrate_at: sc.warmup,
@@ -436,6 +438,7 @@ impl<'a> Engine<'a> {
             });
             (self.recs.len() - 1) as u32
         });
+        self.submitted += 1;
         let mut io = Io::new(token as u64, self.groups[group].id, op, offset, len);
         if must {
             io = io.must_issue();
@@ -737,6 +740,8 @@ impl<'a> Engine<'a> {
             }),
             sim: SimStats {
                 ios: self.ios_total,
+                submitted: self.submitted,
+                in_flight: (self.recs.len() - self.free_recs.len()) as u64,
                 events: self.events,
                 wall_sec: Some(wall),
                 ios_per_wall_sec: Some(self.ios_total as f64 / wall.max(1e-9)),

@@ -130,6 +130,10 @@ pub struct MemoryReport {
 pub struct SimStats {
     /// IOs completed in the whole run (warm-up and swap included).
     pub ios: u64,
+    /// IOs submitted in the whole run (to the controller, or for root swap to the device).
+    pub submitted: u64,
+    /// IOs submitted but not completed at the end (held by the controller or in the device).
+    pub in_flight: u64,
     /// Events processed.
     pub events: u64,
     /// Wall-clock time of the run, s (absent in deterministic output).

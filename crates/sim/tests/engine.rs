@@ -206,3 +206,33 @@ fn swap_out_io_is_charged_as_configured() {
     let debt = leak(SwapCharge::Debt);
     assert_eq!(debt.group("service").ios, origin.group("service").ios);
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 24, ..Default::default() })]
+
+    /// Random groups (weights, depths, think times, must-issue shares, reads or writes) under IOCost
+    /// with a weight change mid-run: every IO submitted is completed or still in flight at the end.
+    #[test]
+    fn no_io_is_lost_or_duplicated(
+        groups in proptest::collection::vec((1u32..=10_000, 1u32..=16, 0u64..=300, 0.0f64..=1.0, proptest::bool::ANY), 1..5),
+        new_weight in 1u32..=10_000,
+        seed in 0u64..1000,
+    ) {
+        let qos = "rpct=90 rlat=2000 wpct=90 wlat=2000".parse::<ioshare_core::QosConfig>().unwrap().params;
+        let mut sc = Scenario::new("prop", DeviceSpec::linear(ModelParams::SSD_DFL, 4))
+            .iocost(ModelParams::SSD_DFL, qos)
+            .seconds(0.3)
+            .seed(seed)
+            .change(0.15, ioshare_sim::ChangeKind::Weight { group: "g0".into(), weight: new_weight });
+        for (i, (w, depth, think, must, read)) in groups.iter().enumerate() {
+            let rw = if *read { Rw::RandRead } else { Rw::RandWrite };
+            let job = Job::closed(rw, 4096, *depth).with_think_us(*think).with_must_issue(*must);
+            sc = sc.group(&format!("g{i}"), *w, [job]);
+        }
+        let r = sc.run().unwrap();
+        proptest::prop_assert_eq!(r.sim.submitted, r.sim.ios + r.sim.in_flight);
+        let depth: u64 = groups.iter().map(|g| g.1 as u64).sum();
+        proptest::prop_assert!(r.sim.in_flight <= depth, "more in flight than producers");
+        proptest::prop_assert!(r.sim.ios > 0);
+    }
+}
