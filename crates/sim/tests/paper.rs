@@ -44,13 +44,18 @@ fn fixed_limits_waste_what_iocost_gives_away() {
 #[test]
 fn fig13_vrate_follows_the_model_change() {
     let out = run("paper-fig13");
-    // Asserted: vrate's mean over each phase's last 5 s within 20% of the new equilibrium, and the
-    // device p90 read latency under target in the first two phases. Not yet asserted, because
-    // IOCost does not meet them here (see the comparisons printed by `ioshare sim paper-fig13`):
-    // settling within 30 periods after each change, and p90 under target at 50% vrate.
+    // Asserted in every phase: vrate's mean over the last 5 s within 20% of the new equilibrium, and
+    // the device's p90 read latency under the 5 ms target. Settling: issue 5 asks for 30 periods, but
+    // the kernel's step table cannot move vrate that fast (≥ 35 periods to double, ≥ 48 to quarter);
+    // asserted instead: within 5 periods of that floor.
     for c in &out.comparisons {
-        if c.what.contains("mean vrate") || (c.what.contains("p90") && !c.what.starts_with("phase 3")) {
+        if c.what.contains("mean vrate") || c.what.contains("p90") {
             assert!(c.ok, "{} — source {}, ours {}", c.what, c.source, c.ours);
+        }
+        if c.what.contains("periods to within") {
+            let floor: u32 = c.source.rsplit("≥ ").next().unwrap().trim_end_matches(')').parse().unwrap();
+            let ours: u32 = c.ours.parse().unwrap_or(u32::MAX);
+            assert!(ours <= floor + 5, "{}: {ours} periods, step-table floor {floor}", c.what);
         }
     }
 }

@@ -49,6 +49,23 @@ pub fn adjust_vrate(vrate: u64, busy_level: i32, vrate_min: u64, vrate_max: u64)
     }
 }
 
+/// The fewest planning periods in which vrate can move from `from_pct` to within `tolerance` (0.2 =
+/// 20%) of `to_pct` under the step table: the busy level moving one step per period the right way,
+/// starting from 0, vrate unbounded. The floor for any controller that follows the kernel.
+pub fn fastest_settle_periods(from_pct: f64, to_pct: f64, tolerance: f64) -> u32 {
+    let unit = super::model::VTIME_PER_USEC as f64 / 100.0;
+    let (mut vrate, step) = ((from_pct * unit) as u64, if to_pct > from_pct { -1 } else { 1 });
+    let mut busy = 0;
+    for periods in 0..10_000 {
+        if (vrate as f64 / unit / to_pct - 1.0).abs() <= tolerance {
+            return periods;
+        }
+        busy += step;
+        vrate = adjust_vrate(vrate, busy, 1, u64::MAX / 200);
+    }
+    u32::MAX
+}
+
 impl<M: CostModel> IoCost<M> {
     /// Starts a period at `now`.
     pub(crate) fn start_period(&mut self, now: Nanos) {
@@ -329,6 +346,14 @@ mod tests {
             assert_eq!(adjust_vrate(v, busy, lo, hi), (v * (100 - pct)).div_ceil(100), "busy {busy}");
             assert_eq!(adjust_vrate(v, -busy, lo, hi), (v * (100 + pct)).div_ceil(100), "busy -{busy}");
         }
+    }
+
+    #[test]
+    fn doubling_vrate_takes_at_least_35_periods() {
+        // 3 periods without a step, 16 at 1%, then 2% steps: 100% → 160% needs 35 periods.
+        assert_eq!(fastest_settle_periods(100.0, 200.0, 0.2), 35);
+        assert_eq!(fastest_settle_periods(100.0, 110.0, 0.2), 0);
+        assert!(fastest_settle_periods(200.0, 50.0, 0.2) > 40);
     }
 
     #[test]
