@@ -299,7 +299,7 @@ impl Scenario {
 
     fn judge_all(self, opts: &BenchOptions, cal: &Calibration, tenants: &[TenantSpec], runs: &mut [RunEntry]) {
         let reference = |name: &str| runs.iter().find(|r| r.side == Side::Reference && r.report.controller == name);
-        let solo_p99 = reference("solo").map(|r| r.report.tenants[0].lat_us.p99);
+        let solo = reference("solo").map(|r| r.report.tenants[0].lat_us.clone());
         let capacity = reference("capacity").map(|r| r.report.device.iops);
         let baseline = |side: Side, runs: &[RunEntry]| {
             let name = if side == Side::Kernel { KernelSetup::Plain.name() } else { Ctl::None.name() };
@@ -308,7 +308,7 @@ impl Scenario {
         let baselines = (baseline(Side::Ioshare, runs), baseline(Side::Kernel, runs));
         for entry in runs.iter_mut().filter(|r| r.side != Side::Reference) {
             let base = if entry.side == Side::Kernel { baselines.1 } else { baselines.0 };
-            let refs = References { solo_p99, capacity, baseline: base };
+            let refs = References { solo: solo.clone(), capacity, baseline: base };
             entry.verdict = Some(self.judge(opts, cal, tenants, &entry.report, &refs));
         }
     }
@@ -337,15 +337,19 @@ impl Scenario {
                 let (qd1, sat) = (&r.tenants[0], &r.tenants[1]);
                 let leftover = (refs.capacity.unwrap_or(cal.max_iops) - qd1.iops).max(1.0);
                 let taken = sat.iops / leftover;
-                let p99x = refs.solo_p99.map_or(f64::NAN, |s| qd1.lat_us.p99 / s.max(1e-9));
+                let solo = |f: fn(&crate::report::LatencyUs) -> f64| {
+                    refs.solo.as_ref().map_or(f64::NAN, |s| f(&qd1.lat_us) / f(s).max(1e-9))
+                };
+                let (p99x, p50x) = (solo(|l| l.p99), solo(|l| l.p50));
                 Verdict {
                     pass: taken >= LEFTOVER_MIN && p99x <= P99_FACTOR_MAX,
                     value: taken,
                     summary: format!(
-                        "saturating tenant took {:.0}% of the leftover (>= {:.0}%), QD1 p99 {:.2}x solo (<= {P99_FACTOR_MAX})",
+                        "saturating tenant took {:.0}% of the leftover (>= {:.0}%), QD1 p99 {:.2}x solo (<= {P99_FACTOR_MAX}), p50 {:.2}x",
                         taken * 100.0,
                         LEFTOVER_MIN * 100.0,
-                        p99x
+                        p99x,
+                        p50x
                     ),
                 }
             }
@@ -402,8 +406,8 @@ impl Scenario {
 
 /// What a run is judged against: the reference runs and the no-control baseline of its side.
 struct References {
-    /// p99 latency of the latency-sensitive tenant alone, µs.
-    solo_p99: Option<f64>,
+    /// Latency of the latency-sensitive tenant alone.
+    solo: Option<crate::report::LatencyUs>,
     /// IOPS of the saturating tenant alone.
     capacity: Option<f64>,
     /// IOPS with no control (ioshare's `none`, or the kernel's plain loop device).
@@ -477,7 +481,7 @@ mod tests {
         s.judge(&opts, &cal(), &ctx_tenants, r, refs)
     }
 
-    const NO_REFS: References = References { solo_p99: None, capacity: None, baseline: None };
+    const NO_REFS: References = References { solo: None, capacity: None, baseline: None };
 
     #[test]
     fn proportional_passes_within_five_percent_of_the_weight_ratio() {
@@ -491,7 +495,8 @@ mod tests {
 
     #[test]
     fn work_conservation_needs_the_leftover_and_the_solo_latency() {
-        let refs = References { solo_p99: Some(100.0), capacity: Some(10_000.0), baseline: None };
+        let solo = LatencyUs { p50: 50.0, p99: 100.0, ..LatencyUs::default() };
+        let refs = References { solo: Some(solo), capacity: Some(10_000.0), baseline: None };
         let ok = report(vec![tenant("qd1", 1000.0, 120.0), tenant("sat", 8200.0, 900.0)]);
         let v = judge(Scenario::WorkConserving, &ok, &refs);
         assert!(v.pass && (v.value - 8200.0 / 9000.0).abs() < 1e-9, "{v:?}");
