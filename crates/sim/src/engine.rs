@@ -98,6 +98,14 @@ fn histogram() -> Histogram<u64> {
     Histogram::new(3).expect("3 significant figures is valid")
 }
 
+/// Non-empty buckets `[upper_bound_us, count]` of a histogram of ns, four buckets per doubling from 1 µs.
+fn latency_buckets(h: &Histogram<u64>) -> Vec<[f64; 2]> {
+    h.iter_log(1_000, 2f64.powf(0.25))
+        .filter(|b| b.count_since_last_iteration() > 0)
+        .map(|b| [b.value_iterated_to() as f64 / 1e3, b.count_since_last_iteration() as f64])
+        .collect()
+}
+
 /// Summary in µs of a histogram of ns.
 fn latency(h: &Histogram<u64>) -> Latency {
     if h.is_empty() {
@@ -704,6 +712,7 @@ impl<'a> Engine<'a> {
                     lat_us: latency(h),
                     dev_lat_us: latency(&g.dev_hist),
                     lat_dist,
+                    lat_hist: latency_buckets(h),
                     paused_us: g.paused as f64 / 1e3,
                     max_debt_us: g.max_debt_us,
                     max_delay_us: g.max_delay_us,

@@ -64,6 +64,9 @@ pub struct GroupReport {
     pub dev_lat_us: Latency,
     /// Latency quantiles for distribution plots: `[quantile, µs]`.
     pub lat_dist: Vec<[f64; 2]>,
+    /// Latency histogram, `[upper_bound_us, count]` per non-empty bucket; buckets grow by 2^(1/4)
+    /// from 1 µs (four per doubling), so shares above a bound can be read off directly.
+    pub lat_hist: Vec<[f64; 2]>,
     /// Time the group's producers were held back by controller delays, µs.
     pub paused_us: f64,
     /// Largest debt the controller reported for the group, µs.

@@ -106,6 +106,11 @@ fn json_has_the_fields_the_issues_require() {
             for k in ["mean", "p50", "p90", "p95", "p99", "max"] {
                 assert!(g["lat_us"][k].is_f64(), "{name}: lat_us.{k}");
             }
+            // Issue 3: `lat_hist` as [[upper_bound_us, count], ...], counting every completed IO.
+            let hist = g["lat_hist"].as_array().unwrap();
+            let counted: f64 = hist.iter().map(|b| b[1].as_f64().unwrap()).sum();
+            assert_eq!(counted as u64, g["ios"].as_u64().unwrap(), "{name}: lat_hist counts");
+            assert!(hist.windows(2).all(|w| w[0][0].as_f64() < w[1][0].as_f64()), "{name}: bounds ascend");
         }
         assert!(v["device"]["utilization"].is_f64() && v["device"]["vrate_pct"].is_f64(), "{name}");
         assert!(v["sim"]["ios_per_wall_sec"].is_f64(), "{name}");
