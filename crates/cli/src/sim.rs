@@ -58,7 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             seed: args.seed,
             no_control: args.no_control,
         };
-        (builtin.run)(&opts).with_context(|| format!("scenario {name}"))?
+        (builtin.run)(&opts)?
     };
     if args.deterministic {
         outcome = outcome.deterministic();

@@ -22,12 +22,12 @@ pub enum SimError {
         msg: String,
     },
     /// A scenario file that cannot be read.
-    #[error("cannot read scenario file {}: {source}", file.display())]
+    #[error("cannot read scenario file {}: {reason}", file.display())]
     Read {
         /// The file.
         file: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// Why (kept in the message, not as a source, so it is printed once).
+        reason: std::io::Error,
     },
     /// A built-in scenario name that does not exist.
     #[error("unknown scenario '{0}': run `ioshare sim --list` for the built-in ones, or give a .toml file")]

@@ -318,7 +318,7 @@ impl Scenario {
     /// Reads a scenario file.
     pub fn load(path: &Path) -> Result<Scenario, SimError> {
         let text =
-            std::fs::read_to_string(path).map_err(|source| SimError::Read { file: path.to_path_buf(), source })?;
+            std::fs::read_to_string(path).map_err(|reason| SimError::Read { file: path.to_path_buf(), reason })?;
         Scenario::from_toml(&text, path)
     }
 
