@@ -159,6 +159,19 @@ pub enum Event {
     },
 }
 
+impl Event {
+    /// The event's kind, as serialised in `kind`: `activate`, `deactivate`, `inuse`, `vrate`, `forgive`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::Activate { .. } => "activate",
+            Event::Deactivate { .. } => "deactivate",
+            Event::Inuse { .. } => "inuse",
+            Event::Vrate { .. } => "vrate",
+            Event::Forgive { .. } => "forgive",
+        }
+    }
+}
+
 /// An IO controller. See the module documentation for the calling protocol.
 pub trait Controller {
     /// Short name (`iocost`, `none`, `token-bucket`, ...).

@@ -605,8 +605,7 @@ impl<'a> Engine<'a> {
             }
         }
         for event in self.ctl.take_events() {
-            let kind = serde_json::to_value(&event).ok().and_then(|v| v["kind"].as_str().map(str::to_string));
-            *self.controller_events.entry(kind.unwrap_or_else(|| "other".into())).or_default() += 1;
+            *self.controller_events.entry(event.kind().to_string()).or_default() += 1;
         }
     }
 

@@ -323,3 +323,16 @@ fn usage_is_reported_at_the_vrate_in_force() {
     let wall_us = (end - now) as f64 / 1000.0;
     assert!((used / wall_us - 1.0).abs() < 0.05, "usage {used} µs over {wall_us} µs of saturated wall time");
 }
+
+#[test]
+fn event_kinds_match_their_serialised_tag() {
+    let mut c = ssd();
+    let g = group(&mut c, "g", 100);
+    assert!(issued(c.submit(0, read(g, 1))).is_some());
+    let events = c.take_events();
+    assert!(!events.is_empty());
+    for e in events {
+        let tagged = serde_json::to_value(&e).unwrap();
+        assert_eq!(tagged["kind"], e.kind());
+    }
+}
