@@ -49,10 +49,7 @@ impl<M: CostModel> IoCost<M> {
         let cost = self.adjust_inuse_and_calc_cost(now, vnow, node, vtime, abs_cost);
         let n = &mut self.tree.nodes[node as usize];
         if n.waitq.is_empty() && n.abs_vdebt == 0 && !after(vtime.wrapping_add(cost), vnow) {
-            io.charge = cost;
-            n.vtime = n.vtime.wrapping_add(cost);
-            n.abs_vusage += abs_cost;
-            n.issued += 1;
+            n.commit(&mut io, abs_cost, cost);
             return Submit::Issue { io, delay: 0 };
         }
         self.submit_over_budget(now, node, io, abs_cost)
@@ -70,10 +67,7 @@ impl<M: CostModel> IoCost<M> {
             n.cursor = io.offset + io.len as u64;
         }
         if !after(vtime.wrapping_add(cost), vnow) || !n.on_list {
-            io.charge = cost;
-            n.vtime = n.vtime.wrapping_add(cost);
-            n.abs_vusage += abs_cost;
-            n.issued += 1;
+            n.commit(&mut io, abs_cost, cost);
             return Submit::Issue { io, delay: 0 };
         }
         self.issue_as_debt(now, node, io, abs_cost)
@@ -228,10 +222,8 @@ impl<M: CostModel> IoCost<M> {
                 break;
             }
             let mut io = n.waitq.pop_front().expect("head exists");
-            n.abs_vusage += io.charge;
-            io.charge = cost;
-            n.vtime = n.vtime.wrapping_add(cost);
-            n.issued += 1;
+            let abs_cost = io.charge;
+            n.commit(&mut io, abs_cost, cost);
             self.ready.push_back(io);
         }
         if n.waitq.is_empty() {

@@ -139,6 +139,18 @@ pub(crate) struct Node {
     pub in_walk: bool,
 }
 
+impl Node {
+    /// Charges a released IO: `cost` of local vtime (recorded in the IO for its completion) and
+    /// `abs_cost` of usage (kernel `iocg_commit_bio`).
+    #[inline]
+    pub fn commit(&mut self, io: &mut Io, abs_cost: u64, cost: u64) {
+        io.charge = cost;
+        self.vtime = self.vtime.wrapping_add(cost);
+        self.abs_vusage += abs_cost;
+        self.issued += 1;
+    }
+}
+
 /// The tree of one device: nodes plus the generation number that invalidates cached hweights.
 #[derive(Debug)]
 pub(crate) struct Tree {
