@@ -8,13 +8,11 @@
 //! controller given the same parameters is exactly right; give it `ModelParams::scaled(2.0)` to be
 //! 2× too optimistic or `scaled(0.5)` to be 2× too pessimistic.
 
-use std::collections::VecDeque;
-
 use ioshare_core::iocost::model::{vtime_to_ns, RANDIO_PAGES};
 use ioshare_core::{CostModel, LinearModel, ModelParams, Nanos};
 use serde::Deserialize;
 
-use super::{Device, Request, Started};
+use super::{Device, Request, ServerPool, Started};
 use crate::spec::ModelLine;
 
 /// Parameters of a [`LinearDevice`].
@@ -37,8 +35,7 @@ pub struct LinearDevice {
     model: LinearModel,
     servers: u32,
     queue_depth: u32,
-    free: Vec<u32>,
-    queue: VecDeque<Request>,
+    pool: ServerPool,
     cursors: Vec<u64>,
     speed: f64,
 }
@@ -51,8 +48,7 @@ impl LinearDevice {
             model: LinearModel::new(params),
             servers: spec.servers,
             queue_depth: spec.queue_depth.unwrap_or(4 * spec.servers),
-            free: (0..spec.servers).rev().collect(),
-            queue: VecDeque::new(),
+            pool: ServerPool::new(spec.servers),
             cursors: Vec::new(),
             speed: 1.0,
         }
@@ -87,23 +83,13 @@ impl Device for LinearDevice {
     }
 
     fn arrive(&mut self, now: Nanos, req: Request) -> Option<Started> {
-        match self.free.pop() {
-            Some(slot) => Some(self.start(now, slot, req)),
-            None => {
-                self.queue.push_back(req);
-                None
-            }
-        }
+        let (slot, req) = self.pool.arrive(req)?;
+        Some(self.start(now, slot, req))
     }
 
     fn finish(&mut self, now: Nanos, slot: u32) -> Option<Started> {
-        match self.queue.pop_front() {
-            Some(req) => Some(self.start(now, slot, req)),
-            None => {
-                self.free.push(slot);
-                None
-            }
-        }
+        let (slot, req) = self.pool.finish(slot)?;
+        Some(self.start(now, slot, req))
     }
 
     fn set_speed(&mut self, factor: f64) {

@@ -216,3 +216,41 @@ mod tests {
         assert!(DeviceSpec::preset("floppy").unwrap_err().to_string().contains("nvme-ssd"));
     }
 }
+
+/// Identical servers with one FIFO in front: an arriving IO takes a free server or queues; a server
+/// that finishes takes the next queued IO or becomes free. The devices whose servers are
+/// interchangeable (linear, SSD channels) share it.
+#[derive(Debug)]
+pub(crate) struct ServerPool {
+    free: Vec<u32>,
+    queue: std::collections::VecDeque<Request>,
+}
+
+impl ServerPool {
+    /// `servers` free servers and an empty queue.
+    pub(crate) fn new(servers: u32) -> Self {
+        ServerPool { free: (0..servers).rev().collect(), queue: std::collections::VecDeque::new() }
+    }
+
+    /// The server `req` starts on now, or `None` when it queues.
+    pub(crate) fn arrive(&mut self, req: Request) -> Option<(u32, Request)> {
+        match self.free.pop() {
+            Some(slot) => Some((slot, req)),
+            None => {
+                self.queue.push_back(req);
+                None
+            }
+        }
+    }
+
+    /// The next queued IO server `slot` starts now, or `None` when the server goes idle.
+    pub(crate) fn finish(&mut self, slot: u32) -> Option<(u32, Request)> {
+        match self.queue.pop_front() {
+            Some(req) => Some((slot, req)),
+            None => {
+                self.free.push(slot);
+                None
+            }
+        }
+    }
+}

@@ -10,12 +10,10 @@
 //! again, or — with `collapse = true`, the bursty "fast then collapse" behaviour of consumer drives —
 //! only once the buffer has drained completely.
 
-use std::collections::VecDeque;
-
 use ioshare_core::{Nanos, Op};
 use serde::Deserialize;
 
-use super::{positive, transfer_ns, Device, KeyError, Request, Started};
+use super::{positive, transfer_ns, Device, KeyError, Request, ServerPool, Started};
 
 /// Parameters of an [`Ssd`].
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -76,8 +74,7 @@ impl SsdSpec {
 #[derive(Debug)]
 pub struct Ssd {
     spec: SsdSpec,
-    free: Vec<u32>,
-    queue: VecDeque<Request>,
+    pool: ServerPool,
     buffer_cap: f64,
     level: f64,
     level_at: Nanos,
@@ -92,8 +89,7 @@ impl Ssd {
     pub fn new(spec: &SsdSpec) -> Self {
         Ssd {
             spec: spec.clone(),
-            free: (0..spec.channels).rev().collect(),
-            queue: VecDeque::new(),
+            pool: ServerPool::new(spec.channels),
             buffer_cap: spec.buffer_mb * 1e6,
             level: 0.0,
             level_at: 0,
@@ -159,23 +155,13 @@ impl Device for Ssd {
     }
 
     fn arrive(&mut self, now: Nanos, req: Request) -> Option<Started> {
-        match self.free.pop() {
-            Some(slot) => Some(self.start(now, slot, req)),
-            None => {
-                self.queue.push_back(req);
-                None
-            }
-        }
+        let (slot, req) = self.pool.arrive(req)?;
+        Some(self.start(now, slot, req))
     }
 
     fn finish(&mut self, now: Nanos, slot: u32) -> Option<Started> {
-        match self.queue.pop_front() {
-            Some(req) => Some(self.start(now, slot, req)),
-            None => {
-                self.free.push(slot);
-                None
-            }
-        }
+        let (slot, req) = self.pool.finish(slot)?;
+        Some(self.start(now, slot, req))
     }
 
     fn set_speed(&mut self, factor: f64) {
