@@ -62,6 +62,11 @@ const DRAIN_LIMIT: Nanos = NSEC_PER_SEC;
 /// With nothing in flight, wake-ups nearer than this are waited for by spinning, ns (covers the
 /// bench's 100 µs think time).
 const SPIN: Nanos = 150 * NSEC_PER_USEC;
+/// IOs submitted together. io_uring plugs a batch: the block layer sees none of its IOs until it
+/// has prepared all of them, so the first waits for the last. Submitting every few IOs, as they are
+/// produced, measured 10-20% more IOPS than one submission per loop turn (device latency 0.29 ms
+/// instead of 0.38 at the same queue depth on this virtual disk), level with fio.
+const SUBMIT_BATCH: u32 = 4;
 /// How far a rate-capped job may fall behind and catch up, ns.
 const RATE_SLACK: Nanos = NSEC_PER_SEC / 1000;
 
@@ -113,35 +118,50 @@ struct Device {
 impl Device {
     /// Takes a released IO: onto the ring if a device slot is free, else into the slot queue.
     #[inline]
-    fn issue(&mut self, io: Io, now: Nanos) {
+    fn issue(&mut self, io: Io, now: Nanos) -> Result<()> {
         let slot = &mut self.slots[io.id as usize];
         slot.io = io;
         slot.released = now;
         if self.depth == 0 || self.inflight + self.pending < self.depth {
-            self.start(io.id as u32, now);
+            self.start(io.id as u32, now)
         } else {
             self.waiting.push_back(io.id as u32);
+            Ok(())
         }
     }
 
-    /// Queues slot `slot`'s IO on the ring; it starts on the device now.
+    /// Queues slot `slot`'s IO on the ring; it starts on the device now. Every [`SUBMIT_BATCH`] IOs
+    /// are submitted at once rather than at the end of the loop turn.
     #[inline]
-    fn start(&mut self, slot: u32, now: Nanos) {
+    fn start(&mut self, slot: u32, now: Nanos) -> Result<()> {
         let s = &mut self.slots[slot as usize];
         s.started = now;
         let io = s.io;
         self.ring.push(slot, io.op, io.offset, io.len);
         self.pending += 1;
+        if self.pending >= SUBMIT_BATCH {
+            self.flush(now)?;
+        }
+        Ok(())
+    }
+
+    /// Submits the IOs queued on the ring; they count as in flight from now.
+    fn flush(&mut self, now: Nanos) -> Result<()> {
+        self.account(now);
+        self.inflight += self.pending;
+        self.pending = 0;
+        self.ring.submit()
     }
 
     /// Moves IOs waiting for a device slot onto the ring while slots are free.
-    fn refill(&mut self, now: Nanos) {
+    fn refill(&mut self, now: Nanos) -> Result<()> {
         while self.inflight + self.pending < self.depth {
             match self.waiting.pop_front() {
-                Some(slot) => self.start(slot, now),
+                Some(slot) => self.start(slot, now)?,
                 None => break,
             }
         }
+        Ok(())
     }
 
     fn account(&mut self, now: Nanos) {
@@ -217,9 +237,19 @@ pub fn run<C: Controller + ?Sized>(
         tenants.iter().map(|_| TenantState { paused_until: 0, metrics: TenantMetrics::default() }).collect();
     let mut engine = Engine { dev, jobs, tenants: tenants_state, ctl, held: 0, clock: Instant::now() };
     let outcome = engine.event_loop(opts, stop, target);
-    // The loop only returns once nothing is in flight; assert it, since buffers are freed next.
+    let (window, busy, inflight_ns, cpu, interrupted, ctl_series) = match outcome {
+        Ok(v) => v,
+        Err(e) => {
+            if engine.dev.inflight > 0 {
+                // Only after a failed io_uring_enter: the kernel may still write into the buffers,
+                // so ring and buffers are kept alive for the rest of the process, never freed early.
+                std::mem::forget(engine);
+            }
+            return Err(e);
+        }
+    };
+    // The loop returns normally only once nothing is in flight; buffers are freed next.
     assert_eq!(engine.dev.inflight, 0, "every submitted IO is reaped");
-    let (window, busy, inflight_ns, cpu, interrupted, ctl_series) = outcome?;
     let secs = window.max(1) as f64 / NSEC_PER_SEC as f64;
     let tenant_reports: Vec<_> = tenants
         .iter()
@@ -290,12 +320,12 @@ impl<C: Controller + ?Sized> Engine<'_, C> {
                     self.ctl.tick(now);
                 }
             }
-            let mut wake = if stopping_at.is_none() { self.produce(now) } else { None };
+            let mut wake = if stopping_at.is_none() { self.produce(now)? } else { None };
             loop {
                 match self.ctl.dispatch(now) {
                     Dispatch::Io(io) => {
                         self.held -= 1;
-                        self.dev.issue(io, now);
+                        self.dev.issue(io, now)?;
                     }
                     Dispatch::At(t) => {
                         wake = earliest(wake, t);
@@ -324,7 +354,7 @@ impl<C: Controller + ?Sized> Engine<'_, C> {
             self.enter(wake)?;
             let now = self.now();
             let in_window = window_start.is_some() && stopping_at.is_none();
-            self.reap(now, in_window, &mut error, target);
+            self.reap(now, in_window, &mut error, target)?;
         }
         if let Some(e) = error {
             return Err(e);
@@ -337,7 +367,7 @@ impl<C: Controller + ?Sized> Engine<'_, C> {
     }
 
     /// Lets every job fill its free slots; returns the earliest time a job wants to run again.
-    fn produce(&mut self, now: Nanos) -> Option<Nanos> {
+    fn produce(&mut self, now: Nanos) -> Result<Option<Nanos>> {
         let mut wake = None;
         for job in self.jobs.iter_mut() {
             if now >= job.end {
@@ -367,7 +397,7 @@ impl<C: Controller + ?Sized> Engine<'_, C> {
                 self.dev.slots[slot as usize].created = now;
                 match self.ctl.submit(now, io) {
                     Submit::Issue { io, delay } => {
-                        self.dev.issue(io, now);
+                        self.dev.issue(io, now)?;
                         if delay > 0 {
                             tenant.paused_until = now + delay;
                         }
@@ -376,7 +406,7 @@ impl<C: Controller + ?Sized> Engine<'_, C> {
                 }
             }
         }
-        wake
+        Ok(wake)
     }
 
     /// Submits the queued IOs, then waits for a completion or the `wake` time. A wake-up less than
@@ -405,7 +435,7 @@ impl<C: Controller + ?Sized> Engine<'_, C> {
         }
     }
 
-    fn reap(&mut self, now: Nanos, in_window: bool, error: &mut Option<Error>, target: &Target) {
+    fn reap(&mut self, now: Nanos, in_window: bool, error: &mut Option<Error>, target: &Target) -> Result<()> {
         self.dev.account(now);
         let Engine { dev, jobs, tenants, ctl, .. } = self;
         let Device { ring, slots, inflight, .. } = dev;
@@ -424,7 +454,7 @@ impl<C: Controller + ?Sized> Engine<'_, C> {
             tenants[job.tenant].metrics.record(s.io.op, s.io.len, now - s.created, in_window);
             job.ready.push_back((now + job.think, slot));
         });
-        dev.refill(now);
+        dev.refill(now)
     }
 
     fn sample(&mut self, now: Nanos, len: Nanos, series: &mut Vec<ControllerSample>) {
