@@ -6,8 +6,13 @@
 //! thanks to a host cache), and the mixed-cost scenario is only meaningful with the device's own
 //! ratios. The kernel's `iocost_coef_gen` saturates the device with the same six jobs; this does it
 //! in 0.6 s each (a later profiling command will measure longer and more carefully). Latency targets
-//! follow the shape of resctl-bench's: 1.5 × the read and write p90 at saturation (queue depth 32),
-//! so that IOCost lowers vrate when the device is driven well past the depth that saturates it.
+//! follow the shape of resctl-bench's (1.5 × a percentile measured under load), judged at the median:
+//! 1.5 × the read and write p50 at saturation (queue depth 32), so that IOCost lowers vrate when the
+//! device is driven well past the depth that saturates it. Why p50 and not resctl's p95: the kernel
+//! makes the planning period 10 × the target at p50 but 2 × at ≥ p90; with sub-millisecond targets
+//! the latter is the 1 ms minimum, ~80 completions on this disk, and on a virtual disk whose latency
+//! jumps with the host that is too few: vrate swung 70–104% and two 2:1 readers split 1.6:1; at p50
+//! (5 ms periods) 1.93–1.95:1.
 
 use std::sync::atomic::AtomicBool;
 
@@ -42,9 +47,9 @@ pub struct Calibration {
 const STEP: u64 = 600 * NSEC_PER_MSEC;
 /// Queue depth of the 4 KiB measurements: where virtual and flash disks reach their IOPS.
 const DEPTH: u32 = 32;
-/// Latency percentile IOCost judges, ppm (p90).
-const LAT_PPM: u32 = 900_000;
-/// Latency target = this × the p90 at saturation (SPEC §7's "× 1.5").
+/// Latency percentile IOCost judges, ppm (p50; see the module comment).
+const LAT_PPM: u32 = 500_000;
+/// Latency target = this × the p50 at saturation (SPEC §7's "× 1.5").
 const LAT_FACTOR: f64 = 1.5;
 
 fn measure_one(target: &Target, job: JobSpec, stop: &AtomicBool) -> Result<RunReport> {
@@ -73,9 +78,9 @@ pub fn measure(target: &Target, stop: &AtomicBool) -> Result<Calibration> {
     };
     let qos = QosParams {
         rppm: LAT_PPM,
-        rlat_us: ((rrand.tenants[0].lat_us.p90 * LAT_FACTOR).ceil() as u64).max(1),
+        rlat_us: ((rrand.tenants[0].lat_us.p50 * LAT_FACTOR).ceil() as u64).max(1),
         wppm: LAT_PPM,
-        wlat_us: ((wrand.tenants[0].lat_us.p90 * LAT_FACTOR).ceil() as u64).max(1),
+        wlat_us: ((wrand.tenants[0].lat_us.p50 * LAT_FACTOR).ceil() as u64).max(1),
         ..QosParams::default()
     };
     let model_line =

@@ -17,7 +17,7 @@ pub fn header(target: &TargetInfo, cal: &Calibration) -> String {
     let q = &cal.qos;
     let _ = writeln!(
         s,
-        "iocost qos:   rpct={:.0} rlat={} wpct={:.0} wlat={} (1.5 x the p90 at QD32, measured)",
+        "iocost qos:   rpct={:.0} rlat={} wpct={:.0} wlat={} (1.5 x the p50 at QD32, measured)",
         q.rppm as f64 / 1e4,
         q.rlat_us,
         q.wppm as f64 / 1e4,
