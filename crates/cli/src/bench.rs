@@ -5,6 +5,8 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
+
+use crate::Found;
 use ioshare_engine::bench::calibrate::Calibration;
 use ioshare_engine::bench::{self, kernel, svg, table, BenchOptions, Observer, ScenarioReport, TargetInfo};
 use ioshare_engine::interrupt;
@@ -88,9 +90,10 @@ impl Observer for Printer {
 }
 
 /// Runs `ioshare bench`.
-pub fn run(args: Args) -> anyhow::Result<()> {
+pub fn run(args: Args) -> anyhow::Result<Found> {
     if args.worker {
-        return Ok(kernel::worker_main()?);
+        kernel::worker_main()?;
+        return Ok(Found::AsExpected);
     }
     let exe = std::env::current_exe().context("cannot find the ioshare executable to start kernel-peer workers")?;
     let opts = BenchOptions {
@@ -130,5 +133,5 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         // Everything was cleaned up when the suite returned; 130 is the shell's code for Ctrl-C.
         std::process::exit(130);
     }
-    Ok(())
+    Ok(if suite.scenarios.iter().all(|sc| sc.verdict.pass) { Found::AsExpected } else { Found::VerdictFailed })
 }

@@ -26,15 +26,27 @@ enum Command {
     Sim(sim::Args),
 }
 
+/// Exit code when everything ran but a scenario's verdict failed (bench FAIL, sim DIFFERS).
+const VERDICT_FAILED: u8 = 3;
+
+/// What a command found: everything as expected, or a verdict that failed.
+pub enum Found {
+    /// Every verdict passed (or there were none).
+    AsExpected,
+    /// At least one verdict failed.
+    VerdictFailed,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(args) => bench::run(args),
-        Command::Model(args) => model::run(args),
+        Command::Model(args) => model::run(args).map(|()| Found::AsExpected),
         Command::Sim(args) => sim::run(args),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(Found::AsExpected) => ExitCode::SUCCESS,
+        Ok(Found::VerdictFailed) => ExitCode::from(VERDICT_FAILED),
         Err(err) => {
             eprintln!("ioshare: {err:#}");
             ExitCode::FAILURE

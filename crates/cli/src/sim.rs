@@ -3,6 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
+
+use crate::Found;
 use ioshare_sim::scenarios::{self, Outcome};
 use ioshare_sim::{svg, Scenario};
 
@@ -38,12 +40,12 @@ pub struct Args {
 }
 
 /// Runs `ioshare sim`.
-pub fn run(args: Args) -> anyhow::Result<()> {
+pub fn run(args: Args) -> anyhow::Result<Found> {
     if args.list {
         for b in scenarios::all() {
             println!("{:<24} {}", b.name, b.about);
         }
-        return Ok(());
+        return Ok(Found::AsExpected);
     }
     let Some(name) = args.scenario.as_deref() else {
         bail!("give a scenario: a built-in name (ioshare sim --list) or a .toml file");
@@ -77,7 +79,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         print!("{}", outcome.to_table());
     }
-    Ok(())
+    Ok(if outcome.ok() { Found::AsExpected } else { Found::VerdictFailed })
 }
 
 fn run_file(path: &Path, args: &Args) -> anyhow::Result<Outcome> {

@@ -45,6 +45,21 @@ fn bad_sim_input_fails_with_one_line() {
 }
 
 #[test]
+fn absurd_durations_are_refused() {
+    fails_with(&["sim", "proportional", "--seconds", "1e12"], &["more than the 86400 s"]);
+    fails_with(&["sim", "proportional", "--seconds", "0.5"], &["warm-up (1 s"]);
+}
+
+#[test]
+fn exit_status_tells_a_failed_verdict_from_success() {
+    // Exit 0 when every comparison with the source holds, 3 when one differs (paper-fig13's
+    // 30-period settling, which the kernel's step table cannot meet), 1 for bad input.
+    assert_eq!(ioshare(&["sim", "proportional", "--seconds", "3"]).status.code(), Some(0));
+    assert_eq!(ioshare(&["sim", "paper-fig13"]).status.code(), Some(3));
+    assert_eq!(ioshare(&["sim", "no-such-scenario"]).status.code(), Some(1));
+}
+
+#[test]
 fn a_malformed_scenario_file_is_named_with_its_line() {
     let dir = std::env::temp_dir().join(format!("ioshare-cli-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

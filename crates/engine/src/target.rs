@@ -157,6 +157,25 @@ pub struct TempTarget {
 const FILL_CHUNK: usize = 1 << 20;
 
 impl TempTarget {
+    /// Removes `dir/.ioshare-bench-<pid>-<n>.dat` files whose process is gone (left by a run killed with
+    /// SIGKILL, which runs no destructor); returns what it removed.
+    pub fn remove_stale(dir: &Path) -> Vec<PathBuf> {
+        let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+        let stale = |name: &str| {
+            let pid = name.strip_prefix(".ioshare-bench-")?.strip_suffix(".dat")?.split('-').next()?;
+            let pid: u32 = pid.parse().ok()?;
+            (pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists()).then_some(())
+        };
+        let mut removed = Vec::new();
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if entry.file_name().to_str().and_then(stale).is_some() && std::fs::remove_file(&path).is_ok() {
+                removed.push(path);
+            }
+        }
+        removed
+    }
+
     /// Creates `dir/.ioshare-bench-<pid>-<n>.dat` of `size` bytes (a multiple of 1 MiB), writing every byte
     /// with direct IO so that reads reach the device (sparse or fallocated files read as zeros without
     /// IO). `progress(done, total)` is called after each MiB; `stop` aborts (the file is removed).
@@ -229,6 +248,27 @@ fn free_space(dir: &Path) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stale_temporary_targets_of_dead_processes_are_removed() {
+        let dir = std::env::temp_dir().join(format!("ioshare-stale-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // A pid that is not running now (the first free one above ours), ours, and an unrelated file.
+        let dead = (std::process::id() + 1..).find(|p| !Path::new(&format!("/proc/{p}")).exists()).unwrap();
+        let names = [
+            format!(".ioshare-bench-{dead}-0.dat"),
+            format!(".ioshare-bench-{}-0.dat", std::process::id()),
+            "keep.dat".into(),
+        ];
+        for n in &names {
+            std::fs::write(dir.join(n), b"x").unwrap();
+        }
+        let removed = TempTarget::remove_stale(&dir);
+        let left: Vec<bool> = names.iter().map(|n| dir.join(n).exists()).collect();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(removed, vec![dir.join(&names[0])]);
+        assert_eq!(left, vec![false, true, true]);
+    }
 
     /// A scratch directory on the disk under test, removed even when an assertion fails.
     struct Scratch(PathBuf);

@@ -268,7 +268,17 @@ impl Scenario {
             return Err(invalid("no groups: add at least one group with a job".into()));
         }
         if self.duration == 0 || self.warmup >= self.duration {
-            return Err(invalid("the duration must be positive and longer than the warm-up".into()));
+            let warmup = self.warmup as f64 / 1e9;
+            return Err(invalid(format!(
+                "the duration must be longer than the warm-up ({warmup} s; the duration includes it)"
+            )));
+        }
+        if self.duration > MAX_DURATION {
+            return Err(invalid(format!(
+                "{} s of virtual time is more than the {} s a run may take: split it into several runs",
+                self.duration as f64 / 1e9,
+                MAX_DURATION / 1_000_000_000
+            )));
         }
         if self.sample_interval == 0 {
             return Err(invalid("the sample interval must be positive".into()));
@@ -384,6 +394,10 @@ impl Scenario {
 fn is_leak(job: &Job) -> bool {
     matches!(job.load, Load::Leak { .. })
 }
+
+/// Longest virtual duration of one run (a day): a sanity bound — a busy device simulates ~10^5 IOs
+/// per virtual second, so a day is already hours of wall time.
+const MAX_DURATION: Nanos = 86_400 * 1_000_000_000;
 
 /// Seconds to virtual ns.
 pub fn secs_to_ns(seconds: f64) -> Nanos {

@@ -79,6 +79,24 @@ pub struct Verdict {
     pub summary: String,
 }
 
+impl Verdict {
+    /// The verdict of a scenario interrupted before the controllers it judges had run.
+    pub fn not_judged() -> Verdict {
+        Verdict { pass: false, value: f64::NAN, summary: NOT_JUDGED.into() }
+    }
+
+    /// `PASS`, `FAIL`, or `INTERRUPTED` for a scenario that was never judged.
+    pub fn label(&self) -> &'static str {
+        match (self.pass, self.summary == NOT_JUDGED) {
+            (true, _) => "PASS",
+            (false, true) => "INTERRUPTED",
+            (false, false) => "FAIL",
+        }
+    }
+}
+
+const NOT_JUDGED: &str = "not judged: interrupted before its controllers ran";
+
 /// Who controlled the IO of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -178,6 +196,7 @@ pub fn validate(opts: &BenchOptions) -> std::result::Result<(), String> {
 /// Runs the suite. Returns the report (partial, with `interrupted` set, when `stop` was raised);
 /// every temporary file, loop device and cgroup is removed before it returns, on every path.
 pub fn run_suite(opts: &BenchOptions, stop: &AtomicBool, obs: &mut dyn Observer) -> Result<SuiteReport> {
+    let leftovers = remove_leftovers(opts);
     let temp;
     let (path, temporary) = match &opts.target {
         Some(p) => (p.clone(), false),
@@ -212,6 +231,10 @@ pub fn run_suite(opts: &BenchOptions, stop: &AtomicBool, obs: &mut dyn Observer)
     let mut peers = if opts.kernel_peers { kernel::Peers::prepare(&path, &opts.worker) } else { Ok(None) };
     if let Err(note) = &peers {
         suite.notes.push(note.clone());
+    }
+    if !leftovers.is_empty() {
+        let list: Vec<String> = leftovers.iter().map(|p| p.display().to_string()).collect();
+        suite.notes.push(format!("removed what an earlier, killed run left behind: {}", list.join(", ")));
     }
     let scenarios: Vec<Scenario> = if opts.scenarios.is_empty() {
         Scenario::all()
@@ -258,4 +281,14 @@ impl Progress {
             left
         )
     }
+}
+
+/// Temporary targets and blkio cgroups of earlier runs that were killed (SIGKILL runs no destructor;
+/// loop devices clear themselves): removed before this run creates its own.
+fn remove_leftovers(opts: &BenchOptions) -> Vec<std::path::PathBuf> {
+    let mut removed = if opts.target.is_none() { TempTarget::remove_stale(&opts.temp_dir) } else { Vec::new() };
+    if opts.kernel_peers && ioshare_host::is_root() {
+        removed.extend(ioshare_host::remove_stale_cgroups("ioshare-bench-").unwrap_or_default());
+    }
+    removed
 }

@@ -283,7 +283,7 @@ impl Scenario {
             .collect();
         let verdict = if subjects.is_empty() || subjects.len() < plan.subjects.len() {
             notes.push("interrupted before the controllers this scenario judges had run".into());
-            Verdict { pass: false, value: f64::NAN, summary: "not judged".into() }
+            Verdict::not_judged()
         } else {
             let vs: Vec<&Verdict> = subjects.iter().filter_map(|r| r.verdict.as_ref()).collect();
             Verdict {

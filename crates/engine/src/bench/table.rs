@@ -91,7 +91,7 @@ pub fn scenario(report: &ScenarioReport) -> String {
         let _ = writeln!(s, "note: {n}");
     }
     let v = &report.verdict;
-    let _ = writeln!(s, "{} {}: {}", if v.pass { "PASS" } else { "FAIL" }, report.name, v.summary);
+    let _ = writeln!(s, "{} {}: {}", v.label(), report.name, v.summary);
     s
 }
 
@@ -99,8 +99,7 @@ pub fn scenario(report: &ScenarioReport) -> String {
 pub fn summary(suite: &SuiteReport) -> String {
     let mut s = String::from("\nsummary\n");
     for sc in &suite.scenarios {
-        let _ =
-            writeln!(s, "  {} {:<16} {}", if sc.verdict.pass { "PASS" } else { "FAIL" }, sc.name, sc.verdict.summary);
+        let _ = writeln!(s, "  {} {:<16} {}", sc.verdict.label(), sc.name, sc.verdict.summary);
     }
     for n in &suite.notes {
         let _ = writeln!(s, "note: {n}");
