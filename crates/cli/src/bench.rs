@@ -109,7 +109,7 @@ pub fn run(args: Args) -> anyhow::Result<Found> {
         bail!(msg);
     }
     if let Some(dir) = &args.svg {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create the SVG directory '{}'", dir.display()))?;
+        crate::chart_dir(dir)?;
     }
     let stop = interrupt::stop_flag();
     let mut printer = Printer { json: args.json, tty: std::io::stderr().is_terminal() };

@@ -37,6 +37,15 @@ pub enum Found {
     VerdictFailed,
 }
 
+/// Creates the directory charts go into (with its parents), refusing a path that is not a directory.
+pub fn chart_dir(dir: &std::path::Path) -> anyhow::Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        anyhow::bail!("--svg '{}' is not a directory: give a directory for the charts", dir.display());
+    }
+    std::fs::create_dir_all(dir)
+        .map_err(|e| anyhow::anyhow!("cannot create the chart directory '{}': {e}", dir.display()))
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {

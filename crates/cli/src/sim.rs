@@ -47,6 +47,9 @@ pub fn run(args: Args) -> anyhow::Result<Found> {
         }
         return Ok(Found::AsExpected);
     }
+    if let Some(dir) = &args.svg {
+        crate::chart_dir(dir)?;
+    }
     let Some(name) = args.scenario.as_deref() else {
         bail!("give a scenario: a built-in name (ioshare sim --list) or a .toml file");
     };

@@ -42,6 +42,7 @@ fn bad_sim_input_fails_with_one_line() {
     fails_with(&["sim", "proportional", "--weights", "1,2,3,4"], &["between 2 and 3 weights"]);
     fails_with(&["sim", "no-such-scenario"], &["unknown scenario", "--list"]);
     fails_with(&["sim", "/nonexistent/scenario.toml"], &["cannot read scenario file", "No such file"]);
+    fails_with(&["sim", "proportional", "--svg", "/etc/passwd"], &["'/etc/passwd' is not a directory"]);
 }
 
 #[test]

@@ -20,6 +20,9 @@ pub enum Error {
     /// Opening the target for direct reading and writing was refused.
     #[error("no permission to open '{0}' for reading and writing: {hint}", hint = permission_hint())]
     PermissionDenied(PathBuf),
+    /// The directory of the default temporary target is not writable.
+    #[error("cannot create the temporary target in '{0}' (permission denied): run from a writable directory or give --target")]
+    TempDirNotWritable(PathBuf),
     /// A block device that is mounted or held by another user (exclusive open refused).
     #[error("block device '{0}' is in use (mounted or held by another program): give an unused device, it will be overwritten")]
     DeviceBusy(PathBuf),

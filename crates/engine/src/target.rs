@@ -194,7 +194,7 @@ impl TempTarget {
         let file =
             OpenOptions::new().write(true).create_new(true).custom_flags(libc::O_DIRECT).open(&path).map_err(|e| {
                 match e.kind() {
-                    io::ErrorKind::PermissionDenied => Error::PermissionDenied(dir.to_path_buf()),
+                    io::ErrorKind::PermissionDenied => Error::TempDirNotWritable(dir.to_path_buf()),
                     _ if e.raw_os_error() == Some(libc::EINVAL) => {
                         Error::NoDirectIo { path: dir.to_path_buf(), fs: "a filesystem that refuses O_DIRECT" }
                     }

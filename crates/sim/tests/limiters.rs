@@ -54,7 +54,7 @@ fn without_the_limiter_the_device_alone_is_seen() {
 fn a_wrong_number_of_weights_is_refused() {
     let err =
         (find("leaky-bucket").unwrap().run)(&Args { weights: Some(vec![100, 200]), ..Args::default() }).unwrap_err();
-    assert!(err.to_string().contains("1 groups"), "{err}");
+    assert!(err.to_string().contains("1 group(s)"), "{err}");
 }
 
 #[test]

@@ -28,7 +28,7 @@ impl Args {
             None => Ok(default.to_vec()),
             Some(w) if w.len() == N => Ok(w.clone()),
             Some(w) => {
-                Err(SimError::Invalid(format!("this scenario has {N} groups but {} weights were given", w.len())))
+                Err(SimError::Invalid(format!("this scenario has {N} group(s) but {} weight(s) were given", w.len())))
             }
         }
     }
