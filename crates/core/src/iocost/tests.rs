@@ -336,3 +336,88 @@ fn event_kinds_match_their_serialised_tag() {
         assert_eq!(tagged["kind"], e.kind());
     }
 }
+
+#[test]
+fn a_donor_snaps_back_in_25_percent_steps_when_it_needs_its_share() {
+    let mut c = ssd();
+    let a = group(&mut c, "a", 100);
+    let b = group(&mut c, "b", 100);
+    assert!(issued(c.submit(0, read(a, 0))).is_some());
+    assert!(issued(c.submit(0, read(b, 1))).is_some());
+    // Make a donate down to 1/16 of the device (it has 1/2).
+    let na = c.node_of[a.index()];
+    let (hwa, _) = c.tree.hweights(na);
+    c.tree.nodes[na as usize].hweight_donating = hwa;
+    c.tree.nodes[na as usize].hweight_after_donation = WEIGHT_ONE / 16;
+    let vnow = c.vnow(0);
+    c.transfer_surpluses(0, &[na], vnow);
+    c.tree.commit();
+    let donating_hwi = c.tree.hweights(na).1;
+    assert!(donating_hwi <= WEIGHT_ONE / 16 + 8, "{donating_hwi}");
+    c.take_events();
+    // Now a issues as fast as it may: once its budget falls below 20% of a period it raises its inuse,
+    // a quarter of its weight at a time, instead of waiting on its donated share.
+    let n = issue_until_queued(&mut c, 0, a, 100);
+    let adjusts: Vec<(f64, f64)> = c
+        .take_events()
+        .into_iter()
+        .filter_map(|e| match e {
+            crate::Event::Inuse { reason: "adjust", from, to, .. } => Some((from, to)),
+            _ => None,
+        })
+        .collect();
+    assert!(!adjusts.is_empty(), "no in-period snapback");
+    assert!(adjusts.iter().all(|(from, to)| to > from));
+    let hwi = c.tree.hweights(na).1;
+    assert!(hwi > 4 * donating_hwi, "hweight_inuse {hwi} after snapback from {donating_hwi}");
+    // At 1/16 the half-period budget buys ~13 IOs of 117 µs; snapping back buys many more.
+    assert!(n > 30, "{n} IOs issued");
+}
+
+#[test]
+fn a_period_without_completions_but_with_lagging_io_keeps_the_busy_level() {
+    // p90 of 1 ms: 2 ms periods. Two periods of misses make the device busy (level 2); then a period
+    // with no completion while an IO has been in flight since the first: the 2026 fix keeps level 2
+    // (before it, "no misses" read as "targets met" and reset the level, so vrate stopped falling).
+    let qos = "rpct=90 rlat=1000 wpct=90 wlat=1000".parse::<crate::QosConfig>().unwrap().params;
+    let mut c = IoCost::new(LinearModel::new(ModelParams::SSD_DFL), qos);
+    let g = group(&mut c, "g", 100);
+    let ios: Vec<Io> = (0..3).map(|id| issued(c.submit(0, read(g, id))).unwrap()).collect();
+    let period = c.next_tick().unwrap();
+    let late = Completion { released: 0, started: 0 };
+    c.complete(period - 1, &ios[0], late);
+    c.tick(period);
+    c.complete(2 * period - 1, &ios[1], late);
+    c.tick(2 * period);
+    assert_eq!(c.stats(2 * period).device.busy_level, 2);
+    c.tick(3 * period);
+    assert_eq!(c.stats(3 * period).device.busy_level, 2, "kept while IO lags and nothing completes");
+    // Once the lagging IO completes within target again, the level follows the signals.
+    c.complete(4 * period - 1, &ios[2], Completion { released: 4 * period - 100_000, started: 4 * period - 100_000 });
+    c.tick(4 * period);
+    assert!(c.stats(4 * period).device.busy_level <= 0);
+}
+
+#[test]
+fn debt_is_forgiven_while_the_device_is_mostly_idle() {
+    let mut c = ssd();
+    let g = group(&mut c, "swapper", 100);
+    // ~100 s of device time as must_issue 1 MiB reads at once, completed at once.
+    for id in 0..45_000 {
+        let io = Io::new(id, g, Op::Read, id << 30, 1 << 20).must_issue();
+        let io = issued(c.submit(0, io)).unwrap();
+        c.complete(0, &io, Completion { released: 0, started: 0 });
+    }
+    let debt0 = c.stats(0).groups[0].debt_us;
+    assert!(debt0 > 90_000_000, "{debt0}");
+    // One idle second of planner periods: repaying alone would clear ~1 s; forgiveness halves the
+    // rest every 100 ms once a window's usage is under 50%.
+    let mut now = 0;
+    while now < NSEC_PER_MSEC * 1000 {
+        now = c.next_tick().unwrap();
+        c.tick(now);
+    }
+    let debt = c.stats(now).groups[0].debt_us;
+    assert!(debt < debt0 / 100, "debt {debt} µs of {debt0}");
+    assert!(c.take_events().iter().any(|e| e.kind() == "forgive"));
+}
