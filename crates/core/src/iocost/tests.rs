@@ -421,3 +421,24 @@ fn debt_is_forgiven_while_the_device_is_mostly_idle() {
     assert!(debt < debt0 / 100, "debt {debt} µs of {debt0}");
     assert!(c.take_events().iter().any(|e| e.kind() == "forgive"));
 }
+
+#[test]
+fn latency_is_judged_net_of_the_size_cost() {
+    // 1 ms read target at p50 (10 ms periods, so both reads fit the starting budget). A 1 MiB read's
+    // size cost is 256 pages × 8.4 µs = 2.15 ms: completing 2.5 ms after release it met the target;
+    // a 4 KiB read completing after 2.5 ms missed it.
+    let qos = "rpct=50 rlat=1000 wpct=50 wlat=1000".parse::<crate::QosConfig>().unwrap().params;
+    let mut c = IoCost::new(LinearModel::new(ModelParams::SSD_DFL), qos);
+    let g = group(&mut c, "g", 100);
+    let big = issued(c.submit(0, Io::new(1, g, Op::Read, 0, 1 << 20))).unwrap();
+    let small = issued(c.submit(0, Io::new(2, g, Op::Read, 1 << 30, 4096))).unwrap();
+    let at = |released| Completion { released, started: released };
+    let done = 2_500 * NSEC_PER_USEC;
+    c.complete(done, &big, at(0));
+    let period = c.next_tick().unwrap();
+    c.tick(period);
+    assert_eq!(c.stats(period).device.missed_ppm[0], 0, "the large read met its target");
+    c.complete(period + done, &small, at(period));
+    c.tick(2 * period);
+    assert_eq!(c.stats(2 * period).device.missed_ppm[0], 1_000_000, "the small read missed it");
+}
