@@ -176,17 +176,6 @@ impl<M: CostModel> IoCost<M> {
         c
     }
 
-    /// Replaces the cost model (e.g. after re-profiling); vrate is kept.
-    pub fn set_model(&mut self, model: M) {
-        self.model = model;
-    }
-
-    /// Replaces the QoS parameters; the period, margins and vrate bounds follow.
-    pub fn set_qos(&mut self, qos: QosParams) {
-        self.qos = qos;
-        self.refresh_params();
-    }
-
     /// The cost model in use.
     pub fn model(&self) -> &M {
         &self.model
