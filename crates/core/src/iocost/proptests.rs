@@ -2,10 +2,11 @@
 //!
 //! 1. Conservation: every submitted IO is released exactly once.
 //! 2. Budget: in every planning period, the absolute cost a group issues (debt-charged IO aside) is at
-//!    most its highest hweight_inuse in the period times (the global vtime advance + half a period of
-//!    budget carried in or granted per activation), plus one IO. Summed over groups: the device is
-//!    never given more than vrate × period, plus half a period per active group and activation, plus
-//!    one IO per group — the documented margins (start budgets, and a waiting head IO's rounding).
+//!    most its highest hweight_inuse in the period (sampled, and as charged) times (the global vtime advance + half a period of
+//!    budget carried in or granted per activation), plus one IO, plus what a waiting group banked: up
+//!    to its head IO's *relative* cost at the smallest share it has had, which, as in the kernel, it
+//!    spends at its current share once its weight rises (bounded by one largest IO × highest / lowest
+//!    share). Summed over groups: vrate × period plus those margins.
 
 use std::collections::HashMap;
 
@@ -44,6 +45,8 @@ fn step() -> impl Strategy<Value = Step> {
 struct Window {
     issued_abs: u64,
     max_hwi: u64,
+    /// Smallest hweight_inuse the group has had since the test began (not reset per period).
+    min_hwi_ever: u64,
     activations: u64,
 }
 
@@ -90,7 +93,12 @@ impl Driver {
         let g = self.ids.iter().position(|&id| id == io.group).expect("only leaves issue");
         if io.charge != 0 {
             // Offsets are 1 GiB apart: every IO but a group's first is random; random costs bound both.
-            self.window[g].issued_abs += self.model.cost(io.op, io.len, true, false);
+            let abs = self.model.cost(io.op, io.len, true, false);
+            let w = &mut self.window[g];
+            w.issued_abs += abs;
+            // The share the IO was charged at (charge = ⌈abs / hwi⌉), which samples between calls
+            // can miss: a planner tick may raise a share, release waiters, and lower it again.
+            w.max_hwi = w.max_hwi.max(abs * WEIGHT_ONE / io.charge);
         }
         self.inflight.push((io, self.now));
     }
@@ -120,7 +128,9 @@ impl Driver {
             let node = self.c.node_of[g.index()];
             if self.c.tree.nodes[node as usize].active != 0 {
                 let hwi = self.c.tree.compute_hweights(node).1;
-                self.window[k].max_hwi = self.window[k].max_hwi.max(hwi);
+                let w = &mut self.window[k];
+                w.max_hwi = w.max_hwi.max(hwi);
+                w.min_hwi_ever = if w.min_hwi_ever == 0 { hwi } else { w.min_hwi_ever.min(hwi) };
             }
         }
         if self.c.next_tick().is_some_and(|t| t <= self.now) {
@@ -140,7 +150,8 @@ impl Driver {
         let (mut total, mut total_allowed) = (0u128, dv);
         for (k, w) in self.window.iter().enumerate() {
             let budget = dv + target * (1 + w.activations as u128);
-            let allowed = w.max_hwi as u128 * budget / WEIGHT_ONE as u128 + max_io;
+            let banked = max_io * w.max_hwi as u128 / w.min_hwi_ever.max(1) as u128;
+            let allowed = w.max_hwi as u128 * budget / WEIGHT_ONE as u128 + max_io + banked;
             prop_assert!(
                 w.issued_abs as u128 <= allowed,
                 "group {} issued {} > allowed {} (dv {}, hwi {})",
@@ -152,13 +163,13 @@ impl Driver {
             );
             total += w.issued_abs as u128;
             if w.max_hwi > 0 {
-                total_allowed += target * (1 + w.activations as u128) + max_io;
+                total_allowed += target * (1 + w.activations as u128) + max_io + banked;
             }
         }
         prop_assert!(total <= total_allowed, "device got {} > {} (dv {})", total, total_allowed, dv);
         self.window_vstart = vnow;
         for w in &mut self.window {
-            *w = Window::default();
+            *w = Window { min_hwi_ever: w.min_hwi_ever, ..Window::default() };
         }
         Ok(())
     }
