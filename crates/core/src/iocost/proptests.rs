@@ -91,14 +91,14 @@ impl Driver {
     fn release(&mut self, io: Io) {
         *self.released.entry(io.id).or_default() += 1;
         let g = self.ids.iter().position(|&id| id == io.group).expect("only leaves issue");
-        if io.charge != 0 {
-            // Offsets are 1 GiB apart: every IO but a group's first is random; random costs bound both.
-            let abs = self.model.cost(io.op, io.len, true, false);
+        // Debt-charged IO (charge 0) is outside the bound. Offsets are 1 GiB apart: every IO but a
+        // group's first is random, and random costs bound both.
+        if let Some(charged_hwi) = (self.model.cost(io.op, io.len, true, false) * WEIGHT_ONE).checked_div(io.charge) {
             let w = &mut self.window[g];
-            w.issued_abs += abs;
+            w.issued_abs += self.model.cost(io.op, io.len, true, false);
             // The share the IO was charged at (charge = ⌈abs / hwi⌉), which samples between calls
             // can miss: a planner tick may raise a share, release waiters, and lower it again.
-            w.max_hwi = w.max_hwi.max(abs * WEIGHT_ONE / io.charge);
+            w.max_hwi = w.max_hwi.max(charged_hwi);
         }
         self.inflight.push((io, self.now));
     }
