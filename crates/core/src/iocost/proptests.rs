@@ -93,9 +93,10 @@ impl Driver {
         let g = self.ids.iter().position(|&id| id == io.group).expect("only leaves issue");
         // Debt-charged IO (charge 0) is outside the bound. Offsets are 1 GiB apart: every IO but a
         // group's first is random, and random costs bound both.
-        if let Some(charged_hwi) = (self.model.cost(io.op, io.len, true, false) * WEIGHT_ONE).checked_div(io.charge) {
+        let abs = self.model.cost(io.op, io.len, true, false);
+        if let Some(charged_hwi) = (abs * WEIGHT_ONE).checked_div(io.charge) {
             let w = &mut self.window[g];
-            w.issued_abs += self.model.cost(io.op, io.len, true, false);
+            w.issued_abs += abs;
             // The share the IO was charged at (charge = ⌈abs / hwi⌉), which samples between calls
             // can miss: a planner tick may raise a share, release waiters, and lower it again.
             w.max_hwi = w.max_hwi.max(charged_hwi);
