@@ -239,7 +239,14 @@ pub fn run_suite(opts: &BenchOptions, stop: &AtomicBool, obs: &mut dyn Observer)
     let scenarios: Vec<Scenario> = if opts.scenarios.is_empty() {
         Scenario::all()
     } else {
-        opts.scenarios.iter().filter_map(|n| Scenario::by_name(n)).collect()
+        // Each named scenario once, in the order first given.
+        let mut named: Vec<Scenario> = Vec::new();
+        for sc in opts.scenarios.iter().filter_map(|n| Scenario::by_name(n)) {
+            if !named.contains(&sc) {
+                named.push(sc);
+            }
+        }
+        named
     };
     let ctx = scenario::Context { target: &target, opts, calibration: &suite.calibration };
     let mut clock =
