@@ -94,7 +94,8 @@ fn kernel_peers_run_beside_ioshare_and_are_cleaned_up() {
     let tmp = target();
     let path = tmp.path().display().to_string();
     let out = bench(&["--target", &path, "--scenario", "proportional", "--duration", "1", "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Ran to the end: 0, or 3 when the verdict of so short a run fails (not what this test is about).
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", String::from_utf8_lossy(&out.stderr));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
     let runs = json["scenarios"][0]["runs"].as_array().unwrap();
     let who: Vec<(&str, &str)> =
