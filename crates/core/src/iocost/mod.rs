@@ -81,6 +81,16 @@ pub(crate) struct Margins {
     target: u64,
 }
 
+/// Counters of a subtree, summed for the statistics of inner groups.
+#[derive(Clone, Copy, Debug, Default)]
+struct SubtreeTotals {
+    usage_us: u64,
+    wait_ns: u64,
+    issued: u64,
+    queued: u64,
+    debt: u64,
+}
+
 /// Latency and device-slot statistics of the current period.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct LatStat {
@@ -273,21 +283,38 @@ impl<M: CostModel> IoCost<M> {
         self.vnow(now).wrapping_sub(self.tree.nodes[node as usize].vtime) as i64
     }
 
-    fn group_stats(&self, now: Nanos, id: GroupId) -> GroupStats {
+    /// Per-node totals of each subtree (a node and its descendants), in one pass: nodes are created
+    /// after their parents, so walking the indices backwards adds every child before its parent.
+    fn subtree_totals(&self, now: Nanos) -> Vec<SubtreeTotals> {
+        let since = |s: Option<Nanos>| s.map_or(0, |t| now.saturating_sub(t));
+        let mut totals: Vec<SubtreeTotals> = self
+            .tree
+            .nodes
+            .iter()
+            .map(|m| SubtreeTotals {
+                usage_us: m.usage_us + (m.abs_vusage - m.last_abs_vusage) / self.vtime_base_rate,
+                wait_ns: m.wait_ns + since(m.wait_since),
+                issued: m.issued,
+                queued: m.waitq.len() as u64,
+                debt: m.abs_vdebt,
+            })
+            .collect();
+        for i in (1..totals.len()).rev() {
+            let n = &self.tree.nodes[i];
+            let (child, parent) = (totals[i], &mut totals[n.ancestors[n.level as usize - 1] as usize]);
+            parent.usage_us += child.usage_us;
+            parent.wait_ns += child.wait_ns;
+            parent.issued += child.issued;
+            parent.queued += child.queued;
+            parent.debt += child.debt;
+        }
+        totals
+    }
+
+    fn group_stats(&self, now: Nanos, id: GroupId, t: &SubtreeTotals) -> GroupStats {
         let node = self.node_of[id.index()];
         let n = &self.tree.nodes[node as usize];
         let (hwa, hwi) = if n.active != 0 { self.tree.compute_hweights(node) } else { (0, 0) };
-        let since = |s: Option<Nanos>| s.map_or(0, |t| now.saturating_sub(t));
-        // Inner nodes report the sums of their subtree.
-        let subtree = self.tree.nodes.iter().filter(|m| m.ancestors.get(n.level as usize) == Some(&node));
-        let (mut usage, mut wait, mut issued, mut queued, mut debt) = (0u64, 0u64, 0u64, 0u64, 0u64);
-        for m in subtree {
-            usage += m.usage_us + (m.abs_vusage - m.last_abs_vusage) / self.vtime_base_rate;
-            wait += m.wait_ns + since(m.wait_since);
-            issued += m.issued;
-            queued += m.waitq.len() as u64;
-            debt += m.abs_vdebt;
-        }
         let delay_us = if n.use_delay { self.current_delay_us(now, node) } else { 0 };
         GroupStats {
             path: self.names.path(id).to_string(),
@@ -295,11 +322,11 @@ impl<M: CostModel> IoCost<M> {
             active: n.active != 0,
             hweight_active: hwa as f64 / WEIGHT_ONE as f64,
             hweight_inuse: hwi as f64 / WEIGHT_ONE as f64,
-            issued,
-            queued,
-            usage_us: usage,
-            wait_us: wait / NSEC_PER_USEC,
-            debt_us: debt / VTIME_PER_USEC,
+            issued: t.issued,
+            queued: t.queued,
+            usage_us: t.usage_us,
+            wait_us: t.wait_ns / NSEC_PER_USEC,
+            debt_us: t.debt / VTIME_PER_USEC,
             delay_us,
         }
     }
@@ -312,7 +339,6 @@ impl<M: CostModel> Controller for IoCost<M> {
 
     fn configure(&mut self, now: Nanos, path: &str, settings: &GroupSettings) -> Result<GroupId> {
         settings.validate(path)?;
-        path_components(path)?;
         let existed = self.names.get(path);
         let id = self.ensure_node(path, settings.weight)?;
         if existed.is_some() {
@@ -353,7 +379,15 @@ impl<M: CostModel> Controller for IoCost<M> {
                 rq_wait_pct: self.last_rq_wait_pct,
                 nr_active: self.active_list.len() as u32,
             },
-            groups: (0..self.names.len()).map(|i| self.group_stats(now, GroupId(i as u32))).collect(),
+            groups: {
+                let totals = self.subtree_totals(now);
+                (0..self.names.len())
+                    .map(|i| {
+                        let id = GroupId(i as u32);
+                        self.group_stats(now, id, &totals[self.node_of[i] as usize])
+                    })
+                    .collect()
+            },
         }
     }
 

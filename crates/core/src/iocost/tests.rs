@@ -52,6 +52,11 @@ fn hweights_of_the_kernel_example_through_the_api() {
     let stats = c.stats(0);
     let hwa = |p: &str| stats.groups.iter().find(|g| g.path == p).unwrap().hweight_active;
     assert_eq!((hwa("A/A0"), hwa("A/A1"), hwa("B"), hwa("A")), (0.125, 0.125, 0.75, 0.25));
+    // Inner groups report the sums of their subtree.
+    let issued = |p: &str| stats.groups.iter().find(|g| g.path == p).unwrap().issued;
+    assert_eq!((issued("A"), issued("A/A0"), issued("B")), (2, 1, 1));
+    let usage = |p: &str| stats.groups.iter().find(|g| g.path == p).unwrap().usage_us;
+    assert_eq!(usage("A"), usage("A/A0") + usage("A/A1"));
 }
 
 #[test]
