@@ -24,6 +24,16 @@ fn read(g: GroupId, id: u64) -> Io {
     Io::new(id, g, Op::Read, (id + 1) * (1 << 30), KIB4)
 }
 
+/// Two groups `a` and `b` of weight 100, each activated by one read at time 0; returns them with
+/// the released reads.
+fn two_active_groups(c: &mut IoCost) -> (GroupId, GroupId, Io, Io) {
+    let a = group(c, "a", 100);
+    let b = group(c, "b", 100);
+    let ia = issued(c.submit(0, read(a, 0))).expect("budget for the first IO");
+    let ib = issued(c.submit(0, read(b, 1))).expect("budget for the first IO");
+    (a, b, ia, ib)
+}
+
 fn issued(s: Submit) -> Option<Io> {
     match s {
         Submit::Issue { io, .. } => Some(io),
@@ -189,10 +199,7 @@ fn donation_reaches_targets_and_keeps_non_donor_proportions() {
 #[test]
 fn weights_change_at_runtime() {
     let mut c = ssd();
-    let a = group(&mut c, "a", 100);
-    let b = group(&mut c, "b", 100);
-    assert!(issued(c.submit(0, read(a, 0))).is_some());
-    assert!(issued(c.submit(0, read(b, 1))).is_some());
+    two_active_groups(&mut c);
     assert_eq!(c.stats(0).groups[0].hweight_active, 0.5);
     c.configure(10, "a", &GroupSettings::weight(300)).unwrap();
     let s = c.stats(10);
@@ -202,10 +209,7 @@ fn weights_change_at_runtime() {
 #[test]
 fn idle_groups_are_deactivated_and_their_share_returns() {
     let mut c = ssd();
-    let a = group(&mut c, "a", 100);
-    let b = group(&mut c, "b", 100);
-    let ia = issued(c.submit(0, read(a, 0))).unwrap();
-    let ib = issued(c.submit(0, read(b, 1))).unwrap();
+    let (_, b, ia, ib) = two_active_groups(&mut c);
     let done = Completion { released: 0, started: 0 };
     c.complete(100_000, &ia, done);
     c.complete(100_000, &ib, done);
@@ -326,6 +330,8 @@ fn usage_is_reported_at_the_vrate_in_force() {
     let (end, _) = saturate(&mut c, g, now, id, 20);
     let used = (c.stats(end).groups[0].usage_us - before) as f64;
     let wall_us = (end - now) as f64 / 1000.0;
+    // 5%: budget carried across the window's two edges (at most half a period each, of 20 periods,
+    // so 2.5%) and whole IOs at the ends.
     assert!((used / wall_us - 1.0).abs() < 0.05, "usage {used} µs over {wall_us} µs of saturated wall time");
 }
 
@@ -345,10 +351,7 @@ fn event_kinds_match_their_serialised_tag() {
 #[test]
 fn a_donor_snaps_back_in_25_percent_steps_when_it_needs_its_share() {
     let mut c = ssd();
-    let a = group(&mut c, "a", 100);
-    let b = group(&mut c, "b", 100);
-    assert!(issued(c.submit(0, read(a, 0))).is_some());
-    assert!(issued(c.submit(0, read(b, 1))).is_some());
+    let (a, ..) = two_active_groups(&mut c);
     // Make a donate down to 1/16 of the device (it has 1/2).
     let na = c.node_of[a.index()];
     let (hwa, _) = c.tree.hweights(na);
