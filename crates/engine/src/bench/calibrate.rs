@@ -12,7 +12,7 @@
 //! makes the planning period 10 × the target at p50 but 2 × at ≥ p90; with sub-millisecond targets
 //! the latter is the 1 ms minimum, ~80 completions on this disk, and on a virtual disk whose latency
 //! jumps with the host that is too few: vrate swung 70–104% and two 2:1 readers split 1.6:1; at p50
-//! (5 ms periods) 1.93–1.95:1.
+//! (5 ms periods) 1.92–1.95:1.
 
 use std::sync::atomic::AtomicBool;
 
