@@ -73,6 +73,9 @@ pub enum Error {
     /// A kernel-peer run could not be set up or a worker failed.
     #[error("kernel peer: {0}")]
     KernelPeer(String),
+    /// The reference engine (fio) could not run or its report could not be read.
+    #[error("reference run: {0}")]
+    Reference(String),
     /// Any other system call failure, with what was being done.
     #[error("{what}: {source}")]
     Os {

@@ -9,6 +9,7 @@
 pub mod bench;
 pub mod buffer;
 pub mod error;
+pub mod fio;
 pub mod interrupt;
 pub mod job;
 pub mod metrics;

@@ -1,67 +1,57 @@
-//! Calibration: the same job run by the engine and by fio on the same file must reach similar IOPS,
-//! so that what `ioshare bench` reports is the device and not the engine.
+//! Calibration: the engine must not be slower than fio on the same job and file, so that what
+//! `ioshare bench` reports is the device and not the engine. Being faster is fine (and happens: the
+//! engine registers its file and buffers and submits in small batches, so it spends less CPU per IO
+//! than fio, which matters on a 2-vCPU machine where the CPU, not the disk, sets the pace); the
+//! comparison both ways, with CPU per IO, is printed by `ioshare bench --scenario overhead`.
 //!
 //! Job: 4 KiB random reads, iodepth 32, O_DIRECT, io_uring, on a 256 MiB file written in full.
-//! Tolerance 15%: both programs drive the same device at the same queue depth, so the only real
-//! difference is per-IO CPU cost, which matters when the device outruns one core; the rest is run-to-
-//! run noise of a shared virtual disk (a few percent when idle, more with neighbours). Each side runs
-//! twice, interleaved (fio, engine, fio, engine), and the better run of each counts, so a burst of
-//! neighbour activity during one run does not decide the result.
+//! One-sided tolerance, engine >= 85% of fio: both drive the same device at the same queue depth;
+//! what remains is run-to-run noise of a shared virtual disk (interleaved runs here differ by up to
+//! ~10%, more while other programs compete for the two CPUs). Each side runs twice, interleaved (fio,
+//! engine, fio, engine), and the better run of each counts, so one disturbed run does not decide.
 
-use std::process::Command;
 use std::sync::atomic::AtomicBool;
 
 use ioshare_core::{NoControl, NSEC_PER_MSEC};
-use ioshare_engine::{run, JobSpec, Pattern, RunOptions, Target, TempTarget, TenantSpec};
+use ioshare_engine::{fio, run, JobSpec, Pattern, RunOptions, Target, TempTarget, TenantSpec};
 
-const SECONDS: u64 = 2;
-
-fn fio_iops(path: &std::path::Path) -> f64 {
-    let out = Command::new("fio")
-        .args([
-            "--name=cal",
-            "--rw=randread",
-            "--bs=4k",
-            "--iodepth=32",
-            "--direct=1",
-            "--ioengine=io_uring",
-            "--time_based",
-            "--ramp_time=0.2",
-            &format!("--runtime={SECONDS}"),
-            &format!("--filename={}", path.display()),
-            "--output-format=json",
-        ])
-        .output()
-        .expect("fio runs");
-    assert!(out.status.success(), "fio failed: {}", String::from_utf8_lossy(&out.stderr));
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("fio JSON");
-    json["jobs"][0]["read"]["iops"].as_f64().expect("read.iops in fio output")
-}
+const RUN: u64 = 2000 * NSEC_PER_MSEC;
+const WARMUP: u64 = 200 * NSEC_PER_MSEC;
 
 #[test]
-fn engine_iops_are_within_15_percent_of_fio() {
-    if Command::new("fio").arg("--version").output().is_err() {
+fn engine_is_not_slower_than_fio_on_the_same_job() {
+    if !fio::available() {
         println!(
-            "SKIP engine_iops_are_within_15_percent_of_fio: fio is not installed (./scripts/setup.sh installs it)"
+            "SKIP engine_is_not_slower_than_fio_on_the_same_job: fio is not installed (./scripts/setup.sh installs it)"
         );
         return;
     }
     let dir = std::env::current_dir().unwrap();
     let tmp = TempTarget::create(&dir, 256 << 20, &AtomicBool::new(false), |_, _| {}).unwrap();
     let target = Target::open(tmp.path(), 0).unwrap();
-    let tenants = [TenantSpec::new("cal", 100, JobSpec::new(Pattern::RandRead, 4096, 32))];
-    let opts = RunOptions {
-        duration: (SECONDS * 1000 + 200) * NSEC_PER_MSEC,
-        warmup: 200 * NSEC_PER_MSEC,
-        ..RunOptions::new(0)
+    let job = JobSpec::new(Pattern::RandRead, 4096, 32);
+    let tenants = [TenantSpec::new("cal", 100, job.clone())];
+    let opts = RunOptions { duration: RUN + WARMUP, warmup: WARMUP, ..RunOptions::new(0) };
+    let (mut best_fio, mut best_engine) = (None::<ioshare_engine::RunReport>, None::<ioshare_engine::RunReport>);
+    let better = |best: &mut Option<ioshare_engine::RunReport>, r: ioshare_engine::RunReport| {
+        if best.as_ref().is_none_or(|b| r.device.iops > b.device.iops) {
+            *best = Some(r);
+        }
     };
-    let mut fio = 0f64;
-    let mut engine = 0f64;
     for _ in 0..2 {
-        fio = fio.max(fio_iops(tmp.path()));
-        let r = run(&target, &tenants, &mut NoControl::new(), &opts, &AtomicBool::new(false)).unwrap();
-        engine = engine.max(r.tenants[0].iops);
+        better(&mut best_fio, fio::run(tmp.path(), &job, RUN, WARMUP).unwrap());
+        better(
+            &mut best_engine,
+            run(&target, &tenants, &mut NoControl::new(), &opts, &AtomicBool::new(false)).unwrap(),
+        );
     }
-    println!("calibration: engine {engine:.0} IOPS, fio {fio:.0} IOPS, ratio {:.3}", engine / fio);
-    assert!(engine >= 0.85 * fio && engine <= 1.15 * fio, "engine {engine:.0} IOPS vs fio {fio:.0} IOPS");
+    let (fio, engine) = (best_fio.unwrap(), best_engine.unwrap());
+    // Same job: every IO a 4 KiB read.
+    assert_eq!((fio.tenants[0].writes, engine.tenants[0].writes), (0, 0));
+    let ratio = engine.device.iops / fio.device.iops;
+    println!(
+        "calibration: engine {:.0} IOPS ({:.0} ns CPU/IO), fio {:.0} IOPS ({:.0} ns CPU/IO), ratio {ratio:.3}",
+        engine.device.iops, engine.cpu.ns_per_io, fio.device.iops, fio.cpu.ns_per_io
+    );
+    assert!(ratio >= 0.85, "engine {:.0} IOPS is below 85% of fio's {:.0}", engine.device.iops, fio.device.iops);
 }

@@ -16,6 +16,7 @@ use super::controllers::Ctl;
 use super::kernel::{KernelSetup, Peers};
 use super::{BenchOptions, RunEntry, ScenarioReport, Side, Verdict};
 use crate::error::Result;
+use crate::fio;
 use crate::job::{JobSpec, Pattern, TenantSpec};
 use crate::report::RunReport;
 use crate::run::{run, RunOptions};
@@ -75,6 +76,8 @@ struct Plan {
     subjects: Vec<Ctl>,
     kernel: Vec<KernelSetup>,
     rounds: usize,
+    /// Whether fio runs the (single) tenant's job in every round, as a reference engine.
+    fio_reference: bool,
     notes: Vec<String>,
 }
 
@@ -145,7 +148,7 @@ impl Scenario {
             Scenario::WorkConserving => (2, 1, 2, 2),
             Scenario::MixedCost => (2, 1, 0, 1),
             Scenario::Limits => (2, 1, 0, 1),
-            Scenario::Overhead => (4, OVERHEAD_ROUNDS, 0, 2),
+            Scenario::Overhead => (4, OVERHEAD_ROUNDS, if fio::available() { OVERHEAD_ROUNDS } else { 0 }, 2),
         }
     }
 
@@ -166,6 +169,7 @@ impl Scenario {
                 subjects: vec![Ctl::IoCost],
                 kernel: vec![KernelSetup::Bfq, KernelSetup::ReadIopsLimits(vec![share(a), share(b)])],
                 rounds: 1,
+                fio_reference: false,
                 notes,
             },
             Scenario::WorkConserving => Plan {
@@ -175,6 +179,7 @@ impl Scenario {
                 subjects: vec![Ctl::IoCost],
                 kernel: vec![KernelSetup::Bfq, KernelSetup::ReadIopsLimits(vec![share(a), share(b)])],
                 rounds: 1,
+                fio_reference: false,
                 notes,
             },
             Scenario::MixedCost => {
@@ -191,6 +196,7 @@ impl Scenario {
                     subjects: vec![Ctl::IoCost],
                     kernel: vec![KernelSetup::Bfq],
                     rounds: 1,
+                    fio_reference: false,
                     notes,
                 }
             }
@@ -208,6 +214,7 @@ impl Scenario {
                     subjects: vec![Ctl::TokenBucket, Ctl::LeakyBucket],
                     kernel: vec![KernelSetup::ReadIopsLimits(vec![limit])],
                     rounds: 1,
+                    fio_reference: false,
                     notes,
                 }
             }
@@ -219,6 +226,7 @@ impl Scenario {
                 subjects: vec![Ctl::IoCost, Ctl::TokenBucket, Ctl::LeakyBucket],
                 kernel: vec![KernelSetup::Plain, KernelSetup::Bfq],
                 rounds: OVERHEAD_ROUNDS,
+                fio_reference: true,
                 notes,
             },
         }
@@ -250,21 +258,37 @@ impl Scenario {
             device_depth: ctx.calibration.device_depth,
             ..RunOptions::new(ctx.opts.duration / plan.rounds as Nanos)
         };
+        let o = if plan.rounds > 1 { &round_opts } else { &opts };
         let mut rounds: Vec<Vec<RunReport>> = vec![Vec::new(); plan.ioshare.len()];
+        let mut fio_rounds: Vec<RunReport> = Vec::new();
+        let mut notes = plan.notes;
+        let fio_job = plan.fio_reference.then(|| &plan.tenants[0].jobs[0]).filter(|_| fio::available());
+        if plan.fio_reference && fio_job.is_none() {
+            notes.push("fio is not installed: no reference run (./scripts/setup.sh installs it)".into());
+        }
         'rounds: for _ in 0..plan.rounds {
             for (i, ctl) in plan.ioshare.iter().enumerate() {
                 if stopped() {
                     break 'rounds;
                 }
                 progress(ctl.name());
-                let o = if plan.rounds > 1 { &round_opts } else { &opts };
                 rounds[i].push(run(ctx.target, &plan.tenants, &mut *ctl.build(ctx.calibration), o, stop)?);
             }
+            if let Some(job) = fio_job.filter(|_| !stopped()) {
+                progress("fio (reference engine, same job)");
+                match fio::run(ctx.target.path(), job, o.duration - o.warmup, o.warmup) {
+                    Ok(r) => fio_rounds.push(r),
+                    Err(e) => notes.push(format!("fio reference run failed: {e}")),
+                }
+            }
         }
-        for rs in rounds.iter_mut().filter(|r| !r.is_empty()) {
-            rs.sort_by(|x, y| x.device.iops.total_cmp(&y.device.iops));
-            runs.push(RunEntry { side: Side::Ioshare, report: rs.swap_remove(rs.len() / 2), verdict: None });
+        for (side, rs) in rounds.iter_mut().map(|r| (Side::Ioshare, r)).chain([(Side::Reference, &mut fio_rounds)]) {
+            if !rs.is_empty() {
+                rs.sort_by(|x, y| x.device.iops.total_cmp(&y.device.iops));
+                runs.push(RunEntry { side, report: rs.swap_remove(rs.len() / 2), verdict: None });
+            }
         }
+        notes.extend(engine_vs_fio(&runs));
         if let Some(peers) = peers {
             for setup in &plan.kernel {
                 if stopped() {
@@ -276,7 +300,6 @@ impl Scenario {
             }
         }
         self.judge_all(ctx.opts, ctx.calibration, &plan.tenants, &mut runs);
-        let mut notes = plan.notes;
         let subjects: Vec<&RunEntry> = runs
             .iter()
             .filter(|r| r.side == Side::Ioshare && plan.subjects.iter().any(|c| c.name() == r.report.controller))
@@ -405,6 +428,21 @@ impl Scenario {
             }
         }
     }
+}
+
+/// The engine with no control against fio on the same job (medians of the interleaved rounds):
+/// IOPS ratio and CPU per IO of each. Information, never a verdict: being faster than fio is fine.
+fn engine_vs_fio(runs: &[RunEntry]) -> Option<String> {
+    let find = |side: Side, name: &str| runs.iter().find(|r| r.side == side && r.report.controller == name);
+    let (engine, fio) = (&find(Side::Ioshare, Ctl::None.name())?.report, &find(Side::Reference, "fio")?.report);
+    Some(format!(
+        "engine vs fio, same job: {:.0} vs {:.0} IOPS (ratio {:.2}); CPU per IO {:.0} ns (engine thread) vs {:.0} ns (fio)",
+        engine.device.iops,
+        fio.device.iops,
+        engine.device.iops / fio.device.iops.max(1e-9),
+        engine.cpu.ns_per_io,
+        fio.cpu.ns_per_io
+    ))
 }
 
 /// What a run is judged against: the reference runs and the no-control baseline of its side.
@@ -545,6 +583,7 @@ mod tests {
         }
         assert!(Scenario::by_name("nope").is_none());
         assert_eq!(Scenario::WorkConserving.planned_runs(true), 6);
-        assert_eq!(Scenario::Overhead.planned_runs(false), 12);
+        let fio_rounds = if fio::available() { OVERHEAD_ROUNDS } else { 0 };
+        assert_eq!(Scenario::Overhead.planned_runs(false), 12 + fio_rounds);
     }
 }

@@ -53,8 +53,10 @@ pub fn scenario(report: &ScenarioReport) -> String {
         };
         for (i, t) in run.report.tenants.iter().enumerate() {
             let (ctl, side, note) = if i == 0 {
-                let mut note =
-                    format!("device {} IOPS, busy {:.0}%", fmt_num(run.report.device.iops), run.report.device.busy_pct);
+                let mut note = format!("device {} IOPS", fmt_num(run.report.device.iops));
+                if run.report.device.busy_pct.is_finite() {
+                    let _ = write!(note, ", busy {:.0}%", run.report.device.busy_pct);
+                }
                 if let Some(last) = run.report.controller_series.last().filter(|_| run.report.controller == "iocost") {
                     let _ = write!(note, ", vrate {:.0}%", last.vrate_pct);
                 }
