@@ -53,9 +53,12 @@ pub enum Error {
         /// The schedulers the device offers.
         available: String,
     },
-    /// The cgroup v1 blkio hierarchy is not mounted.
-    #[error("cgroup v1 blkio hierarchy not mounted: this host offers no blk-throttle/BFQ cgroup files (mount -t cgroup -o blkio none /sys/fs/cgroup/blkio)")]
-    BlkioNotMounted,
+    /// The cgroup v1 hierarchy of a controller is not mounted.
+    #[error("cgroup v1 {controller} hierarchy not mounted: this host offers no {controller} cgroup files (mount -t cgroup -o {controller} none /sys/fs/cgroup/{controller})")]
+    V1NotMounted {
+        /// The controller, e.g. `blkio`.
+        controller: &'static str,
+    },
     /// A cgroup name that cannot be used.
     #[error("invalid cgroup name '{name}': {reason}")]
     InvalidCgroupName {
@@ -96,6 +99,17 @@ pub enum Error {
     /// A device number that names no block device.
     #[error("no block device {0}: check MAJ:MIN with lsblk or /sys/block/*/dev")]
     NoSuchDevice(DevNum),
+    /// A directory that is not a cgroup v1 memory cgroup.
+    #[error("{} is not a cgroup v1 memory cgroup (no memory.usage_in_bytes): give a directory under the memory hierarchy", .0.display())]
+    NotAMemcg(PathBuf),
+    /// A memory limit below what the group uses and the kernel could not reclaim.
+    #[error("cannot set the memory limit of {} to {bytes} bytes: the group uses more and the kernel could not reclaim enough (EBUSY)", cgroup.display())]
+    LimitBelowUsage {
+        /// The cgroup directory.
+        cgroup: PathBuf,
+        /// The limit asked for.
+        bytes: u64,
+    },
     /// A pid that names no process.
     #[error("cannot move pid {pid} into {}: no such process", cgroup.display())]
     NoSuchProcess {
