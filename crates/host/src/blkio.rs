@@ -1,32 +1,19 @@
 //! Cgroups in the cgroup v1 `blkio` hierarchy: create, set BFQ weights and blk-throttle limits, move
 //! processes in, read statistics, and remove again on drop.
 //!
-//! Design:
-//! - A cgroup is created below this process's own blkio cgroup (the hierarchy root here), so the crate
-//!   also works in a container with a delegated subtree. Names may be nested (`bench-<pid>/tenant-a`);
-//!   a cgroup that already exists is refused, so drop never removes what it did not create.
-//! - Drop (and [`BlkioCgroup::remove`]) moves every task left in the cgroup back to the cgroup it was
-//!   created under, then removes the directory, then every intermediate directory of the name that is
-//!   empty by now. Siblings can therefore share a parent (`bench-<pid>/a`, `bench-<pid>/b`): whichever
-//!   is dropped last removes it.
-//! - A process killed by SIGKILL runs no destructor, so its cgroups stay; [`remove_stale_cgroups`]
-//!   removes those named `<prefix><pid>` whose process is gone (call it when the bench starts).
-//! - [`BlkioCgroup::spawn`] puts a child in the cgroup *before* it execs, so none of its IO escapes.
-//! - Kernel errnos become precise errors: ENODEV (no such device), EINVAL (bad limit), ESRCH (no such
-//!   process), EACCES/EPERM (not root).
+//! Design: the cgroup's life (create below our own cgroup, spawn into, remove on drop, stale cgroups of
+//! killed runs) is [`crate::cgroup_dir`]'s, shared with cgroup v2; this module adds blkio's files.
+//! Kernel errnos become precise errors: ENODEV (no such device), EINVAL (bad limit), ESRCH (no such
+//! process), EACCES/EPERM (not root).
 
-use std::fs::OpenOptions;
-use std::io;
-use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
-use std::time::Duration;
 
 use ioshare_core::iocost::line::DevNum;
 
 use crate::blkio_stats::{BlkioStats, StatsSource};
-use crate::cgroup_mounts::{own_cgroup_dir, Hierarchy};
+use crate::cgroup_dir::{self, CgroupDir};
+use crate::cgroup_mounts::Hierarchy;
 use crate::error::{Error, Result};
 use crate::sysfs;
 
@@ -34,11 +21,6 @@ use crate::sysfs;
 pub const BFQ_WEIGHT_MIN: u32 = 1;
 /// BFQ's largest weight.
 pub const BFQ_WEIGHT_MAX: u32 = 1000;
-
-/// How often removal is retried while the kernel still counts an exiting task in the cgroup.
-const REMOVE_ATTEMPTS: u32 = 100;
-/// Pause between removal attempts (100 × 10 ms: a second at most).
-const REMOVE_RETRY_PAUSE: Duration = Duration::from_millis(10);
 
 /// One of the four blk-throttle limits of a cgroup on a device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -76,38 +58,21 @@ impl ThrottleKnob {
 /// A cgroup in the v1 `blkio` hierarchy, created by [`BlkioCgroup::create`] and removed on drop.
 #[derive(Debug)]
 pub struct BlkioCgroup {
-    /// The cgroup directory.
-    path: PathBuf,
-    /// The cgroup it was created under (where left-over tasks go back to).
-    base: PathBuf,
-    /// Number of path components of the name (how far up removal may go).
-    depth: usize,
-    /// Cleared once removed, so drop does nothing more.
-    live: bool,
+    /// The directory and its life.
+    dir: CgroupDir,
 }
 
 impl BlkioCgroup {
     /// Creates the cgroup `name` (e.g. `ioshare-bench-<pid>/tenant-a`) below this process's blkio
     /// cgroup. Fails if it already exists; missing parents are created.
     pub fn create(name: &str) -> Result<Self> {
-        let depth = check_name(name)?;
-        let base = own_cgroup_dir(Hierarchy::V1("blkio")).ok_or(Error::BlkioNotMounted)?;
-        let path = base.join(name);
-        let parent = path.parent().unwrap_or(&base);
-        std::fs::create_dir_all(parent).map_err(|e| sysfs::file_error("create cgroup".to_string(), parent, e))?;
-        if let Err(e) = std::fs::create_dir(&path) {
-            remove_empty_parents(&path, depth);
-            return Err(match e.kind() {
-                io::ErrorKind::AlreadyExists => Error::CgroupExists { path: path.clone() },
-                _ => sysfs::file_error("create cgroup".to_string(), &path, e),
-            });
-        }
-        Ok(BlkioCgroup { path, base, depth, live: true })
+        let dir = CgroupDir::create(Hierarchy::V1("blkio"), Error::BlkioNotMounted, name, &|_| Ok(()))?;
+        Ok(BlkioCgroup { dir })
     }
 
     /// The cgroup's directory, e.g. `/sys/fs/cgroup/blkio/ioshare-bench-42/tenant-a`.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.dir.path()
     }
 
     /// Sets the cgroup's BFQ weight (`blkio.bfq.weight`, 1..=1000, default 100). It applies on devices
@@ -117,9 +82,9 @@ impl BlkioCgroup {
         if !(BFQ_WEIGHT_MIN..=BFQ_WEIGHT_MAX).contains(&weight) {
             return Err(Error::InvalidBfqWeight(weight));
         }
-        let file = self.path.join("blkio.bfq.weight");
+        let file = self.path().join("blkio.bfq.weight");
         if !file.exists() {
-            return Err(Error::BfqWeightMissing { cgroup: self.path.clone() });
+            return Err(Error::BfqWeightMissing { cgroup: self.path().to_path_buf() });
         }
         sysfs::write(&file, &weight.to_string())
     }
@@ -131,7 +96,7 @@ impl BlkioCgroup {
         if value > knob.max_value() {
             return Err(Error::InvalidLimit { knob: name, value, reason: "IOPS limits must fit in 32 bits" });
         }
-        let file = self.path.join(name);
+        let file = self.path().join(name);
         let line = format!("{dev} {value}");
         sysfs::write_raw(&file, &line).map_err(|e| match e.raw_os_error() {
             Some(libc::ENODEV) => Error::NoSuchDevice(dev),
@@ -144,38 +109,13 @@ impl BlkioCgroup {
 
     /// Moves process `pid` (all its threads) into this cgroup.
     pub fn add_pid(&self, pid: u32) -> Result<()> {
-        let file = self.path.join("cgroup.procs");
-        sysfs::write_raw(&file, &pid.to_string()).map_err(|e| match e.raw_os_error() {
-            Some(libc::ESRCH) => Error::NoSuchProcess { pid, cgroup: self.path.clone() },
-            _ => sysfs::file_error(format!("write '{pid}' to"), &file, e),
-        })
+        self.dir.add_pid(pid)
     }
 
     /// Spawns `cmd` inside this cgroup: the child joins it between fork and exec, so even its first IO
     /// is accounted and limited here (unlike spawning and then calling [`BlkioCgroup::add_pid`]).
-    pub fn spawn(&self, mut cmd: Command) -> Result<Child> {
-        let file = self.path.join("cgroup.procs");
-        let procs =
-            OpenOptions::new().write(true).open(&file).map_err(|e| sysfs::file_error("open".to_string(), &file, e))?;
-        let fd = procs.as_raw_fd();
-        // SAFETY: the hook runs in the forked child before exec and only calls write(2), which is
-        // async-signal-safe; `fd` stays open in the parent (hence in the child) until `spawn` returns.
-        // Writing "0" to cgroup.procs moves the writing process.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::write(fd, b"0".as_ptr().cast(), 1) == 1 {
-                    Ok(())
-                } else {
-                    Err(io::Error::last_os_error())
-                }
-            });
-        }
-        let program = cmd.get_program().to_string_lossy().into_owned();
-        cmd.spawn().map_err(|e| Error::KernelFile {
-            action: format!("cannot start '{program}' in cgroup"),
-            path: self.path.clone(),
-            source: e,
-        })
+    pub fn spawn(&self, cmd: Command) -> Result<Child> {
+        self.dir.spawn(cmd)
     }
 
     /// The cgroup's blk-throttle statistics (`blkio.throttle.io_serviced`, `io_service_bytes`).
@@ -197,142 +137,21 @@ impl BlkioCgroup {
     /// Reads and combines the statistics files of `source`.
     fn read_stats(&self, source: StatsSource) -> Result<BlkioStats> {
         let (ios_file, bytes_file) = source.files();
-        let serviced = sysfs::read(&self.path.join(ios_file))?;
-        let bytes = sysfs::read(&self.path.join(bytes_file))?;
+        let serviced = sysfs::read(&self.path().join(ios_file))?;
+        let bytes = sysfs::read(&self.path().join(bytes_file))?;
         BlkioStats::from_files(source, &serviced, &bytes)
     }
 
     /// Removes the cgroup now, reporting failure (drop does the same but can only print).
     pub fn remove(mut self) -> Result<()> {
-        self.remove_now()
-    }
-
-    /// Moves tasks back to the base cgroup, removes the directory and the empty parents of its name.
-    fn remove_now(&mut self) -> Result<()> {
-        if !self.live {
-            return Ok(());
-        }
-        empty_and_remove(&self.path, &self.base)?;
-        self.live = false;
-        remove_empty_parents(&self.path, self.depth);
-        Ok(())
+        self.dir.remove()
     }
 }
 
-/// Removes the cgroups that processes killed before they could clean up left behind (SIGKILL runs no
-/// destructor): every cgroup directly below this process's blkio cgroup named `<prefix><pid>` (the
-/// convention `ioshare-bench-<pid>`) whose process no longer exists, with all its descendants. Tasks
-/// still inside are moved back first. Returns the directories removed.
+/// Removes the blkio cgroups that processes killed before they could clean up left behind (SIGKILL
+/// runs no destructor): every cgroup directly below this process's blkio cgroup named `<prefix><pid>`
+/// (the convention `ioshare-bench-<pid>`) whose process no longer exists, with all its descendants.
+/// Tasks still inside are moved back first. Returns the directories removed.
 pub fn remove_stale_cgroups(prefix: &str) -> Result<Vec<PathBuf>> {
-    if prefix.is_empty() || prefix.contains('/') {
-        return Err(Error::InvalidCgroupName {
-            name: prefix.to_string(),
-            reason: "a stale-cgroup prefix is one non-empty name component, like 'ioshare-bench-'",
-        });
-    }
-    let base = own_cgroup_dir(Hierarchy::V1("blkio")).ok_or(Error::BlkioNotMounted)?;
-    let entries = std::fs::read_dir(&base).map_err(|e| sysfs::file_error("list".to_string(), &base, e))?;
-    let mut removed = Vec::new();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(prefix)).and_then(|p| p.parse::<u32>().ok()) else {
-            continue;
-        };
-        if Path::new(&format!("/proc/{pid}")).exists() || !entry.path().is_dir() {
-            continue;
-        }
-        remove_tree(&entry.path(), &base)?;
-        removed.push(entry.path());
-    }
-    Ok(removed)
-}
-
-/// Removes cgroup `dir` and every cgroup below it, deepest first, moving their tasks to `base`.
-fn remove_tree(dir: &Path, base: &Path) -> Result<()> {
-    let children = std::fs::read_dir(dir).map_err(|e| sysfs::file_error("list".to_string(), dir, e))?;
-    for child in children.flatten() {
-        if child.file_type().is_ok_and(|t| t.is_dir()) {
-            remove_tree(&child.path(), base)?;
-        }
-    }
-    empty_and_remove(dir, base)
-}
-
-/// Moves every task of cgroup `dir` to cgroup `base`, then removes `dir` (which must have no child
-/// cgroups), retrying while the kernel still counts a task that is exiting or was just forked inside.
-fn empty_and_remove(dir: &Path, base: &Path) -> Result<()> {
-    let base_procs = base.join("cgroup.procs");
-    let mut attempt = 0;
-    loop {
-        for pid in sysfs::read(&dir.join("cgroup.procs"))?.split_whitespace() {
-            match sysfs::write_raw(&base_procs, pid) {
-                Err(e) if e.raw_os_error() != Some(libc::ESRCH) => {
-                    return Err(sysfs::file_error(format!("write '{pid}' to"), &base_procs, e));
-                }
-                _ => {}
-            }
-        }
-        match std::fs::remove_dir(dir) {
-            Ok(()) => return Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && attempt < REMOVE_ATTEMPTS => {
-                attempt += 1;
-                std::thread::sleep(REMOVE_RETRY_PAUSE);
-            }
-            Err(e) => return Err(sysfs::file_error("remove cgroup".to_string(), dir, e)),
-        }
-    }
-}
-
-impl Drop for BlkioCgroup {
-    fn drop(&mut self) {
-        if let Err(e) = self.remove_now() {
-            eprintln!("ioshare-host: cannot remove cgroup {}: {e}", self.path.display());
-        }
-    }
-}
-
-/// Removes the parents of cgroup `path` that its name of `depth` components created, deepest first,
-/// stopping at the first that is not empty (EBUSY: a sibling cgroup still lives there).
-fn remove_empty_parents(path: &Path, depth: usize) {
-    for parent in path.ancestors().skip(1).take(depth - 1) {
-        if std::fs::remove_dir(parent).is_err() {
-            break;
-        }
-    }
-}
-
-/// Checks a cgroup name (relative, `/`-separated, no `.`/`..`/empty parts) and returns its depth.
-fn check_name(name: &str) -> Result<usize> {
-    let bad = |reason| Error::InvalidCgroupName { name: name.to_string(), reason };
-    if name.is_empty() {
-        return Err(bad("it is empty (use e.g. 'ioshare-bench-<pid>/tenant-a')"));
-    }
-    if name.starts_with('/') {
-        return Err(bad("it must be relative to this process's cgroup (drop the leading '/')"));
-    }
-    if name.split('/').any(|part| part.is_empty()) {
-        return Err(bad("it has an empty component (no '//' or trailing '/')"));
-    }
-    if name.split('/').any(|part| part == "." || part == "..") {
-        return Err(bad("'.' and '..' are not allowed"));
-    }
-    if name.contains('\n') || name.contains('\0') {
-        return Err(bad("it contains a newline or NUL"));
-    }
-    Ok(name.split('/').count())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_are_checked() {
-        assert_eq!(check_name("a").unwrap(), 1);
-        assert_eq!(check_name("ioshare-bench-42/tenant-a").unwrap(), 2);
-        for bad in ["", "/abs", "a//b", "a/", "../up", "a/./b", "a\nb"] {
-            let err = check_name(bad).unwrap_err().to_string();
-            assert!(err.starts_with("invalid cgroup name"), "{bad:?}: {err}");
-        }
-    }
+    cgroup_dir::remove_stale(Hierarchy::V1("blkio"), Error::BlkioNotMounted, prefix)
 }
