@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs what ioshare needs on a fresh Debian machine (idempotent): the Rust toolchain's
-# components, and the Debian packages the tests and benchmarks use (fio for the engine's calibration).
+# components, the Debian packages the tests and benchmarks use (fio for the engine's calibration; QEMU and a
+# static busybox for the cgroup-v2 lab guest), and the lab guest's kernel (extracted into a cache by
+# scripts/lab --setup: not installed on this host, its bootloader untouched).
 set -euo pipefail
 
 need_apt=()
-for pkg in fio; do
+for pkg in fio qemu-system-x86 busybox-static; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -13,6 +15,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need_apt[@]}"
 fi
+
+"$(dirname "$0")/lab" --setup
 
 if ! command -v cargo >/dev/null 2>&1; then
   [ -x "$HOME/.cargo/bin/cargo" ] || { echo "setup: cargo not found; install Rust with rustup first" >&2; exit 1; }

@@ -1,6 +1,10 @@
-//! Cgroups in the cgroup v1 `blkio` hierarchy: set BFQ weights and blk-throttle limits and read
-//! statistics, on top of [`V1Cgroup`] (create, move processes in, remove on drop: see its design notes).
-//! Kernel errnos become precise errors: ENODEV (no such device), EINVAL (bad limit).
+//! Cgroups in the cgroup v1 `blkio` hierarchy: create, set BFQ weights and blk-throttle limits, move
+//! processes in, read statistics, and remove again on drop.
+//!
+//! Design: the cgroup's life (create below our own cgroup, spawn into, remove on drop, stale cgroups of
+//! killed runs) is [`crate::cgroup_dir`]'s, shared with cgroup v2; this module adds blkio's files.
+//! Kernel errnos become precise errors: ENODEV (no such device), EINVAL (bad limit), ESRCH (no such
+//! process), EACCES/EPERM (not root).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -8,7 +12,8 @@ use std::process::{Child, Command};
 use ioshare_core::iocost::line::DevNum;
 
 use crate::blkio_stats::{BlkioStats, StatsSource};
-use crate::cgroup_v1::{self, V1Cgroup};
+use crate::cgroup_dir::{self, CgroupDir};
+use crate::cgroup_mounts::Hierarchy;
 use crate::error::{Error, Result};
 use crate::sysfs;
 
@@ -53,19 +58,21 @@ impl ThrottleKnob {
 /// A cgroup in the v1 `blkio` hierarchy, created by [`BlkioCgroup::create`] and removed on drop.
 #[derive(Debug)]
 pub struct BlkioCgroup {
-    cgroup: V1Cgroup,
+    /// The directory and its life.
+    dir: CgroupDir,
 }
 
 impl BlkioCgroup {
     /// Creates the cgroup `name` (e.g. `ioshare-bench-<pid>/tenant-a`) below this process's blkio
     /// cgroup. Fails if it already exists; missing parents are created.
     pub fn create(name: &str) -> Result<Self> {
-        Ok(BlkioCgroup { cgroup: V1Cgroup::create("blkio", name)? })
+        let dir = CgroupDir::create(Hierarchy::V1("blkio"), Error::BlkioNotMounted, name, &|_| Ok(()))?;
+        Ok(BlkioCgroup { dir })
     }
 
     /// The cgroup's directory, e.g. `/sys/fs/cgroup/blkio/ioshare-bench-42/tenant-a`.
     pub fn path(&self) -> &Path {
-        self.cgroup.path()
+        self.dir.path()
     }
 
     /// Sets the cgroup's BFQ weight (`blkio.bfq.weight`, 1..=1000, default 100). It applies on devices
@@ -75,9 +82,9 @@ impl BlkioCgroup {
         if !(BFQ_WEIGHT_MIN..=BFQ_WEIGHT_MAX).contains(&weight) {
             return Err(Error::InvalidBfqWeight(weight));
         }
-        let file = self.cgroup.path().join("blkio.bfq.weight");
+        let file = self.path().join("blkio.bfq.weight");
         if !file.exists() {
-            return Err(Error::BfqWeightMissing { cgroup: self.cgroup.path().to_path_buf() });
+            return Err(Error::BfqWeightMissing { cgroup: self.path().to_path_buf() });
         }
         sysfs::write(&file, &weight.to_string())
     }
@@ -89,7 +96,7 @@ impl BlkioCgroup {
         if value > knob.max_value() {
             return Err(Error::InvalidLimit { knob: name, value, reason: "IOPS limits must fit in 32 bits" });
         }
-        let file = self.cgroup.path().join(name);
+        let file = self.path().join(name);
         let line = format!("{dev} {value}");
         sysfs::write_raw(&file, &line).map_err(|e| match e.raw_os_error() {
             Some(libc::ENODEV) => Error::NoSuchDevice(dev),
@@ -102,13 +109,13 @@ impl BlkioCgroup {
 
     /// Moves process `pid` (all its threads) into this cgroup.
     pub fn add_pid(&self, pid: u32) -> Result<()> {
-        self.cgroup.add_pid(pid)
+        self.dir.add_pid(pid)
     }
 
-    /// Spawns `cmd` inside this cgroup: the child joins it before exec, so even its first IO is
-    /// accounted and limited here.
+    /// Spawns `cmd` inside this cgroup: the child joins it between fork and exec, so even its first IO
+    /// is accounted and limited here (unlike spawning and then calling [`BlkioCgroup::add_pid`]).
     pub fn spawn(&self, cmd: Command) -> Result<Child> {
-        self.cgroup.spawn(cmd)
+        self.dir.spawn(cmd)
     }
 
     /// The cgroup's blk-throttle statistics (`blkio.throttle.io_serviced`, `io_service_bytes`).
@@ -130,19 +137,21 @@ impl BlkioCgroup {
     /// Reads and combines the statistics files of `source`.
     fn read_stats(&self, source: StatsSource) -> Result<BlkioStats> {
         let (ios_file, bytes_file) = source.files();
-        let serviced = sysfs::read(&self.cgroup.path().join(ios_file))?;
-        let bytes = sysfs::read(&self.cgroup.path().join(bytes_file))?;
+        let serviced = sysfs::read(&self.path().join(ios_file))?;
+        let bytes = sysfs::read(&self.path().join(bytes_file))?;
         BlkioStats::from_files(source, &serviced, &bytes)
     }
 
     /// Removes the cgroup now, reporting failure (drop does the same but can only print).
-    pub fn remove(self) -> Result<()> {
-        self.cgroup.remove()
+    pub fn remove(mut self) -> Result<()> {
+        self.dir.remove()
     }
 }
 
-/// Removes the blkio cgroups named `<prefix><pid>` that processes killed by SIGKILL left behind (see
-/// [`cgroup_v1`]'s design notes). Returns the directories removed.
+/// Removes the blkio cgroups that processes killed before they could clean up left behind (SIGKILL
+/// runs no destructor): every cgroup directly below this process's blkio cgroup named `<prefix><pid>`
+/// (the convention `ioshare-bench-<pid>`) whose process no longer exists, with all its descendants.
+/// Tasks still inside are moved back first. Returns the directories removed.
 pub fn remove_stale_cgroups(prefix: &str) -> Result<Vec<PathBuf>> {
-    cgroup_v1::remove_stale("blkio", prefix)
+    cgroup_dir::remove_stale(Hierarchy::V1("blkio"), Error::BlkioNotMounted, prefix)
 }

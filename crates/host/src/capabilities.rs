@@ -18,8 +18,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::cgroup_mounts::{mount_point, Hierarchy};
-use crate::loop_device::parse_scheduler;
 use crate::privilege::is_root;
+use crate::scheduler::parse_scheduler;
 
 /// A kernel mechanism that can run as a peer of ioshare's controllers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -53,11 +53,36 @@ pub enum Error {
         /// The schedulers the device offers.
         available: String,
     },
-    /// The cgroup v1 hierarchy of a controller is not mounted.
-    #[error("cgroup v1 {controller} hierarchy not mounted: this host offers no {controller} cgroup files (mount -t cgroup -o {controller} none /sys/fs/cgroup/{controller})")]
-    V1NotMounted {
-        /// The controller, e.g. `blkio`.
-        controller: &'static str,
+    /// The cgroup v1 blkio hierarchy is not mounted.
+    #[error("cgroup v1 blkio hierarchy not mounted: this host offers no blk-throttle/BFQ cgroup files (mount -t cgroup -o blkio none /sys/fs/cgroup/blkio)")]
+    BlkioNotMounted,
+    /// The cgroup v1 memory hierarchy is not mounted.
+    #[error("cgroup v1 memory hierarchy not mounted: this host offers no memory.* v1 cgroup files (mount -t cgroup -o memory none /sys/fs/cgroup/memory)")]
+    MemoryNotMounted,
+    /// The cgroup v2 (unified) hierarchy is not mounted.
+    #[error(
+        "cgroup v2 hierarchy not mounted: this host offers no io.* cgroup files (mount -t cgroup2 none /sys/fs/cgroup)"
+    )]
+    CgroupV2NotMounted,
+    /// A v2 controller that the parent cgroup cannot enable for its children.
+    #[error("cannot enable the cgroup v2 '{controller}' controller below {}: the kernel does not offer it there (see cgroup.controllers; it may be bound to cgroup v1)", cgroup.display())]
+    ControllerUnavailable {
+        /// The controller, e.g. `io`.
+        controller: String,
+        /// The parent cgroup.
+        cgroup: PathBuf,
+    },
+    /// A v2 parent with processes of its own cannot hand controllers to children.
+    #[error("cannot enable controllers below {}: it has processes of its own (cgroup v2's no-internal-processes rule); run from the root cgroup or from an empty delegated one", cgroup.display())]
+    InternalProcesses {
+        /// The parent cgroup.
+        cgroup: PathBuf,
+    },
+    /// A cgroup interface file that does not exist.
+    #[error("{} not found: its controller is not enabled for this cgroup or not loaded (io.bfq.weight needs the bfq scheduler; io.cost.* need the kernel's iocost)", path.display())]
+    CgroupFileMissing {
+        /// The file.
+        path: PathBuf,
     },
     /// A cgroup name that cannot be used.
     #[error("invalid cgroup name '{name}': {reason}")]

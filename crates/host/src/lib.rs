@@ -1,5 +1,6 @@
 //! ioshare-host: the kernel-side plumbing. Loop devices, cgroup v1 `blkio` (blk-throttle limits, BFQ
-//! weights), the cgroup v2 `io.max`/`io.weight` formats, and a probe of what this host offers, so
+//! weights), cgroup v2 cgroups and the kernel's IOCost (where v2 has `io`: the QEMU lab guest), the
+//! cgroup v2 `io.max`/`io.weight` formats, and a probe of what this host offers, so
 //! `ioshare bench` can run each tenant under the kernel's own controllers as peers of ioshare's.
 //!
 //! # API
@@ -26,6 +27,17 @@
 //!                                                    // of its name) removed
 //! remove_stale_cgroups(prefix) -> Result<Vec<PathBuf>>  // "<prefix><pid>" cgroups of dead processes
 //!                                                    // (a SIGKILLed bench), at the next start
+//! BlockDevice::open(path) -> Result<BlockDevice>     // an existing whole disk: .path(), .dev(),
+//!                                                    // .set_scheduler(name) restored on drop
+//! Cgroup2::create(name, controllers) -> Result<Cgroup2> // cgroup v2, below our own v2 cgroup, with
+//!                                                    // e.g. ["io"] enabled on the way down
+//!     .path() / .write(file, value) / .read(file)    // any interface file: io.weight, io.max, ...
+//!     .add_pid(pid) / .spawn(Command)                // as for BlkioCgroup
+//!     .io_stats() -> Result<BlkioStats>              // io.stat
+//!     .remove() / drop                               // as for BlkioCgroup
+//! remove_stale_cgroups2(prefix)                      // remove_stale_cgroups for v2
+//! KernelIoCost::enable(dev, model, qos) -> Result<KernelIoCost>  // root io.cost.model/qos for one
+//!                                                    // device; the old lines written back on drop
 //! ThrottleKnob::{ReadBps, WriteBps, ReadIops, WriteIops}
 //! BlkioStats { devices: Vec<DeviceStats { dev, ios: RwCounts, bytes: RwCounts }> }, .device(dev)
 //! Capabilities::probe() -> Capabilities, .kernel_peers() -> Vec<KernelPeer>, Display (human-readable)
@@ -41,9 +53,11 @@
 
 mod blkio;
 mod blkio_stats;
+mod block_device;
 mod capabilities;
+mod cgroup2;
+mod cgroup_dir;
 mod cgroup_mounts;
-mod cgroup_v1;
 mod error;
 mod io_max;
 mod io_weight;
@@ -51,12 +65,14 @@ mod loop_device;
 mod loop_sys;
 mod memcg;
 mod privilege;
+mod scheduler;
 mod sysfs;
 
 pub use blkio::{remove_stale_cgroups, BlkioCgroup, ThrottleKnob, BFQ_WEIGHT_MAX, BFQ_WEIGHT_MIN};
 pub use blkio_stats::{BlkioStats, DeviceStats, RwCounts};
+pub use block_device::BlockDevice;
 pub use capabilities::{Capabilities, KernelPeer};
-pub use cgroup_v1::V1Cgroup;
+pub use cgroup2::{remove_stale_cgroups2, Cgroup2, KernelIoCost};
 pub use error::{Error, Result};
 pub use io_max::IoMax;
 pub use io_weight::{IoWeight, IO_WEIGHT_DEFAULT, IO_WEIGHT_MAX, IO_WEIGHT_MIN};

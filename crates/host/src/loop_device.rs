@@ -21,12 +21,12 @@ use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use ioshare_core::iocost::line::DevNum;
 
 use crate::error::{Error, Result};
 use crate::loop_sys::{self, LoopConfig, LO_FLAGS_AUTOCLEAR, LO_FLAGS_DIRECT_IO};
+use crate::scheduler::SchedulerSwitch;
 use crate::sysfs;
 
 /// How many times a free device is requested before giving up (each miss means another process took
@@ -48,8 +48,8 @@ pub struct LoopDevice {
     device: Option<File>,
     /// Whether `LOOP_CTL_GET_FREE` created the device for us (then it is removed again on drop).
     created: bool,
-    /// The scheduler the device had before [`LoopDevice::set_scheduler`] first changed it.
-    original_scheduler: Mutex<Option<String>>,
+    /// Its IO scheduler, restored on drop if [`LoopDevice::set_scheduler`] changed it.
+    scheduler: SchedulerSwitch,
 }
 
 impl LoopDevice {
@@ -81,13 +81,14 @@ impl LoopDevice {
                 Err(e) => return Err(attach_error(e)),
             }
             // From here on the device is ours: `Drop` detaches it if anything below fails.
+            let scheduler = SchedulerSwitch::new(Path::new(&format!("/sys/block/loop{index}")), &path);
             let mut attached = LoopDevice {
                 index,
                 path,
                 dev: DevNum { major: 0, minor: 0 },
                 device: Some(device),
                 created: !existing.contains(&index),
-                original_scheduler: Mutex::new(None),
+                scheduler,
             };
             attached.dev = attached.read_dev()?;
             if direct_io && sysfs::read(&attached.sys_dir().join("loop/dio"))?.trim() != "1" {
@@ -113,8 +114,7 @@ impl LoopDevice {
 
     /// The device's current IO scheduler (`none`, `mq-deadline`, `bfq`, ...).
     pub fn scheduler(&self) -> Result<String> {
-        let text = sysfs::read(&self.scheduler_file())?;
-        Ok(parse_scheduler(&text).0.unwrap_or("none").to_string())
+        self.scheduler.current()
     }
 
     /// Switches this loop device's IO scheduler to `name` (`bfq` for BFQ weights, `none` to undo).
@@ -122,37 +122,12 @@ impl LoopDevice {
     /// Only this loop device is touched, never the disk below it; the original scheduler is restored
     /// on drop, because loop devices outlive their attachment.
     pub fn set_scheduler(&self, name: &str) -> Result<()> {
-        let file = self.scheduler_file();
-        let before = sysfs::read(&file)?;
-        let (current, available) = parse_scheduler(&before);
-        let mut original = self.original_scheduler.lock().unwrap_or_else(|p| p.into_inner());
-        if original.is_none() {
-            *original = Some(current.unwrap_or("none").to_string());
-        }
-        let unavailable = || Error::SchedulerUnavailable {
-            device: self.path.clone(),
-            name: name.to_string(),
-            available: available.join(" "),
-        };
-        match sysfs::write_raw(&file, name) {
-            Ok(()) => {}
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOENT)) => return Err(unavailable()),
-            Err(e) => return Err(sysfs::file_error(format!("write '{name}' to"), &file, e)),
-        }
-        match parse_scheduler(&sysfs::read(&file)?).0 {
-            Some(now) if now == name => Ok(()),
-            _ => Err(unavailable()),
-        }
+        self.scheduler.set(name)
     }
 
     /// `/sys/block/loopN`.
     fn sys_dir(&self) -> PathBuf {
         PathBuf::from(format!("/sys/block/loop{}", self.index))
-    }
-
-    /// `/sys/block/loopN/queue/scheduler`.
-    fn scheduler_file(&self) -> PathBuf {
-        self.sys_dir().join("queue/scheduler")
     }
 
     /// Reads `MAJ:MIN` from `/sys/block/loopN/dev`.
@@ -169,12 +144,7 @@ impl LoopDevice {
     /// Restores the scheduler, detaches, and removes a device node we created. Best effort: a failure
     /// is reported on stderr, as nothing can be returned from `drop`.
     fn detach(&mut self) {
-        let original = self.original_scheduler.get_mut().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(original) = original {
-            if let Err(e) = sysfs::write(&self.scheduler_file(), &original) {
-                eprintln!("ioshare-host: cannot restore the scheduler of {}: {e}", self.path.display());
-            }
-        }
+        self.scheduler.restore();
         let Some(device) = self.device.take() else { return };
         // We are normally the only opener, so this detaches at once; if a child process still holds the
         // device open, the kernel detaches it when that process closes it (autoclear).
@@ -225,36 +195,4 @@ fn loop_indices() -> BTreeSet<u32> {
         .flatten()
         .filter_map(|entry| entry.file_name().to_str()?.strip_prefix("loop")?.parse().ok())
         .collect()
-}
-
-/// Splits a `queue/scheduler` line like `none [mq-deadline] bfq` into the current scheduler (the
-/// bracketed one; none when the device has no choice) and all available ones.
-pub(crate) fn parse_scheduler(text: &str) -> (Option<&str>, Vec<&str>) {
-    let mut current = None;
-    let available = text
-        .split_whitespace()
-        .map(|word| match word.strip_prefix('[').and_then(|w| w.strip_suffix(']')) {
-            Some(name) => {
-                current = Some(name);
-                name
-            }
-            None => word,
-        })
-        .collect();
-    (current, available)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scheduler_line_names_current_and_available() {
-        let (current, available) = parse_scheduler("[none] mq-deadline kyber bfq \n");
-        assert_eq!(current, Some("none"));
-        assert_eq!(available, ["none", "mq-deadline", "kyber", "bfq"]);
-        let (current, _) = parse_scheduler("none mq-deadline kyber [bfq]\n");
-        assert_eq!(current, Some("bfq"));
-        assert_eq!(parse_scheduler("none\n").0, None);
-    }
 }

@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
 
-use crate::cgroup_v1::V1Cgroup;
+use crate::cgroup_dir::CgroupDir;
+use crate::cgroup_mounts::Hierarchy;
 use crate::error::{parse_error, Error, Result};
 use crate::sysfs;
 
@@ -211,14 +212,14 @@ impl EventFd {
 /// A memory cgroup created below this process's own memory cgroup and removed on drop.
 #[derive(Debug)]
 pub struct MemCgroup {
-    cgroup: V1Cgroup,
+    cgroup: CgroupDir,
     files: Memcg,
 }
 
 impl MemCgroup {
     /// Creates `name` (e.g. `ioshare-test-<pid>/a`) in the memory hierarchy; refused if it exists.
     pub fn create(name: &str) -> Result<MemCgroup> {
-        let cgroup = V1Cgroup::create("memory", name)?;
+        let cgroup = CgroupDir::create(Hierarchy::V1("memory"), Error::MemoryNotMounted, name, &|_| Ok(()))?;
         let files = Memcg::at(cgroup.path())?;
         Ok(MemCgroup { cgroup, files })
     }
@@ -234,7 +235,7 @@ impl MemCgroup {
     }
 
     /// Removes it now, reporting failure (drop does the same but can only print).
-    pub fn remove(self) -> Result<()> {
+    pub fn remove(mut self) -> Result<()> {
         self.cgroup.remove()
     }
 }

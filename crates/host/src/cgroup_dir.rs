@@ -1,20 +1,18 @@
-//! Cgroups in a cgroup v1 hierarchy (`blkio`, `memory`, ...): create below this process's own cgroup,
-//! move processes in, and remove again on drop. The controller-specific files are the business of the
-//! types built on this one ([`crate::BlkioCgroup`], [`crate::MemCgroup`]).
+//! The life of one cgroup directory, the same in cgroup v1 and v2: create it below this process's own
+//! cgroup, move processes in (a child before it execs), and remove it again on drop. [`crate::BlkioCgroup`]
+//! (v1 `blkio`), [`crate::MemCgroup`] (v1 `memory`) and [`crate::Cgroup2`] (the unified hierarchy) are this plus their controllers' files.
 //!
 //! Design:
-//! - A cgroup is created below this process's own cgroup of the hierarchy (the hierarchy root here), so
+//! - A cgroup is created below this process's own cgroup (the hierarchy root when running there), so
 //!   the crate also works in a container with a delegated subtree. Names may be nested
 //!   (`bench-<pid>/tenant-a`); a cgroup that already exists is refused, so drop never removes what it
 //!   did not create.
-//! - Drop (and [`V1Cgroup::remove`]) moves every task left in the cgroup back to the cgroup it was
-//!   created under, then removes the directory, then every intermediate directory of the name that is
-//!   empty by now. Siblings can therefore share a parent (`bench-<pid>/a`, `bench-<pid>/b`): whichever
-//!   is dropped last removes it.
-//! - A process killed by SIGKILL runs no destructor, so its cgroups stay; [`remove_stale`] removes those
-//!   named `<prefix><pid>` whose process is gone (call it when a run starts).
-//! - [`V1Cgroup::spawn`] puts a child in the cgroup *before* it execs, so none of its work escapes.
-//! - Kernel errnos become precise errors: ESRCH (no such process), EACCES/EPERM (not root).
+//! - Drop moves every task left in the cgroup back to the cgroup it was created under, then removes the
+//!   directory, then every intermediate directory of the name that is empty by now. Siblings can
+//!   therefore share a parent (`bench-<pid>/a`, `bench-<pid>/b`): whichever is dropped last removes it.
+//! - A process killed by SIGKILL runs no destructor, so its cgroups stay; [`remove_stale`] removes
+//!   those named `<prefix><pid>` whose process is gone (call it when the bench starts).
+//! - [`CgroupDir::spawn`] puts a child in the cgroup *before* it execs, so none of its IO escapes.
 
 use std::fs::OpenOptions;
 use std::io;
@@ -33,9 +31,9 @@ const REMOVE_ATTEMPTS: u32 = 100;
 /// Pause between removal attempts (100 × 10 ms: a second at most).
 const REMOVE_RETRY_PAUSE: Duration = Duration::from_millis(10);
 
-/// A cgroup in a v1 hierarchy, created by [`V1Cgroup::create`] and removed on drop.
+/// A cgroup directory this process created; removed on drop.
 #[derive(Debug)]
-pub struct V1Cgroup {
+pub(crate) struct CgroupDir {
     /// The cgroup directory.
     path: PathBuf,
     /// The cgroup it was created under (where left-over tasks go back to).
@@ -46,37 +44,44 @@ pub struct V1Cgroup {
     live: bool,
 }
 
-/// This process's cgroup in the hierarchy of `controller`, where new cgroups go.
-fn base_dir(controller: &'static str) -> Result<PathBuf> {
-    own_cgroup_dir(Hierarchy::V1(controller)).ok_or(Error::V1NotMounted { controller })
-}
-
-impl V1Cgroup {
-    /// Creates the cgroup `name` (e.g. `ioshare-bench-<pid>/tenant-a`) below this process's cgroup of
-    /// the `controller` hierarchy. Fails if it already exists; missing parents are created.
-    pub fn create(controller: &'static str, name: &str) -> Result<Self> {
+impl CgroupDir {
+    /// Creates the cgroup `name` below this process's cgroup in `hierarchy` (`not_mounted` when that
+    /// hierarchy is missing). Fails if it already exists; missing parents are created, and
+    /// `prepare_parent` is called on each directory from the base down to the new cgroup's parent
+    /// (cgroup v2 enables controllers there), the base included.
+    pub(crate) fn create(
+        hierarchy: Hierarchy<'_>,
+        not_mounted: Error,
+        name: &str,
+        prepare_parent: &dyn Fn(&Path) -> Result<()>,
+    ) -> Result<Self> {
         let depth = check_name(name)?;
-        let base = base_dir(controller)?;
+        let base = own_cgroup_dir(hierarchy).ok_or(not_mounted)?;
         let path = base.join(name);
-        let parent = path.parent().unwrap_or(&base);
-        std::fs::create_dir_all(parent).map_err(|e| sysfs::file_error("create cgroup".to_string(), parent, e))?;
-        if let Err(e) = std::fs::create_dir(&path) {
-            remove_empty_parents(&path, depth);
-            return Err(match e.kind() {
+        let parent = path.parent().unwrap_or(&base).to_path_buf();
+        std::fs::create_dir_all(&parent).map_err(|e| sysfs::file_error("create cgroup".to_string(), &parent, e))?;
+        let parents: Vec<&Path> = path.ancestors().skip(1).take(depth).collect();
+        let prepared = parents.into_iter().rev().try_for_each(prepare_parent);
+        let created = prepared.and_then(|()| {
+            std::fs::create_dir(&path).map_err(|e| match e.kind() {
                 io::ErrorKind::AlreadyExists => Error::CgroupExists { path: path.clone() },
                 _ => sysfs::file_error("create cgroup".to_string(), &path, e),
-            });
+            })
+        });
+        if let Err(e) = created {
+            remove_empty_parents(&path, depth);
+            return Err(e);
         }
-        Ok(V1Cgroup { path, base, depth, live: true })
+        Ok(CgroupDir { path, base, depth, live: true })
     }
 
-    /// The cgroup's directory, e.g. `/sys/fs/cgroup/blkio/ioshare-bench-42/tenant-a`.
-    pub fn path(&self) -> &Path {
+    /// The cgroup's directory.
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Moves process `pid` (all its threads) into this cgroup.
-    pub fn add_pid(&self, pid: u32) -> Result<()> {
+    pub(crate) fn add_pid(&self, pid: u32) -> Result<()> {
         let file = self.path.join("cgroup.procs");
         sysfs::write_raw(&file, &pid.to_string()).map_err(|e| match e.raw_os_error() {
             Some(libc::ESRCH) => Error::NoSuchProcess { pid, cgroup: self.path.clone() },
@@ -85,8 +90,8 @@ impl V1Cgroup {
     }
 
     /// Spawns `cmd` inside this cgroup: the child joins it between fork and exec, so even its first IO
-    /// is accounted and limited here (unlike spawning and then calling [`V1Cgroup::add_pid`]).
-    pub fn spawn(&self, mut cmd: Command) -> Result<Child> {
+    /// is accounted and limited here.
+    pub(crate) fn spawn(&self, mut cmd: Command) -> Result<Child> {
         let file = self.path.join("cgroup.procs");
         let procs =
             OpenOptions::new().write(true).open(&file).map_err(|e| sysfs::file_error("open".to_string(), &file, e))?;
@@ -111,13 +116,8 @@ impl V1Cgroup {
         })
     }
 
-    /// Removes the cgroup now, reporting failure (drop does the same but can only print).
-    pub fn remove(mut self) -> Result<()> {
-        self.remove_now()
-    }
-
     /// Moves tasks back to the base cgroup, removes the directory and the empty parents of its name.
-    fn remove_now(&mut self) -> Result<()> {
+    pub(crate) fn remove(&mut self) -> Result<()> {
         if !self.live {
             return Ok(());
         }
@@ -128,18 +128,26 @@ impl V1Cgroup {
     }
 }
 
+impl Drop for CgroupDir {
+    fn drop(&mut self) {
+        if let Err(e) = self.remove() {
+            eprintln!("ioshare-host: cannot remove cgroup {}: {e}", self.path.display());
+        }
+    }
+}
+
 /// Removes the cgroups that processes killed before they could clean up left behind (SIGKILL runs no
-/// destructor): every cgroup directly below this process's cgroup of the `controller` hierarchy named
-/// `<prefix><pid>` (the convention `ioshare-bench-<pid>`) whose process no longer exists, with all its
-/// descendants. Tasks still inside are moved back first. Returns the directories removed.
-pub(crate) fn remove_stale(controller: &'static str, prefix: &str) -> Result<Vec<PathBuf>> {
+/// destructor): every cgroup directly below this process's cgroup in `hierarchy` named `<prefix><pid>`
+/// whose process no longer exists, with all its descendants. Tasks still inside are moved back first.
+/// Returns the directories removed.
+pub(crate) fn remove_stale(hierarchy: Hierarchy<'_>, not_mounted: Error, prefix: &str) -> Result<Vec<PathBuf>> {
     if prefix.is_empty() || prefix.contains('/') {
         return Err(Error::InvalidCgroupName {
             name: prefix.to_string(),
             reason: "a stale-cgroup prefix is one non-empty name component, like 'ioshare-bench-'",
         });
     }
-    let base = base_dir(controller)?;
+    let base = own_cgroup_dir(hierarchy).ok_or(not_mounted)?;
     let entries = std::fs::read_dir(&base).map_err(|e| sysfs::file_error("list".to_string(), &base, e))?;
     let mut removed = Vec::new();
     for entry in entries.flatten() {
@@ -188,14 +196,6 @@ fn empty_and_remove(dir: &Path, base: &Path) -> Result<()> {
                 std::thread::sleep(REMOVE_RETRY_PAUSE);
             }
             Err(e) => return Err(sysfs::file_error("remove cgroup".to_string(), dir, e)),
-        }
-    }
-}
-
-impl Drop for V1Cgroup {
-    fn drop(&mut self) {
-        if let Err(e) = self.remove_now() {
-            eprintln!("ioshare-host: cannot remove cgroup {}: {e}", self.path.display());
         }
     }
 }
