@@ -23,8 +23,10 @@ fn cgroup_name(test: &str) -> String {
 /// memcg OOM with `oom_kill_disable` pauses the task and notifies; a kernel-mode fill (dd from
 /// /dev/zero) can stall in reclaim without a notification.
 fn allocator(mib: u64) -> Command {
+    // The size comes in as an argument: a constant expression would be folded and then copied,
+    // holding twice the memory.
     let mut cmd = Command::new("perl");
-    cmd.args(["-e", &format!("my $x = 'a' x ({mib} << 20); sleep 60")]);
+    cmd.args(["-e", "my $x = 'a' x ($ARGV[0] << 20); sleep 60", &mib.to_string()]);
     cmd.stdout(Stdio::null()).stderr(Stdio::null());
     cmd
 }

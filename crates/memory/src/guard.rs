@@ -1,0 +1,338 @@
+//! The memory guard on cgroup v1: priority OOM and early reclaim for a set of memory cgroups,
+//! driven by the kernel's eventfd notifications (no polling of usage).
+//!
+//! - **Priority OOM.** For every guarded group with a limit the guard sets `oom_kill_disable=1`, so a
+//!   task that hits the limit waits (`under_oom`) instead of being killed by the kernel, and listens
+//!   on the group's OOM eventfd. On a notification it snapshots the group's subtree, picks the victim
+//!   by [`crate::priority::choose_victim`], kills its largest process, waits for the kernel to see it
+//!   gone, and repeats — re-snapshotting, so usage is current — until the group is out of OOM. With
+//!   `dry_run` it changes nothing: the kernel's killer stays in charge and the guard logs the choice
+//!   it would have made.
+//! - **Early reclaim.** For a group with watermarks the guard listens on a usage eventfd at
+//!   `wmark_high`; when usage is above it, it lowers the limit in steps of at most [`RECLAIM_STEP`]
+//!   (the kernel reclaims down to each step, or refuses what it cannot reclaim) until usage is below
+//!   `wmark_low`, then restores the limit. Rounds are at least [`RECLAIM_INTERVAL`] apart, so a group
+//!   that refills its cache as fast as it is reclaimed cannot make the guard spin a core.
+//! - **Restore.** Every value the guard changes (limits, `oom_kill_disable`) is remembered with the
+//!   value it replaced and written back by [`Guard::restore`] (and on drop), so after the guard the
+//!   kernel's own killer works again everywhere it was paused. Crash safety (a `kill -9`) is the
+//!   agent's job: it journals these writes before they happen.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ioshare_host::{EventFd, Memcg};
+
+use crate::error::{Error, Result};
+use crate::priority::{choose_victim, Node};
+use crate::watermark::{MemorySettings, Watermarks};
+
+/// The most one reclaim step takes at once, bytes: the group's own allocations meanwhile meet a
+/// limit at most this far below their usage.
+pub const RECLAIM_STEP: u64 = 16 << 20;
+/// The shortest time between two reclaim rounds of a group.
+pub const RECLAIM_INTERVAL: Duration = Duration::from_millis(100);
+/// How long the guard waits for a killed process to leave its cgroup.
+const KILL_WAIT: Duration = Duration::from_secs(2);
+
+/// A group the guard looks after.
+#[derive(Clone, Debug)]
+pub struct GuardedGroup {
+    /// The memory cgroup.
+    pub memcg: Memcg,
+    /// Its settings.
+    pub settings: MemorySettings,
+}
+
+/// What the guard did, for logs and `agent status`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// A process was killed (or, in a dry run, would have been) to end an OOM in `group`.
+    Killed {
+        /// The group under OOM.
+        group: PathBuf,
+        /// The group the victim was chosen in.
+        victim: PathBuf,
+        /// The process.
+        pid: u32,
+        /// Its resident memory, bytes.
+        rss: u64,
+        /// True in a dry run: nothing was killed.
+        dry_run: bool,
+    },
+    /// Background reclaim ran in `group`.
+    Reclaimed {
+        /// The group.
+        group: PathBuf,
+        /// Usage before and after, bytes.
+        from: u64,
+        /// Usage after.
+        to: u64,
+        /// How long it took.
+        took: Duration,
+    },
+}
+
+/// Per group: its notifications and counters.
+struct Watch {
+    group: GuardedGroup,
+    oom: Option<EventFd>,
+    above_high: Option<(EventFd, Watermarks)>,
+    last_reclaim: Option<Instant>,
+}
+
+/// The running guard. Dropping it restores what it changed.
+pub struct Guard {
+    watches: Vec<Watch>,
+    priorities: HashMap<PathBuf, u8>,
+    dry_run: bool,
+    /// (file, previous value) of every change, oldest first.
+    changed: Vec<(Memcg, Setting, u64)>,
+    /// Processes killed so far.
+    pub kills: u64,
+}
+
+/// A value the guard may change on a group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Setting {
+    Limit,
+    OomKillDisable,
+}
+
+impl Guard {
+    /// Validates every group's settings, then sets limits, pauses the kernel's OOM killer where the
+    /// guard decides instead, and registers the notifications. Nothing is changed unless every
+    /// group's settings are valid; a failure part-way restores what was already changed.
+    pub fn start(groups: Vec<GuardedGroup>, dry_run: bool) -> Result<Guard> {
+        for g in &groups {
+            g.settings.validate()?;
+        }
+        let priorities = groups.iter().map(|g| (g.memcg.path().to_path_buf(), g.settings.priority)).collect();
+        let mut guard = Guard { watches: Vec::new(), priorities, dry_run, changed: Vec::new(), kills: 0 };
+        for group in groups {
+            let watch = guard.watch(group)?;
+            guard.watches.push(watch);
+        }
+        Ok(guard)
+    }
+
+    fn watch(&mut self, group: GuardedGroup) -> Result<Watch> {
+        let m = &group.memcg;
+        if let Some(limit) = group.settings.limit {
+            self.set(m, Setting::Limit, limit)?;
+        }
+        let limit = m.limit()?;
+        let limited = limit < unlimited_threshold();
+        let oom = if limited {
+            if !self.dry_run {
+                self.set(m, Setting::OomKillDisable, 1)?;
+            }
+            Some(m.oom_event()?)
+        } else {
+            None
+        };
+        let above_high = match group.settings.watermarks(limit) {
+            Some(_) if !limited => return Err(Error::NoLimit(m.path().display().to_string())),
+            Some(w) => Some((m.usage_event(w.high)?, w)),
+            None => None,
+        };
+        Ok(Watch { group, oom, above_high, last_reclaim: None })
+    }
+
+    /// Writes `value` to `setting` of `m`, remembering the previous value the first time.
+    fn set(&mut self, m: &Memcg, setting: Setting, value: u64) -> Result<()> {
+        let previous = match setting {
+            Setting::Limit => m.limit()?,
+            Setting::OomKillDisable => m.oom_control()?.oom_kill_disable as u64,
+        };
+        if !self.changed.iter().any(|(c, s, _)| c == m && *s == setting) {
+            self.changed.push((m.clone(), setting, previous));
+        }
+        write(m, setting, value)
+    }
+
+    /// Waits up to `timeout` for a notification and handles what arrived: OOMs first, then reclaim.
+    pub fn poll(&mut self, timeout: Duration) -> Result<Vec<Action>> {
+        let mut fds: Vec<libc::pollfd> = Vec::new();
+        for w in &self.watches {
+            for fd in w.oom.iter().chain(w.above_high.as_ref().map(|(fd, _)| fd)) {
+                fds.push(libc::pollfd { fd: fd.raw_fd(), events: libc::POLLIN, revents: 0 });
+            }
+        }
+        if !fds.is_empty() {
+            let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+            // SAFETY: `fds` is a valid array of pollfd for the duration of the call.
+            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        } else {
+            std::thread::sleep(timeout);
+        }
+        let mut actions = Vec::new();
+        for i in 0..self.watches.len() {
+            let fired = self.watches[i].oom.as_ref().map_or(Ok(0), EventFd::take)?;
+            let under = fired > 0 || self.watches[i].group.memcg.oom_control().is_ok_and(|c| c.under_oom);
+            if under && self.watches[i].oom.is_some() {
+                actions.extend(self.end_oom(i)?);
+            }
+        }
+        for i in 0..self.watches.len() {
+            if let Some((fd, _)) = &self.watches[i].above_high {
+                fd.take()?;
+            }
+            if let Some(a) = self.reclaim_if_above(i)? {
+                actions.push(a);
+            }
+        }
+        Ok(actions)
+    }
+
+    /// Kills by priority until group `i` is out of OOM (or, in a dry run, reports the first choice).
+    fn end_oom(&mut self, i: usize) -> Result<Vec<Action>> {
+        let group = self.watches[i].group.memcg.clone();
+        let mut actions = Vec::new();
+        let mut failed: Vec<PathBuf> = Vec::new();
+        loop {
+            if !self.dry_run && !group.oom_control()?.under_oom {
+                return Ok(actions);
+            }
+            let tree = self.snapshot(&group)?;
+            let Some(victim) = choose_victim(&tree, &|p: &Path| failed.iter().any(|f| f == p)) else {
+                return Ok(actions);
+            };
+            let victim_cg = Memcg::at(&victim.path)?;
+            let Some((pid, rss)) = largest_process(&victim_cg)? else {
+                failed.push(victim.path.clone());
+                continue;
+            };
+            actions.push(Action::Killed {
+                group: group.path().to_path_buf(),
+                victim: victim.path.clone(),
+                pid,
+                rss,
+                dry_run: self.dry_run,
+            });
+            if self.dry_run {
+                return Ok(actions);
+            }
+            // SAFETY: kill(2) with a pid read from the cgroup; a pid that has exited meanwhile fails
+            // with ESRCH, which the next round sees as a process gone.
+            if unsafe { libc::kill(pid as i32, libc::SIGKILL) } != 0 {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::ESRCH) {
+                    return Err(Error::Kill { pid, source: e });
+                }
+            }
+            self.kills += 1;
+            wait_gone(&victim_cg, pid);
+        }
+    }
+
+    /// The subtree of `root` as the priority rule sees it.
+    fn snapshot(&self, root: &Memcg) -> Result<Node> {
+        let children = match root.children() {
+            Ok(c) => c,
+            Err(_) => Vec::new(), // the cgroup vanished: nothing below it to choose
+        };
+        let children = children.iter().filter_map(|c| self.snapshot(c).ok()).collect();
+        Ok(Node {
+            path: root.path().to_path_buf(),
+            priority: self.priorities.get(root.path()).copied().unwrap_or(0),
+            usage: root.usage()?,
+            procs: root.procs()?.len(),
+            children,
+        })
+    }
+
+    /// One reclaim round of group `i` if its usage is above its high watermark and the last round is
+    /// at least [`RECLAIM_INTERVAL`] ago.
+    fn reclaim_if_above(&mut self, i: usize) -> Result<Option<Action>> {
+        let w = &self.watches[i];
+        let Some((_, marks)) = w.above_high else { return Ok(None) };
+        if self.dry_run || w.last_reclaim.is_some_and(|t| t.elapsed() < RECLAIM_INTERVAL) {
+            return Ok(None);
+        }
+        let m = w.group.memcg.clone();
+        let from = m.usage()?;
+        if from <= marks.high {
+            return Ok(None);
+        }
+        let started = Instant::now();
+        let limit = m.limit()?;
+        let mut usage = from;
+        while usage >= marks.low {
+            let step = usage.saturating_sub(RECLAIM_STEP).max(marks.low.saturating_sub(1));
+            match m.set_limit(step) {
+                Ok(()) => {}
+                Err(ioshare_host::Error::LimitBelowUsage { .. }) => break, // nothing more reclaimable
+                Err(e) => {
+                    let _ = m.set_limit(limit);
+                    return Err(e.into());
+                }
+            }
+            let now = m.usage()?;
+            if now >= usage {
+                break;
+            }
+            usage = now;
+        }
+        m.set_limit(limit)?;
+        self.watches[i].last_reclaim = Some(Instant::now());
+        Ok(Some(Action::Reclaimed { group: m.path().to_path_buf(), from, to: usage, took: started.elapsed() }))
+    }
+
+    /// Writes back every value the guard changed, newest first; a group that vanished is skipped.
+    pub fn restore(&mut self) -> Result<()> {
+        let mut first_error = None;
+        while let Some((m, setting, previous)) = self.changed.pop() {
+            if !m.path().exists() {
+                continue;
+            }
+            if let Err(e) = write(&m, setting, previous) {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Err(e) = self.restore() {
+            eprintln!("ioshare-memory: cannot restore a memory setting: {e}");
+        }
+    }
+}
+
+fn write(m: &Memcg, setting: Setting, value: u64) -> Result<()> {
+    match setting {
+        Setting::Limit => m.set_limit(value)?,
+        Setting::OomKillDisable => m.set_oom_kill_disable(value != 0)?,
+    }
+    Ok(())
+}
+
+/// Limits at or above this read as "no limit" (the kernel shows a page-rounded `i64::MAX`).
+fn unlimited_threshold() -> u64 {
+    1 << 62
+}
+
+/// The process of `m` itself with the largest resident set, with it in bytes.
+fn largest_process(m: &Memcg) -> Result<Option<(u32, u64)>> {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+    let rss = |pid: u32| -> u64 {
+        std::fs::read_to_string(format!("/proc/{pid}/statm"))
+            .ok()
+            .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .map_or(0, |pages| pages * page)
+    };
+    Ok(m.procs()?.into_iter().map(|p| (p, rss(p))).max_by_key(|&(_, r)| r))
+}
+
+/// Waits (bounded) until `pid` has left `m`: the kernel frees its memory as it exits.
+fn wait_gone(m: &Memcg, pid: u32) {
+    let deadline = Instant::now() + KILL_WAIT;
+    while Instant::now() < deadline && m.procs().is_ok_and(|p| p.contains(&pid)) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

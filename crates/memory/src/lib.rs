@@ -1,0 +1,25 @@
+//! ioshare-memory: memory isolation in userspace, because IO isolation fails without it — a memory
+//! hog pushes its neighbours into direct reclaim and swap IO, and the kernel's OOM killer picks
+//! victims by size, not importance. Two mechanisms from Alibaba Cloud Linux's memcg extensions
+//! (SPEC §8), which upstream kernels lack, done from userspace over the stock cgroup files:
+//!
+//! - [`priority`]: priority OOM — on an OOM in an ancestor, the victim is found by walking down from
+//!   it, lowest priority first (ties: larger usage), never outside the ancestor's subtree;
+//! - [`watermark`]: early reclaim — background reclaim between `wmark_high` and `wmark_low`;
+//! - [`guard`]: both, on cgroup v1 (`oom_kill_disable` + OOM eventfd; usage-threshold eventfd +
+//!   reclaim by lowering the limit), restoring everything it changed when it stops.
+//!
+//! The rules are pure functions tested exactly; the guard only reads cgroup files, kills and writes
+//! limits through `ioshare-host`'s [`ioshare_host::Memcg`].
+
+pub mod error;
+pub mod guard;
+pub mod priority;
+pub mod size;
+pub mod watermark;
+
+pub use error::{Error, Result};
+pub use guard::{Action, Guard, GuardedGroup};
+pub use priority::{choose_victim, Node, PRIORITY_MAX};
+pub use size::parse_size;
+pub use watermark::{MemorySettings, Watermarks};
