@@ -229,10 +229,8 @@ impl Guard {
 
     /// The subtree of `root` as the priority rule sees it.
     fn snapshot(&self, root: &Memcg) -> Result<Node> {
-        let children = match root.children() {
-            Ok(c) => c,
-            Err(_) => Vec::new(), // the cgroup vanished: nothing below it to choose
-        };
+        // A cgroup that vanished has nothing below it to choose.
+        let children = root.children().unwrap_or_default();
         let children = children.iter().filter_map(|c| self.snapshot(c).ok()).collect();
         Ok(Node {
             path: root.path().to_path_buf(),
