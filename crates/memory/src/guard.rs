@@ -11,8 +11,9 @@
 //! - **Early reclaim.** For a group with watermarks the guard listens on a usage eventfd at
 //!   `wmark_high`; when usage is above it, it lowers the limit in steps of at most [`RECLAIM_STEP`]
 //!   (the kernel reclaims down to each step, or refuses what it cannot reclaim) until usage is below
-//!   `wmark_low`, then restores the limit. Rounds are at least [`RECLAIM_INTERVAL`] apart, so a group
-//!   that refills its cache as fast as it is reclaimed cannot make the guard spin a core.
+//!   `wmark_low`, then restores the limit. A round starts no sooner than [`RECLAIM_INTERVAL`] and the
+//!   previous round's duration after it, so a group that refills its cache as fast as it is reclaimed
+//!   gets at most half of a core of reclaim, never a spinning one.
 //! - **Restore.** Every value the guard changes (limits, `oom_kill_disable`) is remembered with the
 //!   value it replaced and written back by [`Guard::restore`] (and on drop), so after the guard the
 //!   kernel's own killer works again everywhere it was paused. Crash safety (a `kill -9`) is the
@@ -31,8 +32,9 @@ use crate::watermark::{MemorySettings, Watermarks};
 /// The most one reclaim step takes at once, bytes: the group's own allocations meanwhile meet a
 /// limit at most this far below their usage.
 pub const RECLAIM_STEP: u64 = 16 << 20;
-/// The shortest time between two reclaim rounds of a group.
-pub const RECLAIM_INTERVAL: Duration = Duration::from_millis(100);
+/// The shortest time between two reclaim rounds of a group. A round also waits as long as the
+/// previous one took, so reclaim takes at most half of one core however fast a group refills.
+pub const RECLAIM_INTERVAL: Duration = Duration::from_millis(1);
 /// How long the guard waits for a killed process to leave its cgroup.
 const KILL_WAIT: Duration = Duration::from_secs(2);
 
@@ -79,7 +81,8 @@ struct Watch {
     group: GuardedGroup,
     oom: Option<EventFd>,
     above_high: Option<(EventFd, Watermarks)>,
-    last_reclaim: Option<Instant>,
+    /// When the last reclaim round ended, and how long it took.
+    last_reclaim: Option<(Instant, Duration)>,
 }
 
 /// The running guard. Dropping it restores what it changed.
@@ -242,11 +245,11 @@ impl Guard {
     }
 
     /// One reclaim round of group `i` if its usage is above its high watermark and the last round is
-    /// at least [`RECLAIM_INTERVAL`] ago.
+    /// far enough in the past (see the module notes).
     fn reclaim_if_above(&mut self, i: usize) -> Result<Option<Action>> {
         let w = &self.watches[i];
         let Some((_, marks)) = w.above_high else { return Ok(None) };
-        if self.dry_run || w.last_reclaim.is_some_and(|t| t.elapsed() < RECLAIM_INTERVAL) {
+        if self.dry_run || w.last_reclaim.is_some_and(|(end, took)| end.elapsed() < took.max(RECLAIM_INTERVAL)) {
             return Ok(None);
         }
         let m = w.group.memcg.clone();
@@ -274,8 +277,9 @@ impl Guard {
             usage = now;
         }
         m.set_limit(limit)?;
-        self.watches[i].last_reclaim = Some(Instant::now());
-        Ok(Some(Action::Reclaimed { group: m.path().to_path_buf(), from, to: usage, took: started.elapsed() }))
+        let took = started.elapsed();
+        self.watches[i].last_reclaim = Some((Instant::now(), took));
+        Ok(Some(Action::Reclaimed { group: m.path().to_path_buf(), from, to: usage, took }))
     }
 
     /// Writes back every value the guard changed, newest first; a group that vanished is skipped.
