@@ -50,6 +50,11 @@ impl Observer {
     /// Fails with a one-line reason when not root, when the kernel has no BTF, or when neither attach
     /// style works.
     pub fn start(device: Option<(u32, u32)>) -> Result<Observer> {
+        Self::start_as(device, None)
+    }
+
+    /// [`Observer::start`] with the attach style forced (`None`: tp_btf, falling back to raw_tp).
+    pub fn start_as(device: Option<(u32, u32)>, mode: Option<AttachMode>) -> Result<Observer> {
         if !ioshare_host::is_root() {
             return Err(Error::NotRoot);
         }
@@ -62,12 +67,17 @@ impl Observer {
             libbpf_rs::set_print(None);
         }
         let target = device.map_or(0, |(major, minor)| (major << 20) | minor);
-        let skel = match open_and_attach(target, AttachMode::TpBtf) {
+        let tp_btf = match mode {
+            Some(AttachMode::RawTp) => Err("not tried".to_string()),
+            _ => open_and_attach(target, AttachMode::TpBtf).map_err(|e| e.to_string()),
+        };
+        let skel = match tp_btf {
             Ok(skel) => (skel, AttachMode::TpBtf),
-            Err(tp_btf) => match open_and_attach(target, AttachMode::RawTp) {
+            Err(tp_btf) if mode != Some(AttachMode::TpBtf) => match open_and_attach(target, AttachMode::RawTp) {
                 Ok(skel) => (skel, AttachMode::RawTp),
-                Err(raw_tp) => return Err(Error::Load { tp_btf: tp_btf.to_string(), raw_tp: raw_tp.to_string() }),
+                Err(raw_tp) => return Err(Error::Load { tp_btf, raw_tp: raw_tp.to_string() }),
             },
+            Err(tp_btf) => return Err(Error::Load { tp_btf, raw_tp: "not tried".to_string() }),
         };
         Ok(Observer { skel: skel.0, mode: skel.1, started: Instant::now(), names: CgroupNames::discover() })
     }
