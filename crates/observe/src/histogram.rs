@@ -29,7 +29,7 @@ impl Kind {
             Kind::Size => (k as f64).exp2(),
             Kind::Seek if k == 0 => 0.0,
             Kind::Seek => ((k - 1) as f64).exp2(),
-            Kind::Latency => (k as f64).exp2() * 1e-6,
+            Kind::Latency => (k as f64).exp2() / 1e6,
         }
     }
 

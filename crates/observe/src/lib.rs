@@ -20,10 +20,13 @@
 //! ```
 
 mod error;
+pub mod heatmap;
 mod histogram;
 mod loader;
 mod names;
+pub mod prometheus;
 mod snapshot;
+pub mod table;
 
 #[allow(clippy::all, missing_docs, unsafe_op_in_unsafe_fn)]
 mod skel {

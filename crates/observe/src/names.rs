@@ -71,20 +71,30 @@ pub fn device_name(major: u32, minor: u32) -> Option<String> {
 }
 
 /// Resolves what the user gave for `--device`: `MAJ:MIN`, a device path (`/dev/loop0`) or a kernel
-/// name (`loop0`); `None` when it names no block device.
+/// name (`loop0`); `None` when it names no block device. A partition resolves to its whole disk,
+/// which is what the block layer's requests (and so the observer's counts) are keyed by.
 pub fn resolve_device(spec: &str) -> Option<(u32, u32)> {
-    if let Some((major, minor)) = spec.split_once(':') {
-        let dev = (major.parse().ok()?, minor.parse().ok()?);
-        return device_name(dev.0, dev.1).map(|_| dev);
-    }
-    let path = if spec.contains('/') { PathBuf::from(spec) } else { Path::new("/dev").join(spec) };
-    let meta = std::fs::metadata(path).ok()?;
-    use std::os::unix::fs::FileTypeExt;
-    if !meta.file_type().is_block_device() {
+    let (major, minor) = if let Some((major, minor)) = spec.split_once(':') {
+        (major.parse().ok()?, minor.parse().ok()?)
+    } else {
+        let path = if spec.contains('/') { PathBuf::from(spec) } else { Path::new("/dev").join(spec) };
+        let meta = std::fs::metadata(path).ok()?;
+        use std::os::unix::fs::FileTypeExt;
+        if !meta.file_type().is_block_device() {
+            return None;
+        }
+        (libc::major(meta.rdev()), libc::minor(meta.rdev()))
+    };
+    let sys = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
+    if !sys.exists() {
         return None;
     }
-    let rdev = meta.rdev();
-    Some((libc::major(rdev), libc::minor(rdev)))
+    if !sys.join("partition").exists() {
+        return Some((major, minor));
+    }
+    let disk = std::fs::read_to_string(sys.join("../dev")).ok()?;
+    let (major, minor) = disk.trim().split_once(':')?;
+    Some((major.parse().ok()?, minor.parse().ok()?))
 }
 
 #[cfg(test)]

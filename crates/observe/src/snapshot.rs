@@ -216,6 +216,20 @@ impl Snapshot {
         Snapshot { elapsed_s: self.elapsed_s, entries, counters: self.counters.since(&earlier.counters) }
     }
 
+    /// The seek histograms of all entries at `stage`, added up.
+    pub fn merged_seek(&self, stage: Stage) -> Histogram {
+        let mut total = Histogram::default();
+        self.entries.iter().for_each(|e| total.add(&e.stage(stage).seek));
+        total
+    }
+
+    /// The `latency` histograms of all entries, added up.
+    pub fn merged_latency(&self, latency: Latency) -> Histogram {
+        let mut total = Histogram::default();
+        self.entries.iter().for_each(|e| total.add(e.latency(latency)));
+        total
+    }
+
     /// The entries whose cgroup path contains `pattern` and whose device is `device` (`MAJ:MIN` or
     /// name) when given.
     pub fn filtered(&self, device: Option<&str>, pattern: Option<&str>) -> Snapshot {
