@@ -1,20 +1,35 @@
 #!/usr/bin/env bash
-# Installs what ioshare needs on a fresh Debian machine (idempotent): the Rust toolchain's
-# components, the Debian packages the tests and benchmarks use (fio for the engine's calibration; QEMU and a
-# static busybox for the cgroup-v2 lab guest), and the lab guest's kernel (extracted into a cache by
-# scripts/lab --setup: not installed on this host, its bootloader untouched).
+# Installs what ioshare needs on a fresh Debian machine (idempotent): the Rust toolchain's components;
+# the Debian packages the tests and benchmarks use — fio (the engine's calibration, real-process
+# tenants), clang, libelf-dev, zlib1g-dev and pkg-config (observe's BPF programs and libbpf), e2fsprogs
+# (file-system tests), QEMU and a static busybox (the cgroup-v2 lab guest), and Prometheus (observe's
+# acceptance test starts its own server on a free localhost port; installed without recommends, so no
+# node exporter runs) — and the lab guest's kernel (extracted into a cache by scripts/lab --setup: not
+# installed on this host, its bootloader untouched).
 set -euo pipefail
 
-need_apt=()
-for pkg in fio qemu-system-x86 busybox-static; do
-  dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
-done
-if [ ${#need_apt[@]} -gt 0 ]; then
-  sudo_cmd=""
-  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need_apt[@]}"
-fi
+sudo_cmd=""
+[ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+updated=""
+
+# apt_install [apt-get options] -- PACKAGE...: installs the packages that are missing.
+apt_install() {
+  local opts=() missing=()
+  while [ "$1" != "--" ]; do opts+=("$1"); shift; done
+  shift
+  for pkg in "$@"; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -gt 0 ] || return 0
+  if [ -z "$updated" ]; then
+    $sudo_cmd apt-get update -qq
+    updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${opts[@]}" "${missing[@]}"
+}
+
+apt_install -- fio clang libelf-dev zlib1g-dev pkg-config e2fsprogs qemu-system-x86 busybox-static
+apt_install --no-install-recommends -- prometheus
 
 "$(dirname "$0")/lab" --setup
 

@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod model;
+mod observe;
 mod sim;
 
 /// ioshare: IO isolation for containers and multi-tenant storage.
@@ -22,6 +23,8 @@ enum Command {
     Bench(bench::Args),
     /// Derive a cost model's coefficients from an io.cost.model line.
     Model(model::Args),
+    /// Watch the block layer with eBPF: per-cgroup IO, seek and latency histograms per stage (root).
+    Observe(observe::Args),
     /// Run a scenario in virtual time (built-in by name, or a .toml file).
     Sim(sim::Args),
 }
@@ -51,6 +54,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(args) => bench::run(args),
         Command::Model(args) => model::run(args).map(|()| Found::AsExpected),
+        Command::Observe(args) => observe::run(args),
         Command::Sim(args) => sim::run(args),
     };
     match result {

@@ -1,0 +1,236 @@
+//! `ioshare observe` end to end: bad input and missing root get one line and exit 1; as root, its JSON
+//! counts a known workload on a loop device exactly, and a real Prometheus server scraping its
+//! exposition answers a `histogram_quantile` query with the same latency the JSON gives.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use ioshare_host::LoopDevice;
+use ioshare_observe::{Histogram, Kind};
+
+fn ioshare(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ioshare")).args(args).output().expect("the binary runs")
+}
+
+fn one_line_failure(out: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "exit 1 expected: {err}");
+    assert_eq!(err.lines().count(), 1, "one line expected, got:\n{err}");
+    assert!(err.contains(needle), "'{needle}' not in: {err}");
+}
+
+#[test]
+fn bad_observe_input_fails_with_one_line() {
+    one_line_failure(&ioshare(&["observe", "--device", "/etc/passwd"]), "not a block device");
+    one_line_failure(&ioshare(&["observe", "--interval", "0"]), "--interval 0");
+    one_line_failure(&ioshare(&["observe", "--duration=0"]), "--duration 0");
+    one_line_failure(&ioshare(&["observe", "--prometheus", "nowhere"]), "--prometheus 'nowhere'");
+}
+
+#[test]
+fn observe_without_root_says_so() {
+    let out = if ioshare_host::is_root() {
+        // Run the binary as nobody (setpriv is in util-linux, always present on Debian).
+        let mut cmd = Command::new("setpriv");
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", env!("CARGO_BIN_EXE_ioshare")]);
+        match cmd.args(["observe", "--duration", "1"]).output() {
+            Ok(out) => out,
+            Err(e) => {
+                eprintln!("skipping observe_without_root_says_so: cannot run setpriv to drop root: {e}");
+                return;
+            }
+        }
+    } else {
+        ioshare(&["observe", "--duration", "1"])
+    };
+    one_line_failure(&out, "needs root");
+}
+
+/// Skips (returns true, printing why) unless root on a kernel with BTF.
+fn skip(test: &str) -> bool {
+    if ioshare_host::skip_unless_root(test) {
+        return true;
+    }
+    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+        eprintln!("skipping {test}: the kernel has no BTF (/sys/kernel/btf/vmlinux), which observe needs");
+        return true;
+    }
+    false
+}
+
+/// A child killed and reaped when dropped, so a failing test leaves none behind.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn backing_file() -> tempfile::NamedTempFile {
+    let file =
+        tempfile::Builder::new().prefix("ioshare-observe-cli-").tempfile_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    file.as_file().set_len(64 << 20).unwrap();
+    file
+}
+
+/// `count` direct 64 KiB writes to `dev` with dd.
+fn write_64k(dev: &Path, count: u32) {
+    let status = Command::new("dd")
+        .args(["if=/dev/zero", "bs=64k", "oflag=direct", "status=none", &format!("count={count}")])
+        .arg(format!("of={}", dev.display()))
+        .status()
+        .unwrap();
+    assert!(status.success(), "dd failed");
+}
+
+/// Starts `ioshare observe --json` on `dev` with `extra` options; returns it once it has attached
+/// (its first interval printed), with the first line.
+fn start_observe(dev: &LoopDevice, extra: &[&str]) -> (Reaped, BufReader<std::process::ChildStdout>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ioshare"))
+        .args(["observe", "--json", "--interval", "0.2"])
+        .arg(format!("--device={}", dev.path().display()))
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    assert!(first.starts_with('{'), "no JSON from observe: {first:?}");
+    (Reaped(child), stdout)
+}
+
+/// Sums the write entries of JSON interval lines: (IOs at C, D2C latency histogram).
+fn sum_writes(lines: &str) -> (u64, Histogram) {
+    let (mut ios, mut d2c) = (0, Histogram::default());
+    for line in lines.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        for e in v["snapshot"]["entries"].as_array().unwrap().iter().filter(|e| e["op"] == "write") {
+            ios += e["stages"][3]["ios"].as_u64().unwrap();
+            let h = &e["latencies"][2];
+            let buckets = h["buckets"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).collect();
+            d2c.add(&Histogram { buckets, sum: h["sum"].as_u64().unwrap() });
+        }
+    }
+    (ios, d2c)
+}
+
+#[test]
+fn json_counts_a_known_workload_exactly() {
+    if skip("json_counts_a_known_workload_exactly") {
+        return;
+    }
+    let backing = backing_file();
+    let dev = LoopDevice::attach(backing.path(), true).unwrap();
+    let (mut observe, mut stdout) = start_observe(&dev, &["--duration", "1.5"]);
+    write_64k(dev.path(), 100);
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    assert!(observe.0.wait().unwrap().success());
+    let (ios, d2c) = sum_writes(&rest);
+    assert_eq!(ios, 100, "100 direct 64 KiB writes at C");
+    assert_eq!(d2c.count(), 100, "each with its D->C latency");
+}
+
+/// GET `path` from `port` on localhost; the body, `None` while nothing listens there yet.
+fn http_get(port: u16, path: &str) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").ok()?;
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).ok()?;
+    reply.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
+}
+
+/// The value of a Prometheus instant query, if it returned one sample (`None` also while Prometheus
+/// is still starting).
+fn prom_query(port: u16, query: &str) -> Option<f64> {
+    let encoded: String = query
+        .bytes()
+        .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect();
+    let body = http_get(port, &format!("/api/v1/query?query={encoded}"))?;
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    let result = v["data"]["result"].as_array()?;
+    (result.len() == 1).then(|| result[0]["value"][1].as_str()?.parse().ok())?
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+#[test]
+fn prometheus_quantile_agrees_with_json() {
+    if skip("prometheus_quantile_agrees_with_json") {
+        return;
+    }
+    if Command::new("prometheus").arg("--version").output().is_err() {
+        eprintln!("skipping prometheus_quantile_agrees_with_json: Debian's prometheus package is not installed (./scripts/setup.sh)");
+        return;
+    }
+    let backing = backing_file();
+    let dev = LoopDevice::attach(backing.path(), true).unwrap();
+    let exporter_port = free_port();
+    let (mut observe, mut stdout) =
+        start_observe(&dev, &["--duration", "120", "--prometheus", &exporter_port.to_string()]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\n\
+             scrape_configs:\n  - job_name: ioshare\n    static_configs: [{{targets: ['127.0.0.1:{exporter_port}']}}]\n"
+        ),
+    )
+    .unwrap();
+    let prom_port = free_port();
+    let _prometheus = Reaped(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    write_64k(dev.path(), 100);
+
+    // Wait (bounded) until Prometheus has scraped the completed writes: a condition, not a guess.
+    let selector =
+        format!(r#"ioshare_bio_latency_seconds_bucket{{device="{}",stage="D2C",op="write"}}"#, device_name(&dev));
+    let count_query =
+        format!("sum(ioshare_bio_requests_total{{stage=\"C\",op=\"write\",device=\"{}\"}})", device_name(&dev));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while prom_query(prom_port, &count_query) != Some(100.0) {
+        assert!(Instant::now() < deadline, "Prometheus never saw the 100 writes");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let from_prometheus = prom_query(prom_port, &format!("histogram_quantile(0.9, sum by (le) ({selector}))")).unwrap();
+
+    // SIGTERM: observe prints its last interval and exits; the JSON lines cover the whole run.
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(observe.0.id() as i32, libc::SIGTERM) };
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    assert!(observe.0.wait().unwrap().success());
+    let (ios, d2c) = sum_writes(&rest);
+    assert_eq!(ios, 100);
+    let from_json = d2c.quantile(Kind::Latency, 0.9).unwrap();
+    // Both interpolate linearly inside the same log2 bucket; only float formatting may differ.
+    assert!(
+        (from_prometheus - from_json).abs() <= 1e-9 * from_json.max(1e-9),
+        "Prometheus p90 {from_prometheus} s, JSON p90 {from_json} s"
+    );
+    eprintln!("D2C write p90: Prometheus {from_prometheus:.9} s, observe JSON {from_json:.9} s");
+}
+
+fn device_name(dev: &LoopDevice) -> String {
+    dev.path().file_name().unwrap().to_string_lossy().into_owned()
+}

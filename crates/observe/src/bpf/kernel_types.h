@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The few kernel types the observer reads, declared by hand instead of a generated vmlinux.h.
+ *
+ * Every struct carries `preserve_access_index`, so clang emits CO-RE relocations by field *name*:
+ * libbpf rewrites each offset at load time from the running kernel's BTF (/sys/kernel/btf/vmlinux).
+ * Only the fields used are declared, and their order here means nothing. Why not a generated
+ * vmlinux.h: it would need bpftool and a BTF-enabled kernel on the *build* machine (CI containers
+ * may have neither) and ~100k lines per build, while these 12 structs compile in milliseconds and
+ * still relocate against whatever kernel loads them (checked: 6.18 here).
+ */
+#ifndef IOSHARE_KERNEL_TYPES_H
+#define IOSHARE_KERNEL_TYPES_H
+
+typedef unsigned char __u8;
+typedef unsigned short __u16;
+typedef unsigned int __u32;
+typedef unsigned long long __u64;
+typedef signed int __s32;
+typedef signed long long __s64;
+typedef __u16 __be16;
+typedef __u32 __be32;
+typedef __u32 __wsum;
+typedef __u64 sector_t;
+typedef __u32 dev_t;
+typedef __u32 blk_opf_t;
+typedef _Bool bool;
+#define true 1
+#define false 0
+
+enum bpf_map_type {
+	BPF_MAP_TYPE_HASH = 1,
+	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_LRU_HASH = 9,
+};
+
+enum {
+	BPF_ANY = 0,
+	BPF_NOEXIST = 1,
+};
+
+#pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
+
+struct kernfs_node {
+	__u64 id;
+};
+
+struct cgroup {
+	struct kernfs_node *kn;
+};
+
+struct cgroup_subsys_state {
+	struct cgroup *cgroup;
+};
+
+struct blkcg {
+	struct cgroup_subsys_state css;
+};
+
+struct blkcg_gq {
+	struct blkcg *blkcg;
+};
+
+struct gendisk {
+	int major;
+	int first_minor;
+};
+
+struct block_device {
+	struct gendisk *bd_disk;
+};
+
+struct bvec_iter {
+	sector_t bi_sector;
+	unsigned int bi_size;
+};
+
+struct bio {
+	struct block_device *bi_bdev;
+	blk_opf_t bi_opf;
+	struct bvec_iter bi_iter;
+	struct blkcg_gq *bi_blkg;
+};
+
+struct request_queue {
+	struct gendisk *disk;
+};
+
+struct request {
+	struct request_queue *q;
+	blk_opf_t cmd_flags;
+	sector_t __sector;
+	unsigned int __data_len;
+	struct bio *bio;
+};
+
+#pragma clang attribute pop
+
+#endif

@@ -1,0 +1,40 @@
+//! ioshare-observe: the kernel's block layer, watched with eBPF and aggregated in the kernel.
+//!
+//! BPF programs (C, `src/bpf/observe.bpf.c`, built by clang through libbpf-cargo) sit on the block
+//! tracepoints Q (`block_bio_queue`), I (`block_rq_insert`), D (`block_rq_issue`) and C
+//! (`block_rq_complete`) and count, per (device, cgroup, operation): IOs and bytes per stage, log2
+//! histograms of IO size and of the seek distance between consecutive IOs of the same cgroup at each
+//! stage (so a scheduler's reordering shows as a different histogram at I than at D), and latency
+//! histograms Q→C, I→D, D→C. User space reads the maps when it wants a [`Snapshot`].
+//!
+//! # API
+//! ```text
+//! Observer::start(device: Option<(major, minor)>) -> Result<Observer>   // root + BTF, else Error
+//!     .snapshot() -> Result<Snapshot>     // cumulative since start
+//!     .mode() -> AttachMode               // TpBtf or the RawTp fallback
+//! Snapshot { elapsed_s, entries: Vec<Entry>, counters }, .since(&earlier), .filtered(device, pattern)
+//! Entry { device, device_name, cgroup_id, cgroup, op, stages[Q,I,D,C]: StageStats, latencies[QC,ID,DC] }
+//! Histogram { buckets, sum }, .quantile(kind, q), Kind::{Size, Seek, Latency}.upper_bound(k)/.bucket(v)
+//! resolve_device("/dev/loop0" | "loop0" | "7:0") -> Option<(major, minor)>
+//! prometheus::render(&Snapshot) -> String; prometheus::serve(addr, shared snapshot)
+//! ```
+
+mod error;
+pub mod heatmap;
+mod histogram;
+mod loader;
+mod names;
+pub mod prometheus;
+mod snapshot;
+pub mod table;
+
+#[allow(clippy::all, missing_docs, unsafe_op_in_unsafe_fn)]
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/observe.skel.rs"));
+}
+
+pub use error::{Error, Result};
+pub use histogram::{Histogram, Kind};
+pub use loader::{AttachMode, Observer};
+pub use names::{device_name, resolve_device, CgroupNames};
+pub use snapshot::{Counters, Entry, Latency, Op, Snapshot, Stage, StageStats};

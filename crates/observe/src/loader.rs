@@ -1,0 +1,191 @@
+//! Loading and attaching the BPF programs, and reading their maps into [`Snapshot`]s.
+//!
+//! The tp_btf programs are tried first (typed tracepoint arguments, no tracefs needed); if the kernel
+//! refuses them, the raw_tp twins of the same code are loaded instead. Classic tracepoints are not
+//! used (they need tracefs mounted), nor kprobes/fentry (unavailable on the kernels this targets).
+
+use std::mem::MaybeUninit;
+use std::time::Instant;
+
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, OpenObject};
+
+use crate::error::{Error, Result};
+use crate::histogram::Histogram;
+use crate::names::{device_name, CgroupNames};
+use crate::skel::types::{obs_key, obs_latency, obs_stage, obs_value};
+use crate::skel::{ObserveSkel, ObserveSkelBuilder};
+use crate::snapshot::{Counters, Entry, Op, Snapshot, StageStats};
+
+/// Set to anything to see libbpf's log (the verifier's output) on stderr.
+pub const DEBUG_ENV: &str = "IOSHARE_OBSERVE_DEBUG";
+
+/// How the programs are attached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttachMode {
+    /// BTF-typed raw tracepoints (`tp_btf`).
+    TpBtf,
+    /// Raw tracepoints (`raw_tp`), the fallback.
+    RawTp,
+}
+
+/// The running observer: programs attached until it is dropped.
+pub struct Observer {
+    skel: ObserveSkel<'static>,
+    mode: AttachMode,
+    started: Instant,
+    names: CgroupNames,
+}
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Observer").field("mode", &self.mode).finish_non_exhaustive()
+    }
+}
+
+impl Observer {
+    /// Loads and attaches the programs, counting IO on the whole disk `device` (`(major, minor)`) only,
+    /// or on every device.
+    ///
+    /// Fails with a one-line reason when not root, when the kernel has no BTF, or when neither attach
+    /// style works.
+    pub fn start(device: Option<(u32, u32)>) -> Result<Observer> {
+        Self::start_as(device, None)
+    }
+
+    /// [`Observer::start`] with the attach style forced (`None`: tp_btf, falling back to raw_tp).
+    pub fn start_as(device: Option<(u32, u32)>, mode: Option<AttachMode>) -> Result<Observer> {
+        if !ioshare_host::is_root() {
+            return Err(Error::NotRoot);
+        }
+        if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+            return Err(Error::NoBtf);
+        }
+        // libbpf prints every refusal (and the verifier's log) to stderr; the errors are reported
+        // through `Error::Load`, and the full log only on request.
+        if std::env::var_os(DEBUG_ENV).is_none() {
+            libbpf_rs::set_print(None);
+        }
+        let target = device.map_or(0, |(major, minor)| (major << 20) | minor);
+        let tp_btf = match mode {
+            Some(AttachMode::RawTp) => Err("not tried".to_string()),
+            _ => open_and_attach(target, AttachMode::TpBtf).map_err(|e| e.to_string()),
+        };
+        let skel = match tp_btf {
+            Ok(skel) => (skel, AttachMode::TpBtf),
+            Err(tp_btf) if mode != Some(AttachMode::TpBtf) => match open_and_attach(target, AttachMode::RawTp) {
+                Ok(skel) => (skel, AttachMode::RawTp),
+                Err(raw_tp) => return Err(Error::Load { tp_btf, raw_tp: raw_tp.to_string() }),
+            },
+            Err(tp_btf) => return Err(Error::Load { tp_btf, raw_tp: "not tried".to_string() }),
+        };
+        Ok(Observer { skel: skel.0, mode: skel.1, started: Instant::now(), names: CgroupNames::discover() })
+    }
+
+    /// Which program flavour is attached.
+    pub fn mode(&self) -> AttachMode {
+        self.mode
+    }
+
+    /// Reads everything counted since the programs were attached.
+    pub fn snapshot(&mut self) -> Result<Snapshot> {
+        let stats = &self.skel.maps.stats;
+        let mut entries = Vec::new();
+        for raw_key in stats.keys() {
+            let value = stats
+                .lookup(&raw_key, MapFlags::ANY)
+                .map_err(|e| Error::Map { map: "stats", reason: e.to_string() })?;
+            // A key may vanish between keys() and lookup() only if something deleted it; nothing does.
+            let Some(value) = value else { continue };
+            let key: obs_key = from_bytes(&raw_key, "stats")?;
+            let value: obs_value = from_bytes(&value, "stats")?;
+            entries.push(entry(&mut self.names, &key, &value));
+        }
+        entries.sort_by(|a, b| (&a.device, &a.cgroup, a.op).cmp(&(&b.device, &b.cgroup, b.op)));
+        Ok(Snapshot { elapsed_s: self.started.elapsed().as_secs_f64(), entries, counters: self.counters()? })
+    }
+
+    fn counters(&self) -> Result<Counters> {
+        let read = |index: u32| -> Result<u64> {
+            let per_cpu = self
+                .skel
+                .maps
+                .counters
+                .lookup_percpu(&index.to_ne_bytes(), MapFlags::ANY)
+                .map_err(|e| Error::Map { map: "counters", reason: e.to_string() })?
+                .unwrap_or_default();
+            per_cpu.iter().map(|bytes| from_bytes::<u64>(bytes, "counters")).sum()
+        };
+        Ok(Counters { dropped_stats_full: read(0)?, missing_queue_time: read(1)?, missing_issue_time: read(2)? })
+    }
+}
+
+/// Opens the object with one flavour of programs enabled, sets the device filter, loads, attaches.
+fn open_and_attach(target_dev: u32, mode: AttachMode) -> libbpf_rs::Result<ObserveSkel<'static>> {
+    // The skeleton borrows its object storage for its whole life; one small allocation per observer
+    // (a pointer) is leaked so the observer can own its skeleton.
+    let storage: &'static mut MaybeUninit<OpenObject> = Box::leak(Box::new(MaybeUninit::uninit()));
+    let mut open = ObserveSkelBuilder::default().open(storage)?;
+    if let Some(rodata) = open.maps.rodata_data.as_mut() {
+        rodata.target_dev = target_dev;
+    }
+    let btf = mode == AttachMode::TpBtf;
+    let progs = &mut open.progs;
+    for (prog, enabled) in [
+        (&mut progs.btf_bio_queue, btf),
+        (&mut progs.btf_rq_insert, btf),
+        (&mut progs.btf_rq_issue, btf),
+        (&mut progs.btf_rq_complete, btf),
+        (&mut progs.raw_bio_queue, !btf),
+        (&mut progs.raw_rq_insert, !btf),
+        (&mut progs.raw_rq_issue, !btf),
+        (&mut progs.raw_rq_complete, !btf),
+    ] {
+        prog.set_autoload(enabled);
+    }
+    let mut skel = open.load()?;
+    skel.attach()?;
+    Ok(skel)
+}
+
+/// Reads a plain value of `T` (a struct of integers) from the bytes of a map key or value.
+fn from_bytes<T: Copy + Default>(bytes: &[u8], map: &'static str) -> Result<T> {
+    if bytes.len() != std::mem::size_of::<T>() {
+        return Err(Error::Map {
+            map,
+            reason: format!("{} bytes where {} were expected (stale build?)", bytes.len(), std::mem::size_of::<T>()),
+        });
+    }
+    let mut value = T::default();
+    // SAFETY: `T` is one of the skeleton's `repr(C)` structs of integers (or an integer), for which
+    // every bit pattern is valid, and exactly `size_of::<T>()` bytes are copied into it.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), (&mut value as *mut T).cast::<u8>(), bytes.len()) };
+    Ok(value)
+}
+
+fn entry(names: &mut CgroupNames, key: &obs_key, value: &obs_value) -> Entry {
+    let (major, minor) = (key.dev >> 20, key.dev & 0xfffff);
+    let device = format!("{major}:{minor}");
+    Entry {
+        device_name: device_name(major, minor).unwrap_or_else(|| device.clone()),
+        device,
+        cgroup_id: key.cgroup,
+        cgroup: names.name(key.cgroup),
+        op: Op::from_raw(key.op),
+        stages: value.stage.iter().map(stage_stats).collect(),
+        latencies: value.latency.iter().map(latency_histogram).collect(),
+    }
+}
+
+fn stage_stats(stage: &obs_stage) -> StageStats {
+    StageStats {
+        ios: stage.ios,
+        bytes: stage.bytes,
+        size: Histogram { buckets: stage.size_hist.to_vec(), sum: stage.bytes },
+        seek: Histogram { buckets: stage.seek_hist.to_vec(), sum: stage.seek_sum },
+    }
+}
+
+fn latency_histogram(latency: &obs_latency) -> Histogram {
+    Histogram { buckets: latency.hist.to_vec(), sum: latency.sum_ns }
+}

@@ -1,0 +1,231 @@
+//! Root tests against the real block layer: a loop device, processes in blkio cgroups doing direct
+//! IO at offsets the test chose, and the observer's counts compared with what those offsets imply.
+//! They skip with a printed reason when not root or when the kernel has no BTF.
+//!
+//! Each IO process is this test binary run again with `IOSHARE_OBSERVE_CHILD` set (see
+//! [`child_io`]), so it can sit in its own cgroup from its first IO on.
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+use std::process::Command;
+
+use ioshare_host::{BlkioCgroup, LoopDevice};
+use ioshare_observe::{AttachMode, Entry, Histogram, Kind, Observer, Op, Snapshot, Stage};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+const CHILD_ENV: &str = "IOSHARE_OBSERVE_CHILD";
+const SECTOR: u64 = 512;
+
+/// Skips (returns true, printing why) unless root on a kernel with BTF.
+fn skip(test: &str) -> bool {
+    if ioshare_host::skip_unless_root(test) {
+        return true;
+    }
+    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+        eprintln!("skipping {test}: the kernel has no BTF (/sys/kernel/btf/vmlinux), which observe needs");
+        return true;
+    }
+    false
+}
+
+/// Not a test of its own: the IO process of the tests below. With `IOSHARE_OBSERVE_CHILD` =
+/// `read|write DEVICE SIZE OFFSETS_FILE`, does one direct IO of SIZE bytes at each offset, in order.
+#[test]
+fn child_io() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else { return };
+    let fields: Vec<&str> = spec.split(' ').collect();
+    let [op, device, size, offsets] = fields[..] else { panic!("bad {CHILD_ENV}: {spec}") };
+    let size: usize = size.parse().unwrap();
+    let offsets: Vec<u64> = std::fs::read_to_string(offsets).unwrap().lines().map(|l| l.parse().unwrap()).collect();
+    let file = OpenOptions::new().read(true).write(true).custom_flags(libc::O_DIRECT).open(device).unwrap();
+    let layout = Layout::from_size_align(size, 4096).unwrap();
+    // SAFETY: layout has a non-zero size; the buffer is freed below with the same layout.
+    let buf = unsafe { alloc_zeroed(layout) };
+    // SAFETY: `buf` points to `size` initialized (zeroed) bytes owned by this function.
+    let slice = unsafe { std::slice::from_raw_parts_mut(buf, size) };
+    for &offset in &offsets {
+        let done = if op == "write" { file.write_at(slice, offset) } else { file.read_at(slice, offset) };
+        assert_eq!(done.unwrap(), size, "{op} at {offset}");
+    }
+    // SAFETY: allocated above with this layout.
+    unsafe { dealloc(buf, layout) };
+}
+
+/// A child process running IOs, killed and reaped if dropped before it finished (a failing test leaves
+/// none behind), with the file that lists its offsets.
+struct IoChild {
+    child: std::process::Child,
+    /// Kept until the child is done with it; removed on drop.
+    _offsets: tempfile::NamedTempFile,
+}
+
+impl IoChild {
+    fn wait(mut self) {
+        assert!(self.child.wait().unwrap().success(), "IO child failed");
+    }
+}
+
+impl Drop for IoChild {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `offsets` as direct IOs of `size` bytes from a child process in `cgroup`.
+fn run_in(cgroup: &BlkioCgroup, op: &str, device: &Path, size: u64, offsets: &[u64]) -> IoChild {
+    let mut list = tempfile::NamedTempFile::new().unwrap();
+    for o in offsets {
+        writeln!(list, "{o}").unwrap();
+    }
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "child_io", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, format!("{op} {} {size} {}", device.display(), list.path().display()));
+    IoChild { child: cgroup.spawn(cmd).unwrap(), _offsets: list }
+}
+
+/// The seek histogram the observer should show for one stream of IOs, in issue order: distance from
+/// the end of each IO to the start of the next, in sectors; the first IO has no predecessor.
+fn expected_seeks(offsets: &[u64], size: u64) -> Vec<u64> {
+    let mut buckets = vec![0; 48];
+    for pair in offsets.windows(2) {
+        let end = (pair[0] + size) / SECTOR;
+        let start = pair[1] / SECTOR;
+        buckets[Kind::Seek.bucket(start.abs_diff(end))] += 1;
+    }
+    buckets
+}
+
+fn entry<'a>(snap: &'a Snapshot, cgroup: &BlkioCgroup, op: Op) -> &'a Entry {
+    let id = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(cgroup.path()).unwrap());
+    snap.entries
+        .iter()
+        .find(|e| e.cgroup_id == id && e.op == op)
+        .unwrap_or_else(|| panic!("no {op:?} entry for {} in {snap:#?}", cgroup.path().display()))
+}
+
+fn backing_file(mib: u64) -> tempfile::NamedTempFile {
+    let file = tempfile::Builder::new()
+        .prefix("ioshare-observe-test-")
+        .tempfile_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("create a backing file in CARGO_TARGET_TMPDIR");
+    file.as_file().set_len(mib << 20).expect("size the backing file");
+    file
+}
+
+#[test]
+fn counts_are_exact_per_cgroup_and_operation() {
+    if skip("counts_are_exact_per_cgroup_and_operation") {
+        return;
+    }
+    let backing = backing_file(64);
+    let dev = LoopDevice::attach(backing.path(), true).unwrap();
+    let pid = std::process::id();
+    let readers = BlkioCgroup::create(&format!("ioshare-observe-test-{pid}/readers")).unwrap();
+    let writers = BlkioCgroup::create(&format!("ioshare-observe-test-{pid}/writers")).unwrap();
+    let mut observer = Observer::start(Some((dev.dev().major, dev.dev().minor))).unwrap();
+
+    // 1000 random 4 KiB reads in the first 32 MiB, 200 sequential 64 KiB writes from 32 MiB on.
+    let mut rng = SmallRng::seed_from_u64(7);
+    let reads: Vec<u64> = (0..1000).map(|_| rng.gen_range(0..(32u64 << 20) / 4096) * 4096).collect();
+    let writes: Vec<u64> = (0..200).map(|i| (32u64 << 20) + i * 65536).collect();
+    let reader = run_in(&readers, "read", dev.path(), 4096, &reads);
+    let writer = run_in(&writers, "write", dev.path(), 65536, &writes);
+    reader.wait();
+    writer.wait();
+
+    let snap = observer.snapshot().unwrap();
+    let r = entry(&snap, &readers, Op::Read);
+    let w = entry(&snap, &writers, Op::Write);
+    for stage in [Stage::Q, Stage::D, Stage::C] {
+        assert_eq!((r.stage(stage).ios, r.stage(stage).bytes), (1000, 4_096_000), "reads at {stage:?}");
+        assert_eq!((w.stage(stage).ios, w.stage(stage).bytes), (200, 13_107_200), "writes at {stage:?}");
+        assert_eq!(r.stage(stage).seek.buckets, expected_seeks(&reads, 4096), "read seeks at {stage:?}");
+        assert_eq!(w.stage(stage).seek.buckets, expected_seeks(&writes, 65536), "write seeks at {stage:?}");
+        assert_eq!(r.stage(stage).size.buckets[Kind::Size.bucket(4096)], 1000);
+        assert_eq!(w.stage(stage).size.buckets[Kind::Size.bucket(65536)], 200);
+    }
+    assert_eq!(w.stage(Stage::C).sequential_share(), Some(1.0));
+    // Only the readers read and only the writers wrote.
+    let ids = [r.cgroup_id, w.cgroup_id];
+    let others: Vec<&Entry> = snap.entries.iter().filter(|e| ids.contains(&e.cgroup_id)).collect();
+    assert_eq!(others.len(), 2, "unexpected entries for the test cgroups: {others:#?}");
+    // Every completion had its issue time: D->C counts all of them, Q->C all but split bios.
+    let lat: &Histogram = w.latency(ioshare_observe::Latency::DC);
+    assert_eq!(lat.count(), 200);
+    eprintln!(
+        "exact counts: readers {} reads / {} B, writers {} writes / {} B at C; read seek buckets {:?}",
+        r.stage(Stage::C).ios,
+        r.stage(Stage::C).bytes,
+        w.stage(Stage::C).ios,
+        w.stage(Stage::C).bytes,
+        r.stage(Stage::C).seek.buckets
+    );
+}
+
+/// mq-deadline on the loop device (never the machine's disk) receives batches of 32 random reads at
+/// once and hands them to the driver sorted by sector: the seek distances at D are shorter than at I.
+/// Runs on the raw_tp programs, so the fallback is exercised too.
+#[test]
+fn scheduler_reordering_shows_between_insert_and_issue() {
+    if skip("scheduler_reordering_shows_between_insert_and_issue") {
+        return;
+    }
+    if !Path::new("/usr/bin/fio").exists() && Command::new("fio").arg("--version").output().is_err() {
+        eprintln!(
+            "skipping scheduler_reordering_shows_between_insert_and_issue: fio not installed (./scripts/setup.sh)"
+        );
+        return;
+    }
+    let backing = backing_file(64);
+    let dev = LoopDevice::attach(backing.path(), true).unwrap();
+    if let Err(e) = dev.set_scheduler("mq-deadline") {
+        eprintln!("skipping scheduler_reordering_shows_between_insert_and_issue: {e}");
+        return;
+    }
+    let group = BlkioCgroup::create(&format!("ioshare-observe-reorder-{}/batch", std::process::id())).unwrap();
+    let mut observer = Observer::start_as(Some((dev.dev().major, dev.dev().minor)), Some(AttachMode::RawTp)).unwrap();
+    assert_eq!(observer.mode(), AttachMode::RawTp);
+
+    let mut fio = Command::new("fio");
+    fio.args([
+        "--name=reorder",
+        "--ioengine=io_uring",
+        "--direct=1",
+        "--rw=randread",
+        "--bs=4k",
+        "--size=32M",
+        "--io_size=8M",
+        "--iodepth=32",
+        "--iodepth_batch_submit=32",
+        "--iodepth_batch_complete_min=32",
+        "--randseed=11",
+        "--output-format=terse",
+    ])
+    .arg(format!("--filename={}", dev.path().display()))
+    .stdout(std::process::Stdio::null());
+    let status = group.spawn(fio).unwrap().wait().unwrap();
+    assert!(status.success(), "fio failed");
+
+    let snap = observer.snapshot().unwrap();
+    let e = entry(&snap, &group, Op::Read);
+    let (inserted, issued) = (e.stage(Stage::I), e.stage(Stage::D));
+    // Every request passes the scheduler, so I and D count the same requests; only their order differs.
+    assert_eq!(inserted.ios, issued.ios);
+    assert!(inserted.ios >= 1900, "expected ~2048 requests (a few bios may merge), got {}", inserted.ios);
+    assert_ne!(inserted.seek.buckets, issued.seek.buckets, "no reordering visible between I and D");
+    // Sorting a batch shortens the jumps: the mean seek distance at D is below that at I.
+    let mean = |s: &ioshare_observe::StageStats| s.seek.sum as f64 / s.seek.count() as f64;
+    assert!(mean(issued) < mean(inserted), "mean seek D {} >= I {}", mean(issued), mean(inserted));
+    eprintln!(
+        "reordering: mean seek I {:.0} sectors, D {:.0}; I buckets {:?}; D buckets {:?}",
+        mean(inserted),
+        mean(issued),
+        &inserted.seek.buckets[..26],
+        &issued.seek.buckets[..26]
+    );
+}
