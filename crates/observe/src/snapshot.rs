@@ -184,6 +184,22 @@ impl Counters {
     }
 }
 
+/// The observer's own CPU time in the kernel, when measured ([`crate::Observer::measure_cost`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Cost {
+    /// Program runs (one per tracepoint hit, on every device, before the device filter).
+    pub runs: u64,
+    /// Their total run time in nanoseconds.
+    pub run_time_ns: u64,
+}
+
+impl Cost {
+    /// Average nanoseconds per run, `None` before any run.
+    pub fn ns_per_run(&self) -> Option<f64> {
+        (self.runs > 0).then(|| self.run_time_ns as f64 / self.runs as f64)
+    }
+}
+
 /// One reading of the kernel's maps.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Snapshot {
@@ -193,6 +209,8 @@ pub struct Snapshot {
     pub entries: Vec<Entry>,
     /// What could not be seen.
     pub counters: Counters,
+    /// The observer's own cost, when measured.
+    pub cost: Option<Cost>,
 }
 
 impl Snapshot {
@@ -213,7 +231,14 @@ impl Snapshot {
                 delta.stages.iter().any(|s| s.ios > 0).then_some(delta)
             })
             .collect();
-        Snapshot { elapsed_s: self.elapsed_s, entries, counters: self.counters.since(&earlier.counters) }
+        let cost = self.cost.map(|now| {
+            let before = earlier.cost.unwrap_or_default();
+            Cost {
+                runs: now.runs.saturating_sub(before.runs),
+                run_time_ns: now.run_time_ns.saturating_sub(before.run_time_ns),
+            }
+        });
+        Snapshot { elapsed_s: self.elapsed_s, entries, counters: self.counters.since(&earlier.counters), cost }
     }
 
     /// The seek histograms of all entries at `stage`, added up.
