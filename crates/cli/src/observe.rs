@@ -121,10 +121,10 @@ pub fn run(args: Args) -> anyhow::Result<Found> {
         sleep_until(started + Duration::from_secs_f64(end), stop);
         let current = observer.snapshot()?;
         let seconds = current.elapsed_s - previous.elapsed_s;
-        let cumulative = current.filtered(None, args.cgroup.as_deref());
+        let cumulative = current.filtered(args.cgroup.as_deref());
         *shared.lock().expect("the Prometheus thread never panics while holding the lock") =
             prometheus::render(&cumulative);
-        let delta = current.since(&previous).filtered(None, args.cgroup.as_deref());
+        let delta = current.since(&previous).filtered(args.cgroup.as_deref());
         let t = started.elapsed().as_secs_f64();
         for (cols, (_, _, _, take)) in columns.iter_mut().zip(&series) {
             cols.push((t, take(&delta)));

@@ -99,8 +99,7 @@ impl Observer {
         // negative errno.
         let fd = unsafe { libbpf_rs::libbpf_sys::bpf_enable_stats(libbpf_rs::libbpf_sys::BPF_STATS_RUN_TIME) };
         if fd < 0 {
-            let reason = std::io::Error::from_raw_os_error(-fd).to_string();
-            return Err(Error::Map { map: "program statistics", reason });
+            return Err(Error::Stats(std::io::Error::from_raw_os_error(-fd)));
         }
         // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
         self.run_stats = Some(unsafe { OwnedFd::from_raw_fd(fd) });

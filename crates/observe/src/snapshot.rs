@@ -255,16 +255,61 @@ impl Snapshot {
         total
     }
 
-    /// The entries whose cgroup path contains `pattern` and whose device is `device` (`MAJ:MIN` or
-    /// name) when given.
-    pub fn filtered(&self, device: Option<&str>, pattern: Option<&str>) -> Snapshot {
-        let entries = self
-            .entries
-            .iter()
-            .filter(|e| device.is_none_or(|d| e.device == d || e.device_name == d))
-            .filter(|e| pattern.is_none_or(|p| e.cgroup.contains(p)))
-            .cloned()
-            .collect();
+    /// The entries whose cgroup path contains `pattern` (all of them for `None`).
+    pub fn filtered(&self, pattern: Option<&str>) -> Snapshot {
+        let entries = self.entries.iter().filter(|e| pattern.is_none_or(|p| e.cgroup.contains(p))).cloned().collect();
         Snapshot { entries, ..self.clone() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(cgroup: &str, ios: u64) -> Entry {
+        let stage = StageStats {
+            ios,
+            bytes: ios * 512,
+            size: Histogram { buckets: vec![ios], sum: ios * 512 },
+            seek: Histogram { buckets: vec![ios], sum: 0 },
+        };
+        Entry {
+            device: "7:0".into(),
+            device_name: "loop0".into(),
+            cgroup_id: cgroup.len() as u64,
+            cgroup: cgroup.into(),
+            op: Op::Write,
+            stages: vec![stage; 4],
+            latencies: vec![Histogram { buckets: vec![ios], sum: ios }; 3],
+        }
+    }
+
+    fn snapshot(entries: Vec<Entry>, runs: u64) -> Snapshot {
+        Snapshot {
+            elapsed_s: 1.0,
+            entries,
+            counters: Counters::default(),
+            cost: Some(Cost { runs, run_time_ns: runs }),
+        }
+    }
+
+    #[test]
+    fn since_keeps_what_happened_in_between() {
+        let before = snapshot(vec![entry("/a", 5), entry("/bb", 7)], 10);
+        let after = snapshot(vec![entry("/a", 8), entry("/bb", 7), entry("/ccc", 2)], 25);
+        let delta = after.since(&before);
+        let ios: Vec<(&str, u64)> = delta.entries.iter().map(|e| (e.cgroup.as_str(), e.stage(Stage::C).ios)).collect();
+        // /bb did nothing in between and is left out; /ccc is new and counts whole.
+        assert_eq!(ios, [("/a", 3), ("/ccc", 2)]);
+        assert_eq!(delta.entries[0].latency(Latency::DC).count(), 3);
+        assert_eq!(delta.entries[0].stage(Stage::Q).sequential_share(), Some(1.0));
+        assert_eq!(delta.cost, Some(Cost { runs: 15, run_time_ns: 15 }));
+    }
+
+    #[test]
+    fn filtered_keeps_matching_cgroups() {
+        let snap = snapshot(vec![entry("/a", 1), entry("/tenant-b", 1)], 0);
+        assert_eq!(snap.filtered(Some("tenant")).entries.len(), 1);
+        assert_eq!(snap.filtered(None).entries.len(), 2);
     }
 }
