@@ -39,6 +39,10 @@ pub struct Args {
     /// Serve Prometheus metrics at http://ADDR/metrics; a bare PORT binds 127.0.0.1 only.
     #[arg(long, value_name = "ADDR")]
     prometheus: Option<String>,
+    /// Also measure the observer's own CPU time per event (kernel BPF run-time statistics, which cost
+    /// two clock reads per event while on).
+    #[arg(long)]
+    cost: bool,
 }
 
 /// Heatmap series: (file name, title, kind, how to take it from an interval).
@@ -94,6 +98,9 @@ pub fn run(args: Args) -> anyhow::Result<Found> {
         crate::chart_dir(dir)?;
     }
     let mut observer = Observer::start(device)?;
+    if args.cost {
+        observer.measure_cost()?;
+    }
     let shared: prometheus::Shared = Arc::new(Mutex::new(String::new()));
     if let Some(addr) = prom_addr {
         let bound = prometheus::serve(addr, shared.clone())?;
@@ -114,10 +121,10 @@ pub fn run(args: Args) -> anyhow::Result<Found> {
         sleep_until(started + Duration::from_secs_f64(end), stop);
         let current = observer.snapshot()?;
         let seconds = current.elapsed_s - previous.elapsed_s;
-        let cumulative = current.filtered(None, args.cgroup.as_deref());
+        let cumulative = current.filtered(args.cgroup.as_deref());
         *shared.lock().expect("the Prometheus thread never panics while holding the lock") =
             prometheus::render(&cumulative);
-        let delta = current.since(&previous).filtered(None, args.cgroup.as_deref());
+        let delta = current.since(&previous).filtered(args.cgroup.as_deref());
         let t = started.elapsed().as_secs_f64();
         for (cols, (_, _, _, take)) in columns.iter_mut().zip(&series) {
             cols.push((t, take(&delta)));

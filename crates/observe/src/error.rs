@@ -1,7 +1,5 @@
 //! Typed errors of the observer: every message is one line naming what is wrong and how to fix it.
 
-use std::path::PathBuf;
-
 /// An error from loading the BPF programs, reading their maps, or serving the exposition.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -27,14 +25,9 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
-    /// A file of the cgroup hierarchy or of sysfs could not be read.
-    #[error("cannot read {}: {source}", path.display())]
-    Read {
-        /// The file or directory.
-        path: PathBuf,
-        /// The error.
-        source: std::io::Error,
-    },
+    /// The kernel refused to time the programs (BPF_ENABLE_STATS).
+    #[error("cannot measure the observer's cost: {0} (BPF_ENABLE_STATS needs root and Linux 5.8+)")]
+    Stats(std::io::Error),
     /// A device given by the user is not a block device.
     #[error("'{0}' is not a block device: give a path like /dev/sda or /dev/loop0, or MAJ:MIN like 8:0")]
     NotABlockDevice(String),
@@ -43,14 +36,6 @@ pub enum Error {
     Listen {
         /// The address asked for.
         addr: String,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// Writing an SVG picture failed.
-    #[error("cannot write {}: {source}", path.display())]
-    Write {
-        /// The file.
-        path: PathBuf,
         /// The error.
         source: std::io::Error,
     },

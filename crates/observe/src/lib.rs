@@ -12,7 +12,8 @@
 //! Observer::start(device: Option<(major, minor)>) -> Result<Observer>   // root + BTF, else Error
 //!     .snapshot() -> Result<Snapshot>     // cumulative since start
 //!     .mode() -> AttachMode               // TpBtf or the RawTp fallback
-//! Snapshot { elapsed_s, entries: Vec<Entry>, counters }, .since(&earlier), .filtered(device, pattern)
+//!     .measure_cost() -> Result<()>       // kernel times the programs: Snapshot::cost
+//! Snapshot { elapsed_s, entries: Vec<Entry>, counters, cost }, .since(&earlier), .filtered(pattern)
 //! Entry { device, device_name, cgroup_id, cgroup, op, stages[Q,I,D,C]: StageStats, latencies[QC,ID,DC] }
 //! Histogram { buckets, sum }, .quantile(kind, q), Kind::{Size, Seek, Latency}.upper_bound(k)/.bucket(v)
 //! resolve_device("/dev/loop0" | "loop0" | "7:0") -> Option<(major, minor)>
@@ -37,4 +38,4 @@ pub use error::{Error, Result};
 pub use histogram::{Histogram, Kind};
 pub use loader::{AttachMode, Observer};
 pub use names::{device_name, resolve_device, CgroupNames};
-pub use snapshot::{Counters, Entry, Latency, Op, Snapshot, Stage, StageStats};
+pub use snapshot::{Cost, Counters, Entry, Latency, Op, Snapshot, Stage, StageStats};

@@ -5,6 +5,7 @@
 //! used (they need tracefs mounted), nor kprobes/fentry (unavailable on the kernels this targets).
 
 use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::time::Instant;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
@@ -15,7 +16,7 @@ use crate::histogram::Histogram;
 use crate::names::{device_name, CgroupNames};
 use crate::skel::types::{obs_key, obs_latency, obs_stage, obs_value};
 use crate::skel::{ObserveSkel, ObserveSkelBuilder};
-use crate::snapshot::{Counters, Entry, Op, Snapshot, StageStats};
+use crate::snapshot::{Cost, Counters, Entry, Op, Snapshot, StageStats};
 
 /// Set to anything to see libbpf's log (the verifier's output) on stderr.
 pub const DEBUG_ENV: &str = "IOSHARE_OBSERVE_DEBUG";
@@ -35,6 +36,9 @@ pub struct Observer {
     mode: AttachMode,
     started: Instant,
     names: CgroupNames,
+    /// While held, the kernel times every BPF program run (`BPF_ENABLE_STATS`); closing it turns the
+    /// timing off again, so nothing global is left changed.
+    run_stats: Option<OwnedFd>,
 }
 
 impl std::fmt::Debug for Observer {
@@ -79,7 +83,27 @@ impl Observer {
             },
             Err(tp_btf) => return Err(Error::Load { tp_btf, raw_tp: "not tried".to_string() }),
         };
-        Ok(Observer { skel: skel.0, mode: skel.1, started: Instant::now(), names: CgroupNames::discover() })
+        Ok(Observer {
+            skel: skel.0,
+            mode: skel.1,
+            started: Instant::now(),
+            names: CgroupNames::discover(),
+            run_stats: None,
+        })
+    }
+
+    /// Has the kernel time the programs from now on (two clock reads per run, a few tens of ns), so
+    /// snapshots carry the observer's own cost in [`Snapshot::cost`].
+    pub fn measure_cost(&mut self) -> Result<()> {
+        // SAFETY: bpf_enable_stats only issues the BPF_ENABLE_STATS command and returns a new fd or a
+        // negative errno.
+        let fd = unsafe { libbpf_rs::libbpf_sys::bpf_enable_stats(libbpf_rs::libbpf_sys::BPF_STATS_RUN_TIME) };
+        if fd < 0 {
+            return Err(Error::Stats(std::io::Error::from_raw_os_error(-fd)));
+        }
+        // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
+        self.run_stats = Some(unsafe { OwnedFd::from_raw_fd(fd) });
+        Ok(())
     }
 
     /// Which program flavour is attached.
@@ -102,7 +126,31 @@ impl Observer {
             entries.push(entry(&mut self.names, &key, &value));
         }
         entries.sort_by(|a, b| (&a.device, &a.cgroup, a.op).cmp(&(&b.device, &b.cgroup, b.op)));
-        Ok(Snapshot { elapsed_s: self.started.elapsed().as_secs_f64(), entries, counters: self.counters()? })
+        let cost = self.run_stats.as_ref().map(|_| self.cost());
+        Ok(Snapshot { elapsed_s: self.started.elapsed().as_secs_f64(), entries, counters: self.counters()?, cost })
+    }
+
+    /// Runs and run time of the attached programs, summed.
+    fn cost(&self) -> Cost {
+        let p = &self.skel.progs;
+        let progs = match self.mode {
+            AttachMode::TpBtf => [&p.btf_bio_queue, &p.btf_rq_insert, &p.btf_rq_issue, &p.btf_rq_complete],
+            AttachMode::RawTp => [&p.raw_bio_queue, &p.raw_rq_insert, &p.raw_rq_issue, &p.raw_rq_complete],
+        };
+        let mut cost = Cost::default();
+        for prog in progs {
+            let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
+            let mut len = std::mem::size_of_val(&info) as u32;
+            // SAFETY: `info` is a bpf_prog_info of `len` bytes that the kernel fills in.
+            let ret = unsafe {
+                libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(prog.as_fd().as_raw_fd(), &mut info, &mut len)
+            };
+            if ret == 0 {
+                cost.runs += info.run_cnt;
+                cost.run_time_ns += info.run_time_ns;
+            }
+        }
+        cost
     }
 
     fn counters(&self) -> Result<Counters> {

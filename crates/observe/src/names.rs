@@ -8,7 +8,7 @@
 //! Ids are unique only within one hierarchy, which is why the walk covers exactly the one that carries
 //! the block controller. A cgroup removed since is shown as `#<id>`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -21,6 +21,9 @@ pub struct CgroupNames {
     root: Option<PathBuf>,
     /// Known ids.
     paths: HashMap<u64, String>,
+    /// Ids not found by a rescan (removed cgroups): not looked for again, so a removed cgroup's
+    /// leftover counts do not cost a walk of the hierarchy at every reading.
+    gone: HashSet<u64>,
 }
 
 impl CgroupNames {
@@ -28,7 +31,7 @@ impl CgroupNames {
     pub fn discover() -> Self {
         let caps = Capabilities::probe();
         let root = caps.blkio_v1.or(caps.cgroup_v2);
-        let mut names = CgroupNames { root, paths: HashMap::new() };
+        let mut names = CgroupNames { root, ..CgroupNames::default() };
         names.rescan();
         names
     }
@@ -38,8 +41,11 @@ impl CgroupNames {
         if id == 0 {
             return "-".to_string();
         }
-        if !self.paths.contains_key(&id) {
+        if !self.paths.contains_key(&id) && !self.gone.contains(&id) {
             self.rescan();
+            if !self.paths.contains_key(&id) {
+                self.gone.insert(id);
+            }
         }
         self.paths.get(&id).cloned().unwrap_or_else(|| format!("#{id}"))
     }

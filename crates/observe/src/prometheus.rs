@@ -7,7 +7,9 @@
 //! - `ioshare_bio_size_bytes` — histogram of IO sizes per stage;
 //! - `ioshare_bio_seek_sectors` — histogram of seek distances per stage (`le="0"` = sequential);
 //! - `ioshare_bio_latency_seconds` — histogram per stage pair `Q2C`, `I2D`, `D2C`;
-//! - `ioshare_observe_events_total{reason}` — what could not be seen (see [`crate::Counters`]).
+//! - `ioshare_observe_events_total{reason}` — what could not be seen (see [`crate::Counters`]);
+//! - `ioshare_observe_program_runs_total`, `…_run_time_seconds_total` — the observer's own cost, when
+//!   measured (like ebpf_exporter's `ebpf_program_run_*`).
 //!
 //! The endpoint is pull-based like ebpf_exporter's, but serves the snapshot the caller last stored
 //! (the observer is read once per interval, not per scrape), so a scrape is at most one interval old.
@@ -70,6 +72,12 @@ pub fn render(snapshot: &Snapshot) -> String {
         ("missing_issue_time", c.missing_issue_time),
     ] {
         let _ = writeln!(out, "ioshare_observe_events_total{{reason=\"{reason}\"}} {n}");
+    }
+    if let Some(cost) = snapshot.cost {
+        header(&mut out, "ioshare_observe_program_runs_total", "counter", "Runs of the observer's BPF programs.");
+        let _ = writeln!(out, "ioshare_observe_program_runs_total {}", cost.runs);
+        header(&mut out, "ioshare_observe_program_run_time_seconds_total", "counter", "CPU time of those runs.");
+        let _ = writeln!(out, "ioshare_observe_program_run_time_seconds_total {}", cost.run_time_ns as f64 * 1e-9);
     }
     out
 }
@@ -176,7 +184,8 @@ mod tests {
 
     #[test]
     fn histograms_are_cumulative_with_sum_and_count() {
-        let text = render(&Snapshot { elapsed_s: 1.0, entries: vec![entry()], counters: Counters::default() });
+        let text =
+            render(&Snapshot { elapsed_s: 1.0, entries: vec![entry()], counters: Counters::default(), cost: None });
         let l = r#"device="loop0",cgroup="/a \"b\"",stage="Q2C",op="read""#;
         assert!(text.contains(&format!("ioshare_bio_latency_seconds_bucket{{{l},le=\"0.000001\"}} 0\n")), "{text}");
         assert!(text.contains(&format!("ioshare_bio_latency_seconds_bucket{{{l},le=\"0.000002\"}} 2\n")));

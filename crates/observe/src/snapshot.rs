@@ -184,6 +184,22 @@ impl Counters {
     }
 }
 
+/// The observer's own CPU time in the kernel, when measured ([`crate::Observer::measure_cost`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Cost {
+    /// Program runs (one per tracepoint hit, on every device, before the device filter).
+    pub runs: u64,
+    /// Their total run time in nanoseconds.
+    pub run_time_ns: u64,
+}
+
+impl Cost {
+    /// Average nanoseconds per run, `None` before any run.
+    pub fn ns_per_run(&self) -> Option<f64> {
+        (self.runs > 0).then(|| self.run_time_ns as f64 / self.runs as f64)
+    }
+}
+
 /// One reading of the kernel's maps.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Snapshot {
@@ -193,6 +209,8 @@ pub struct Snapshot {
     pub entries: Vec<Entry>,
     /// What could not be seen.
     pub counters: Counters,
+    /// The observer's own cost, when measured.
+    pub cost: Option<Cost>,
 }
 
 impl Snapshot {
@@ -213,7 +231,14 @@ impl Snapshot {
                 delta.stages.iter().any(|s| s.ios > 0).then_some(delta)
             })
             .collect();
-        Snapshot { elapsed_s: self.elapsed_s, entries, counters: self.counters.since(&earlier.counters) }
+        let cost = self.cost.map(|now| {
+            let before = earlier.cost.unwrap_or_default();
+            Cost {
+                runs: now.runs.saturating_sub(before.runs),
+                run_time_ns: now.run_time_ns.saturating_sub(before.run_time_ns),
+            }
+        });
+        Snapshot { elapsed_s: self.elapsed_s, entries, counters: self.counters.since(&earlier.counters), cost }
     }
 
     /// The seek histograms of all entries at `stage`, added up.
@@ -230,16 +255,61 @@ impl Snapshot {
         total
     }
 
-    /// The entries whose cgroup path contains `pattern` and whose device is `device` (`MAJ:MIN` or
-    /// name) when given.
-    pub fn filtered(&self, device: Option<&str>, pattern: Option<&str>) -> Snapshot {
-        let entries = self
-            .entries
-            .iter()
-            .filter(|e| device.is_none_or(|d| e.device == d || e.device_name == d))
-            .filter(|e| pattern.is_none_or(|p| e.cgroup.contains(p)))
-            .cloned()
-            .collect();
+    /// The entries whose cgroup path contains `pattern` (all of them for `None`).
+    pub fn filtered(&self, pattern: Option<&str>) -> Snapshot {
+        let entries = self.entries.iter().filter(|e| pattern.is_none_or(|p| e.cgroup.contains(p))).cloned().collect();
         Snapshot { entries, ..self.clone() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(cgroup: &str, ios: u64) -> Entry {
+        let stage = StageStats {
+            ios,
+            bytes: ios * 512,
+            size: Histogram { buckets: vec![ios], sum: ios * 512 },
+            seek: Histogram { buckets: vec![ios], sum: 0 },
+        };
+        Entry {
+            device: "7:0".into(),
+            device_name: "loop0".into(),
+            cgroup_id: cgroup.len() as u64,
+            cgroup: cgroup.into(),
+            op: Op::Write,
+            stages: vec![stage; 4],
+            latencies: vec![Histogram { buckets: vec![ios], sum: ios }; 3],
+        }
+    }
+
+    fn snapshot(entries: Vec<Entry>, runs: u64) -> Snapshot {
+        Snapshot {
+            elapsed_s: 1.0,
+            entries,
+            counters: Counters::default(),
+            cost: Some(Cost { runs, run_time_ns: runs }),
+        }
+    }
+
+    #[test]
+    fn since_keeps_what_happened_in_between() {
+        let before = snapshot(vec![entry("/a", 5), entry("/bb", 7)], 10);
+        let after = snapshot(vec![entry("/a", 8), entry("/bb", 7), entry("/ccc", 2)], 25);
+        let delta = after.since(&before);
+        let ios: Vec<(&str, u64)> = delta.entries.iter().map(|e| (e.cgroup.as_str(), e.stage(Stage::C).ios)).collect();
+        // /bb did nothing in between and is left out; /ccc is new and counts whole.
+        assert_eq!(ios, [("/a", 3), ("/ccc", 2)]);
+        assert_eq!(delta.entries[0].latency(Latency::DC).count(), 3);
+        assert_eq!(delta.entries[0].stage(Stage::Q).sequential_share(), Some(1.0));
+        assert_eq!(delta.cost, Some(Cost { runs: 15, run_time_ns: 15 }));
+    }
+
+    #[test]
+    fn filtered_keeps_matching_cgroups() {
+        let snap = snapshot(vec![entry("/a", 1), entry("/tenant-b", 1)], 0);
+        assert_eq!(snap.filtered(Some("tenant")).entries.len(), 1);
+        assert_eq!(snap.filtered(None).entries.len(), 2);
     }
 }

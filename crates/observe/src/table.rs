@@ -52,6 +52,15 @@ pub fn render(delta: &Snapshot, seconds: f64) -> String {
     if rows.is_empty() {
         out.push_str("(no IO in this interval)\n");
     }
+    if let Some(ns) = delta.cost.and_then(|c| c.ns_per_run()) {
+        let cost = delta.cost.unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "observer: {} program runs, {ns:.0} ns each, {:.3}% of one CPU",
+            cost.runs,
+            cost.run_time_ns as f64 / seconds.max(1e-9) / 1e7
+        );
+    }
     let c = &delta.counters;
     if c.dropped_stats_full > 0 {
         let _ =
@@ -130,7 +139,8 @@ mod tests {
             stages: vec![stage; 4],
             latencies: vec![Histogram { buckets: vec![0, 0, 0, 0, 0, 0, 0, 100], sum: 0 }; 3],
         };
-        let text = render(&Snapshot { elapsed_s: 2.0, entries: vec![entry], counters: Counters::default() }, 2.0);
+        let text =
+            render(&Snapshot { elapsed_s: 2.0, entries: vec![entry], counters: Counters::default(), cost: None }, 2.0);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2, "{text}");
         let cells: Vec<&str> = lines[1].split_whitespace().collect();

@@ -128,6 +128,7 @@ fn counts_are_exact_per_cgroup_and_operation() {
     let readers = BlkioCgroup::create(&format!("ioshare-observe-test-{pid}/readers")).unwrap();
     let writers = BlkioCgroup::create(&format!("ioshare-observe-test-{pid}/writers")).unwrap();
     let mut observer = Observer::start(Some((dev.dev().major, dev.dev().minor))).unwrap();
+    observer.measure_cost().unwrap();
 
     // 1000 random 4 KiB reads in the first 32 MiB, 200 sequential 64 KiB writes from 32 MiB on.
     let mut rng = SmallRng::seed_from_u64(7);
@@ -157,13 +158,18 @@ fn counts_are_exact_per_cgroup_and_operation() {
     // Every completion had its issue time: D->C counts all of them, Q->C all but split bios.
     let lat: &Histogram = w.latency(ioshare_observe::Latency::DC);
     assert_eq!(lat.count(), 200);
+    // The programs ran at least at Q, D and C of each of the 1200 IOs (and for other devices' IO,
+    // which they filter out after running), and took time doing so.
+    let cost = snap.cost.unwrap();
+    assert!(cost.runs >= 3600 && cost.run_time_ns > 0, "{cost:?}");
     eprintln!(
-        "exact counts: readers {} reads / {} B, writers {} writes / {} B at C; read seek buckets {:?}",
+        "exact counts: readers {} reads / {} B, writers {} writes / {} B at C; read seek buckets {:?}; {:.0} ns per program run",
         r.stage(Stage::C).ios,
         r.stage(Stage::C).bytes,
         w.stage(Stage::C).ios,
         w.stage(Stage::C).bytes,
-        r.stage(Stage::C).seek.buckets
+        r.stage(Stage::C).seek.buckets,
+        cost.ns_per_run().unwrap()
     );
 }
 

@@ -142,23 +142,30 @@ static __always_inline __u32 latency_bucket(__u64 ns)
 	return b < OBS_LATENCY_BUCKETS ? b : OBS_LATENCY_BUCKETS - 1;
 }
 
-static __always_inline __u32 disk_dev(struct gendisk *disk)
+/*
+ * Reads a kernel field. tp_btf programs get BTF-typed pointers and may dereference them directly (a
+ * plain load, CO-RE-relocated); raw_tp programs must go through bpf_probe_read_kernel, a helper call
+ * per field. `btf` is a compile-time constant in every caller, so each program keeps one branch.
+ */
+#define READ(btf, direct, ...) ((btf) ? (direct) : BPF_CORE_READ(__VA_ARGS__))
+
+static __always_inline __u32 disk_dev(struct gendisk *disk, const bool btf)
 {
-	int major = BPF_CORE_READ(disk, major);
-	int minor = BPF_CORE_READ(disk, first_minor);
+	int major = READ(btf, disk->major, disk, major);
+	int minor = READ(btf, disk->first_minor, disk, first_minor);
 	return ((__u32)major << 20) | (__u32)minor;
 }
 
-static __always_inline __u64 bio_cgroup(struct bio *bio)
+static __always_inline __u64 bio_cgroup(struct bio *bio, const bool btf)
 {
 	struct blkcg_gq *blkg;
 
 	if (!bio)
 		return 0;
-	blkg = BPF_CORE_READ(bio, bi_blkg);
+	blkg = READ(btf, bio->bi_blkg, bio, bi_blkg);
 	if (!blkg)
 		return 0;
-	return BPF_CORE_READ(blkg, blkcg, css.cgroup, kn, id);
+	return READ(btf, blkg->blkcg->css.cgroup->kn->id, blkg, blkcg, css.cgroup, kn, id);
 }
 
 static __always_inline __u32 op_of(blk_opf_t opf)
@@ -225,17 +232,16 @@ static __always_inline void add_latency(struct obs_value *v, __u32 which, __u64 
 	__sync_fetch_and_add(&l->sum_ns, ns);
 }
 
-static __always_inline int on_queue(struct bio *bio)
+static __always_inline int on_queue(struct bio *bio, const bool btf)
 {
-	struct gendisk *disk = BPF_CORE_READ(bio, bi_bdev, bd_disk);
-	__u32 dev = disk_dev(disk);
-	__u64 now = bpf_ktime_get_ns();
+	__u32 dev = disk_dev(READ(btf, bio->bi_bdev->bd_disk, bio, bi_bdev, bd_disk), btf);
 	__u64 addr = (__u64)bio;
 
 	if (target_dev && dev != target_dev)
 		return 0;
-	account(dev, bio_cgroup(bio), BPF_CORE_READ(bio, bi_opf), OBS_STAGE_Q, BPF_CORE_READ(bio, bi_iter.bi_sector),
-		BPF_CORE_READ(bio, bi_iter.bi_size));
+	__u64 now = bpf_ktime_get_ns();
+	account(dev, bio_cgroup(bio, btf), READ(btf, bio->bi_opf, bio, bi_opf), OBS_STAGE_Q,
+		READ(btf, bio->bi_iter.bi_sector, bio, bi_iter.bi_sector), READ(btf, bio->bi_iter.bi_size, bio, bi_iter.bi_size));
 	bpf_map_update_elem(&bio_queued, &addr, &now, BPF_ANY);
 	return 0;
 }
@@ -261,17 +267,16 @@ static __always_inline struct rq_times *times_for(struct request *rq, struct bio
 	return bpf_map_lookup_elem(&rq_inflight, &addr);
 }
 
-static __always_inline int on_request(struct request *rq, __u32 stage)
+static __always_inline int on_request(struct request *rq, __u32 stage, const bool btf)
 {
-	struct gendisk *disk = BPF_CORE_READ(rq, q, disk);
-	__u32 dev = disk_dev(disk);
-	struct bio *bio = BPF_CORE_READ(rq, bio);
-	__u64 now = bpf_ktime_get_ns();
+	__u32 dev = disk_dev(READ(btf, rq->q->disk, rq, q, disk), btf);
 
 	if (target_dev && dev != target_dev)
 		return 0;
-	struct obs_value *v = account(dev, bio_cgroup(bio), BPF_CORE_READ(rq, cmd_flags), stage,
-				      BPF_CORE_READ(rq, __sector), BPF_CORE_READ(rq, __data_len));
+	__u64 now = bpf_ktime_get_ns();
+	struct bio *bio = READ(btf, rq->bio, rq, bio);
+	struct obs_value *v = account(dev, bio_cgroup(bio, btf), READ(btf, rq->cmd_flags, rq, cmd_flags), stage,
+				      READ(btf, rq->__sector, rq, __sector), READ(btf, rq->__data_len, rq, __data_len));
 	struct rq_times *t = times_for(rq, bio);
 	if (!t)
 		return 0;
@@ -284,17 +289,16 @@ static __always_inline int on_request(struct request *rq, __u32 stage)
 	return 0;
 }
 
-static __always_inline int on_complete(struct request *rq, unsigned int nr_bytes)
+static __always_inline int on_complete(struct request *rq, unsigned int nr_bytes, const bool btf)
 {
-	struct gendisk *disk = BPF_CORE_READ(rq, q, disk);
-	__u32 dev = disk_dev(disk);
-	__u64 now = bpf_ktime_get_ns();
+	__u32 dev = disk_dev(READ(btf, rq->q->disk, rq, q, disk), btf);
 	__u64 addr = (__u64)rq;
 
 	if (target_dev && dev != target_dev)
 		return 0;
-	struct obs_value *v = account(dev, bio_cgroup(BPF_CORE_READ(rq, bio)), BPF_CORE_READ(rq, cmd_flags),
-				      OBS_STAGE_C, BPF_CORE_READ(rq, __sector), nr_bytes);
+	__u64 now = bpf_ktime_get_ns();
+	struct obs_value *v = account(dev, bio_cgroup(READ(btf, rq->bio, rq, bio), btf), READ(btf, rq->cmd_flags, rq, cmd_flags),
+				      OBS_STAGE_C, READ(btf, rq->__sector, rq, __sector), nr_bytes);
 	struct rq_times *t = bpf_map_lookup_elem(&rq_inflight, &addr);
 	if (!t) {
 		count(OBS_MISS_ISSUE_TIME);
@@ -309,49 +313,49 @@ static __always_inline int on_complete(struct request *rq, unsigned int nr_bytes
 SEC("tp_btf/block_bio_queue")
 int BPF_PROG(btf_bio_queue, struct bio *bio)
 {
-	return on_queue(bio);
+	return on_queue(bio, true);
 }
 
 SEC("tp_btf/block_rq_insert")
 int BPF_PROG(btf_rq_insert, struct request *rq)
 {
-	return on_request(rq, OBS_STAGE_I);
+	return on_request(rq, OBS_STAGE_I, true);
 }
 
 SEC("tp_btf/block_rq_issue")
 int BPF_PROG(btf_rq_issue, struct request *rq)
 {
-	return on_request(rq, OBS_STAGE_D);
+	return on_request(rq, OBS_STAGE_D, true);
 }
 
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(btf_rq_complete, struct request *rq, int error, unsigned int nr_bytes)
 {
-	return on_complete(rq, nr_bytes);
+	return on_complete(rq, nr_bytes, true);
 }
 
 SEC("raw_tp/block_bio_queue")
 int BPF_PROG(raw_bio_queue, struct bio *bio)
 {
-	return on_queue(bio);
+	return on_queue(bio, false);
 }
 
 SEC("raw_tp/block_rq_insert")
 int BPF_PROG(raw_rq_insert, struct request *rq)
 {
-	return on_request(rq, OBS_STAGE_I);
+	return on_request(rq, OBS_STAGE_I, false);
 }
 
 SEC("raw_tp/block_rq_issue")
 int BPF_PROG(raw_rq_issue, struct request *rq)
 {
-	return on_request(rq, OBS_STAGE_D);
+	return on_request(rq, OBS_STAGE_D, false);
 }
 
 SEC("raw_tp/block_rq_complete")
 int BPF_PROG(raw_rq_complete, struct request *rq, int error, unsigned int nr_bytes)
 {
-	return on_complete(rq, nr_bytes);
+	return on_complete(rq, nr_bytes, false);
 }
 
 char LICENSE[] SEC("license") = "GPL";
