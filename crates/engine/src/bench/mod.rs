@@ -229,8 +229,10 @@ pub fn run_suite(opts: &BenchOptions, stop: &AtomicBool, obs: &mut dyn Observer)
     let mut suite =
         SuiteReport { target: info, calibration, scenarios: Vec::new(), interrupted: false, notes: Vec::new() };
     let mut peers = if opts.kernel_peers { kernel::Peers::prepare(&path, &opts.worker) } else { Ok(None) };
-    if let Err(note) = &peers {
-        suite.notes.push(note.clone());
+    match &peers {
+        Err(note) => suite.notes.push(note.clone()),
+        Ok(Some(p)) => suite.notes.push(p.describe()),
+        Ok(None) => {}
     }
     if !leftovers.is_empty() {
         let list: Vec<String> = leftovers.iter().map(|p| p.display().to_string()).collect();
@@ -250,7 +252,7 @@ pub fn run_suite(opts: &BenchOptions, stop: &AtomicBool, obs: &mut dyn Observer)
     };
     let ctx = scenario::Context { target: &target, opts, calibration: &suite.calibration };
     let mut clock =
-        Progress::new(scenarios.iter().map(|s| s.planned_runs(peers.as_ref().is_ok_and(|p| p.is_some()))).sum());
+        Progress::new(scenarios.iter().map(|s| s.planned_runs(peers.as_ref().ok().and_then(|p| p.as_ref()))).sum());
     for sc in scenarios {
         if stop.load(Ordering::Relaxed) {
             break;

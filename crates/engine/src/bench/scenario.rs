@@ -132,20 +132,25 @@ impl Scenario {
         }
     }
 
-    /// Runs the scenario will make (for the progress line).
-    pub fn planned_runs(self, peers: bool) -> usize {
+    /// Runs the scenario will make (for the progress line), with these kernel peers.
+    pub fn planned_runs(self, peers: Option<&Peers>) -> usize {
         let p = self.plan_shape();
-        p.0 * p.1 + p.2 + if peers { p.3 } else { 0 }
+        let kernel = match peers {
+            None => 0,
+            Some(peers) => p.3 + usize::from(p.4 && peers.supports(&KernelSetup::IoCost)),
+        };
+        p.0 * p.1 + p.2 + kernel
     }
 
-    /// (ioshare controllers, rounds, reference runs, kernel runs).
-    fn plan_shape(self) -> (usize, usize, usize, usize) {
+    /// (ioshare controllers, rounds, reference runs, kernel runs other than kernel IOCost, whether
+    /// kernel IOCost runs too).
+    fn plan_shape(self) -> (usize, usize, usize, usize, bool) {
         match self {
-            Scenario::Proportional => (2, 1, 0, 2),
-            Scenario::WorkConserving => (2, 1, 2, 2),
-            Scenario::MixedCost => (2, 1, 0, 1),
-            Scenario::Limits => (2, 1, 0, 1),
-            Scenario::Overhead => (4, OVERHEAD_ROUNDS, 0, 2),
+            Scenario::Proportional => (2, 1, 0, 2, true),
+            Scenario::WorkConserving => (2, 1, 2, 2, true),
+            Scenario::MixedCost => (2, 1, 0, 1, true),
+            Scenario::Limits => (2, 1, 0, 1, false),
+            Scenario::Overhead => (4, OVERHEAD_ROUNDS, 0, 2, false),
         }
     }
 
@@ -164,7 +169,11 @@ impl Scenario {
                 reference: vec![],
                 ioshare: both,
                 subjects: vec![Ctl::IoCost],
-                kernel: vec![KernelSetup::Bfq, KernelSetup::ReadIopsLimits(vec![share(a), share(b)])],
+                kernel: vec![
+                    KernelSetup::Bfq,
+                    KernelSetup::ReadIopsLimits(vec![share(a), share(b)]),
+                    KernelSetup::IoCost,
+                ],
                 rounds: 1,
                 notes,
             },
@@ -173,7 +182,11 @@ impl Scenario {
                 reference: vec![("solo", vec![latency_sensitive(a)]), ("capacity", vec![reader("saturating", b, 32)])],
                 ioshare: both,
                 subjects: vec![Ctl::IoCost],
-                kernel: vec![KernelSetup::Bfq, KernelSetup::ReadIopsLimits(vec![share(a), share(b)])],
+                kernel: vec![
+                    KernelSetup::Bfq,
+                    KernelSetup::ReadIopsLimits(vec![share(a), share(b)]),
+                    KernelSetup::IoCost,
+                ],
                 rounds: 1,
                 notes,
             },
@@ -189,7 +202,7 @@ impl Scenario {
                     reference: vec![],
                     ioshare: both,
                     subjects: vec![Ctl::IoCost],
-                    kernel: vec![KernelSetup::Bfq],
+                    kernel: vec![KernelSetup::Bfq, KernelSetup::IoCost],
                     rounds: 1,
                     notes,
                 }
@@ -270,8 +283,11 @@ impl Scenario {
                 if stopped() {
                     break;
                 }
+                if !peers.supports(setup) {
+                    continue;
+                }
                 progress(&format!("{} (kernel, one process per tenant)", setup.name()));
-                let report = peers.run(setup, &plan.tenants, &opts)?;
+                let report = peers.run(setup, &plan.tenants, &opts, ctx.calibration)?;
                 runs.push(RunEntry { side: Side::Kernel, report, verdict: None });
             }
         }
@@ -544,7 +560,7 @@ mod tests {
             assert_eq!(Scenario::by_name(n).unwrap().name(), n);
         }
         assert!(Scenario::by_name("nope").is_none());
-        assert_eq!(Scenario::WorkConserving.planned_runs(true), 6);
-        assert_eq!(Scenario::Overhead.planned_runs(false), 12);
+        assert_eq!(Scenario::WorkConserving.planned_runs(None), 4);
+        assert_eq!(Scenario::Overhead.planned_runs(None), 12);
     }
 }
