@@ -9,7 +9,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ioshare_core::limit::{Knob, KnobLimit, Scope, Unit};
-use ioshare_core::{CostModel, Limits, LinearModel, Nanos, Op, NSEC_PER_USEC};
+use ioshare_core::{CostModel, Limits, LinearModel, Nanos, Op, NSEC_PER_SEC, NSEC_PER_USEC};
 
 use super::calibrate::Calibration;
 use super::controllers::Ctl;
@@ -44,10 +44,19 @@ pub enum Scenario {
     Limits,
     /// Maximum IOPS with no control vs each controller.
     Overhead,
+    /// Two saturating readers; the high-weight one drops to a tenth of its share mid-run: the other
+    /// takes what it leaves.
+    Donation,
 }
 
-const ALL: [Scenario; 5] =
-    [Scenario::Proportional, Scenario::WorkConserving, Scenario::MixedCost, Scenario::Limits, Scenario::Overhead];
+const ALL: [Scenario; 6] = [
+    Scenario::Proportional,
+    Scenario::WorkConserving,
+    Scenario::MixedCost,
+    Scenario::Limits,
+    Scenario::Overhead,
+    Scenario::Donation,
+];
 
 /// Proportional split tolerance: ±5% of the weight ratio (issue acceptance).
 const RATIO_TOLERANCE: f64 = 0.05;
@@ -110,6 +119,7 @@ impl Scenario {
             Scenario::MixedCost => "mixed-cost",
             Scenario::Limits => "limits",
             Scenario::Overhead => "overhead",
+            Scenario::Donation => "donation",
         }
     }
 
@@ -129,6 +139,10 @@ impl Scenario {
                 "token bucket vs leaky bucket under the same IOPS limit, QD128 -> limit held, latency shapes"
             }
             Scenario::Overhead => "one saturating reader (QD32): maximum IOPS with each controller vs no control",
+            Scenario::Donation => {
+                "two saturating readers, weights A:B; mid-run the high-weight one drops to 10% of its share -> \
+                 the low-weight reader takes the capacity it leaves (judged over the second half, after 0.5 s)"
+            }
         }
     }
 
@@ -151,6 +165,7 @@ impl Scenario {
             Scenario::MixedCost => (2, 1, 0, 1, true),
             Scenario::Limits => (2, 1, 0, 1, false),
             Scenario::Overhead => (4, OVERHEAD_ROUNDS, 0, 2, false),
+            Scenario::Donation => (2, 1, 0, 1, true),
         }
     }
 
@@ -234,6 +249,24 @@ impl Scenario {
                 rounds: OVERHEAD_ROUNDS,
                 notes,
             },
+            Scenario::Donation => {
+                // The high tenant's saturating job stops half-way; a rate-capped job at a tenth of its
+                // share runs throughout (a tenth more IO in the first half, where it is saturated anyway).
+                let mut high = reader("high", a, 64);
+                high.jobs[0].runtime = Some(ctx.opts.duration / 2);
+                let mut trickle = JobSpec::new(Pattern::RandRead, 4096, 4);
+                trickle.rate_iops = Some((share(a) / 10).max(1));
+                high.jobs.push(trickle);
+                Plan {
+                    tenants: vec![high, reader("low", b, 64)],
+                    reference: vec![],
+                    ioshare: both,
+                    subjects: vec![Ctl::IoCost],
+                    kernel: vec![KernelSetup::Bfq, KernelSetup::IoCost],
+                    rounds: 1,
+                    notes,
+                }
+            }
         }
     }
 
@@ -405,6 +438,20 @@ impl Scenario {
                     ),
                 }
             }
+            Scenario::Donation => {
+                let (high, low) = second_half_iops(r, opts.duration);
+                let leftover = (cal.max_iops - high).max(1.0);
+                let taken = low / leftover;
+                Verdict {
+                    pass: taken >= LEFTOVER_MIN,
+                    value: taken,
+                    summary: format!(
+                        "after the drop: high {high:.0} IOPS, low took {:.0}% of the {leftover:.0} IOPS left (>= {:.0}%)",
+                        taken * 100.0,
+                        LEFTOVER_MIN * 100.0
+                    ),
+                }
+            }
             Scenario::Overhead => {
                 let rel = refs.baseline.map_or(f64::NAN, |b| r.device.iops / b.max(1e-9));
                 Verdict {
@@ -431,6 +478,29 @@ struct References {
     capacity: Option<f64>,
     /// IOPS with no control (ioshare's `none`, or the kernel's plain loop device).
     baseline: Option<f64>,
+}
+
+/// Mean IOPS of the first two tenants over the samples of the run's second half that start at least
+/// 0.5 s after the middle (when the donation scenario's high tenant has dropped and controllers have
+/// had time to react).
+fn second_half_iops(r: &RunReport, duration: Nanos) -> (f64, f64) {
+    let from = duration as f64 / NSEC_PER_SEC as f64 / 2.0 + 0.5;
+    let mean = |t: &crate::report::TenantReport| {
+        let mut prev = 0.0;
+        let mut sum = (0.0, 0.0);
+        for s in &t.series {
+            if prev >= from - 1e-6 {
+                sum = (sum.0 + s.iops * (s.t_s - prev), sum.1 + (s.t_s - prev));
+            }
+            prev = s.t_s;
+        }
+        if sum.1 > 0.0 {
+            sum.0 / sum.1
+        } else {
+            f64::NAN
+        }
+    };
+    (mean(&r.tenants[0]), mean(&r.tenants[1]))
 }
 
 /// A total IOPS limit.
@@ -526,6 +596,29 @@ mod tests {
     }
 
     #[test]
+    fn donation_is_judged_on_the_second_half_after_the_drop() {
+        use crate::report::TenantSample;
+        // A 4 s run sampled every 0.8 s: the middle is 2 s, so only intervals starting at >= 2.5 s
+        // count: the last one, 3.2-4.0 s (the one ending at 2.4 s straddles the drop, the one from
+        // 2.4 s starts too soon after it).
+        let series = |iops: [f64; 5]| {
+            iops.iter()
+                .enumerate()
+                .map(|(i, &v)| TenantSample { t_s: 0.8 * (i + 1) as f64, iops: v, ..Default::default() })
+                .collect()
+        };
+        let mut r = report(vec![tenant("high", 0.0, 1.0), tenant("low", 0.0, 1.0)]);
+        r.tenants[0].series = series([6600.0, 6600.0, 3000.0, 660.0, 660.0]);
+        r.tenants[1].series = series([3300.0, 3300.0, 5000.0, 9000.0, 9000.0]);
+        let opts = BenchOptions { duration: 4 * NSEC_PER_SEC, ..BenchOptions::default() };
+        let v = Scenario::Donation.judge(&opts, &cal(), &[], &r, &NO_REFS);
+        // 10 000 IOPS capacity, 660 left to high: 9000 of the 9340 left = 96%.
+        assert!(v.pass && (v.value - 9000.0 / 9340.0).abs() < 1e-9, "{v:?}");
+        r.tenants[1].series = series([3300.0, 3300.0, 5000.0, 8000.0, 8000.0]);
+        assert!(!Scenario::Donation.judge(&opts, &cal(), &[], &r, &NO_REFS).pass, "86% of the leftover fails");
+    }
+
+    #[test]
     fn cost_shares_weigh_ios_by_the_model() {
         let specs = [
             TenantSpec::new("rand", 100, JobSpec::new(Pattern::RandRead, 4096, 1)),
@@ -555,7 +648,7 @@ mod tests {
 
     #[test]
     fn scenarios_are_found_by_name() {
-        assert_eq!(Scenario::names().len(), 5);
+        assert_eq!(Scenario::names().len(), 6);
         for n in Scenario::names() {
             assert_eq!(Scenario::by_name(n).unwrap().name(), n);
         }
