@@ -12,6 +12,7 @@
 pub mod calibrate;
 pub mod controllers;
 pub mod fidelity;
+pub mod frontier;
 pub mod kernel;
 pub mod scenario;
 pub mod svg;

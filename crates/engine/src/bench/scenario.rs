@@ -9,10 +9,12 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ioshare_core::limit::{Knob, KnobLimit, Scope, Unit};
+use ioshare_core::QosParams;
 use ioshare_core::{CostModel, Limits, LinearModel, Nanos, Op, NSEC_PER_SEC, NSEC_PER_USEC};
 
 use super::calibrate::Calibration;
 use super::controllers::Ctl;
+use super::frontier::{self, Yardsticks};
 use super::kernel::{KernelSetup, Peers};
 use super::{BenchOptions, RunEntry, ScenarioReport, Side, Verdict};
 use crate::error::Result;
@@ -60,10 +62,8 @@ const ALL: [Scenario; 6] = [
 
 /// Proportional split tolerance: ±5% of the weight ratio (issue acceptance).
 const RATIO_TOLERANCE: f64 = 0.05;
-/// Work conservation: the saturating tenant takes at least this share of the capacity left over.
+/// Donation: the other tenant takes at least this share of the capacity the first leaves.
 const LEFTOVER_MIN: f64 = 0.90;
-/// Work conservation: the QD1 tenant's p99 stays within this factor of its solo p99.
-const P99_FACTOR_MAX: f64 = 1.3;
 /// Mixed cost: every tenant's share of device cost within ±20% of the fair share (cost is judged by
 /// the quickly measured model, which is itself good to roughly this much).
 const COST_TOLERANCE: f64 = 0.20;
@@ -79,7 +79,7 @@ const OVERHEAD_ROUNDS: usize = 3;
 struct Plan {
     tenants: Vec<TenantSpec>,
     /// Reference runs (name, tenants), with no control, before the others.
-    reference: Vec<(&'static str, Vec<TenantSpec>)>,
+    reference: Vec<(String, Vec<TenantSpec>)>,
     ioshare: Vec<Ctl>,
     subjects: Vec<Ctl>,
     kernel: Vec<KernelSetup>,
@@ -128,8 +128,9 @@ impl Scenario {
         match self {
             Scenario::Proportional => "two saturating 4 KiB random readers (QD64 each), weights A:B -> IOPS ratio A/B",
             Scenario::WorkConserving => {
-                "high-weight QD1 reader with 100 us think time vs saturating low-weight reader -> the low-weight \
-                 reader takes the leftover, the QD1 reader keeps its solo latency"
+                "high-weight QD1 reader with 100 us think time vs saturating low-weight reader -> each controller's \
+                 (QD1 p99 / solo, leftover used) lies on the device's frontier (the uncontrolled neighbour at QD \
+                 1..32) and no kernel peer dominates; IOCost with p99 targets of 2x and 4x solo"
             }
             Scenario::MixedCost => {
                 "random 4 KiB and sequential 64 KiB readers and writers, equal weights -> equal shares of device \
@@ -161,7 +162,7 @@ impl Scenario {
     fn plan_shape(self) -> (usize, usize, usize, usize, bool) {
         match self {
             Scenario::Proportional => (2, 1, 0, 2, true),
-            Scenario::WorkConserving => (2, 1, 2, 2, true),
+            Scenario::WorkConserving => (4, 1, 2 + frontier::DEPTHS.len(), 2, true),
             Scenario::MixedCost => (2, 1, 0, 1, true),
             Scenario::Limits => (2, 1, 0, 1, false),
             Scenario::Overhead => (4, OVERHEAD_ROUNDS, 0, 2, false),
@@ -194,9 +195,19 @@ impl Scenario {
             },
             Scenario::WorkConserving => Plan {
                 tenants: vec![latency_sensitive(a), reader("saturating", b, 32)],
-                reference: vec![("solo", vec![latency_sensitive(a)]), ("capacity", vec![reader("saturating", b, 32)])],
-                ioshare: both,
-                subjects: vec![Ctl::IoCost],
+                reference: [
+                    ("solo".to_string(), vec![latency_sensitive(a)]),
+                    ("capacity".to_string(), vec![reader("saturating", b, 32)]),
+                ]
+                .into_iter()
+                .chain(
+                    frontier::DEPTHS
+                        .iter()
+                        .map(|&d| (frontier::sweep_name(d), vec![latency_sensitive(a), reader("saturating", b, d)])),
+                )
+                .collect(),
+                ioshare: vec![Ctl::None, Ctl::IoCost, Ctl::IoCostP99(2), Ctl::IoCostP99(4)],
+                subjects: vec![Ctl::IoCostP99(2), Ctl::IoCostP99(4)],
                 kernel: vec![
                     KernelSetup::Bfq,
                     KernelSetup::ReadIopsLimits(vec![share(a), share(b)]),
@@ -288,7 +299,7 @@ impl Scenario {
             }
             progress(&format!("reference: {name}"));
             let mut report = run(ctx.target, tenants, &mut *Ctl::None.build(ctx.calibration), &opts, stop)?;
-            report.controller = (*name).into();
+            report.controller = name.clone();
             runs.push(RunEntry { side: Side::Reference, report, verdict: None });
         }
         // Interleaved rounds; the median round of each controller is kept.
@@ -304,7 +315,8 @@ impl Scenario {
                 }
                 progress(ctl.name());
                 let o = if plan.rounds > 1 { &round_opts } else { &opts };
-                rounds[i].push(run(ctx.target, &plan.tenants, &mut *ctl.build(ctx.calibration), o, stop)?);
+                let cal = calibration_for(*ctl, ctx.calibration, &runs);
+                rounds[i].push(run(ctx.target, &plan.tenants, &mut *ctl.build(&cal), o, stop)?);
             }
         }
         for rs in rounds.iter_mut().filter(|r| !r.is_empty()) {
@@ -326,6 +338,9 @@ impl Scenario {
         }
         self.judge_all(ctx.opts, ctx.calibration, &plan.tenants, &mut runs);
         let mut notes = plan.notes;
+        if let Some(yard) = Yardsticks::from_runs(&runs).filter(|y| !y.sweep.is_empty()) {
+            notes.push(yard.describe());
+        }
         let subjects: Vec<&RunEntry> = runs
             .iter()
             .filter(|r| r.side == Side::Ioshare && plan.subjects.iter().any(|c| c.name() == r.report.controller))
@@ -358,10 +373,14 @@ impl Scenario {
             runs.iter().find(|r| r.side == side && r.report.controller == name).map(|r| r.report.device.iops)
         };
         let baselines = (baseline(Side::Ioshare, runs), baseline(Side::Kernel, runs));
+        let frontier = Yardsticks::from_runs(runs).map(|y| y.frontier).unwrap_or_default();
         for entry in runs.iter_mut().filter(|r| r.side != Side::Reference) {
             let base = if entry.side == Side::Kernel { baselines.1 } else { baselines.0 };
-            let refs = References { solo: solo.clone(), capacity, baseline: base };
+            let refs = References { solo: solo.clone(), capacity, baseline: base, frontier: frontier.clone() };
             entry.verdict = Some(self.judge(opts, cal, tenants, &entry.report, &refs));
+        }
+        if self == Scenario::WorkConserving {
+            mark_dominated(runs);
         }
     }
 
@@ -386,22 +405,20 @@ impl Scenario {
                 }
             }
             Scenario::WorkConserving => {
-                let (qd1, sat) = (&r.tenants[0], &r.tenants[1]);
-                let leftover = (refs.capacity.unwrap_or(cal.max_iops) - qd1.iops).max(1.0);
-                let taken = sat.iops / leftover;
-                let solo = |f: fn(&crate::report::LatencyUs) -> f64| {
-                    refs.solo.as_ref().map_or(f64::NAN, |s| f(&qd1.lat_us) / f(s).max(1e-9))
-                };
-                let (p99x, p50x) = (solo(|l| l.p99), solo(|l| l.p50));
+                let solo_p99 = refs.solo.as_ref().map_or(f64::NAN, |s| s.p99);
+                let p = frontier::point(&r.controller, r, solo_p99, refs.capacity.unwrap_or(cal.max_iops));
+                let best = frontier::leftover_at(&refs.frontier, p.p99x);
+                let below = 1.0 - p.leftover / best;
                 Verdict {
-                    pass: taken >= LEFTOVER_MIN && p99x <= P99_FACTOR_MAX,
-                    value: taken,
+                    pass: below <= frontier::ON_FRONTIER,
+                    value: p.leftover,
                     summary: format!(
-                        "saturating tenant took {:.0}% of the leftover (>= {:.0}%), QD1 p99 {:.2}x solo (<= {P99_FACTOR_MAX}), p50 {:.2}x",
-                        taken * 100.0,
-                        LEFTOVER_MIN * 100.0,
-                        p99x,
-                        p50x
+                        "leftover used {:.0}% at QD1 p99 {:.2}x solo; the frontier has {:.0}% there ({:+.0}%, >= -{:.0}%)",
+                        p.leftover * 100.0,
+                        p.p99x,
+                        best * 100.0,
+                        -below * 100.0,
+                        frontier::ON_FRONTIER * 100.0
                     ),
                 }
             }
@@ -477,6 +494,32 @@ impl Scenario {
     }
 }
 
+/// The calibration a controller runs with: for [`Ctl::IoCostP99`], QoS says 99% of reads within that
+/// many times the QD1 reader's solo p99 (from the `solo` reference run already in `runs`).
+fn calibration_for(ctl: Ctl, cal: &Calibration, runs: &[RunEntry]) -> Calibration {
+    let solo = runs.iter().find(|r| r.side == Side::Reference && r.report.controller == "solo");
+    match (ctl, solo) {
+        (Ctl::IoCostP99(factor), Some(solo)) => {
+            let rlat_us = (solo.report.tenants[0].lat_us.p99 * f64::from(factor)).ceil().max(1.0) as u64;
+            Calibration { qos: QosParams { rppm: 990_000, rlat_us, ..cal.qos }, ..cal.clone() }
+        }
+        _ => cal.clone(),
+    }
+}
+
+/// Fails every ioshare run of the work-conserving scenario whose point a kernel peer dominates.
+fn mark_dominated(runs: &mut [RunEntry]) {
+    let Some(yard) = Yardsticks::from_runs(runs) else { return };
+    let kernel: Vec<frontier::Point> = runs.iter().filter(|r| r.side == Side::Kernel).map(|r| yard.point(r)).collect();
+    for entry in runs.iter_mut().filter(|r| r.side == Side::Ioshare) {
+        let p = yard.point(entry);
+        if let (Some(v), Some(k)) = (entry.verdict.as_mut(), kernel.iter().find(|k| frontier::dominates(k, &p))) {
+            v.pass = false;
+            v.summary.push_str(&format!("; dominated by {} ({:.0}% at {:.2}x)", k.label, k.leftover * 100.0, k.p99x));
+        }
+    }
+}
+
 /// What a run is judged against: the reference runs and the no-control baseline of its side.
 struct References {
     /// Latency of the latency-sensitive tenant alone.
@@ -485,6 +528,8 @@ struct References {
     capacity: Option<f64>,
     /// IOPS with no control (ioshare's `none`, or the kernel's plain loop device).
     baseline: Option<f64>,
+    /// The work-conserving frontier (QD1 p99 ÷ solo, leftover used), empty elsewhere.
+    frontier: Vec<(f64, f64)>,
 }
 
 /// Mean IOPS of the first two tenants over the samples that start at or after the middle of the run
@@ -579,7 +624,7 @@ mod tests {
         s.judge(&opts, &cal(), &ctx_tenants, r, refs)
     }
 
-    const NO_REFS: References = References { solo: None, capacity: None, baseline: None };
+    const NO_REFS: References = References { solo: None, capacity: None, baseline: None, frontier: Vec::new() };
 
     #[test]
     fn proportional_passes_within_five_percent_of_the_weight_ratio() {
@@ -592,16 +637,18 @@ mod tests {
     }
 
     #[test]
-    fn work_conservation_needs_the_leftover_and_the_solo_latency() {
+    fn work_conservation_is_judged_against_the_frontier_at_its_latency() {
         let solo = LatencyUs { p50: 50.0, p99: 100.0, ..LatencyUs::default() };
-        let refs = References { solo: Some(solo), capacity: Some(10_000.0), baseline: None };
-        let ok = report(vec![tenant("qd1", 1000.0, 120.0), tenant("sat", 8200.0, 900.0)]);
-        let v = judge(Scenario::WorkConserving, &ok, &refs);
-        assert!(v.pass && (v.value - 8200.0 / 9000.0).abs() < 1e-9, "{v:?}");
-        let slow = report(vec![tenant("qd1", 1000.0, 140.0), tenant("sat", 8200.0, 900.0)]);
-        assert!(!judge(Scenario::WorkConserving, &slow, &refs).pass, "p99 1.4x solo fails");
-        let starved = report(vec![tenant("qd1", 1000.0, 120.0), tenant("sat", 7000.0, 900.0)]);
-        assert!(!judge(Scenario::WorkConserving, &starved, &refs).pass, "78% of the leftover fails");
+        let frontier = vec![(1.0, 0.0), (2.0, 0.6), (4.0, 0.9)];
+        let refs = References { solo: Some(solo), capacity: Some(10_000.0), baseline: None, frontier };
+        // QD1 p99 300 us = 3x solo, where the frontier has 75% of the 9000 IOPS left.
+        let on = report(vec![tenant("qd1", 1000.0, 300.0), tenant("sat", 6300.0, 900.0)]);
+        let v = judge(Scenario::WorkConserving, &on, &refs);
+        assert!(v.pass && (v.value - 0.7).abs() < 1e-9, "70% is within 10% of 75%: {v:?}");
+        let below = report(vec![tenant("qd1", 1000.0, 300.0), tenant("sat", 5800.0, 900.0)]);
+        assert!(!judge(Scenario::WorkConserving, &below, &refs).pass, "64% is 14% below the frontier");
+        let fast = report(vec![tenant("qd1", 1000.0, 110.0), tenant("sat", 600.0, 900.0)]);
+        assert!(judge(Scenario::WorkConserving, &fast, &refs).pass, "at 1.1x the frontier has only 6%");
     }
 
     #[test]
@@ -661,7 +708,7 @@ mod tests {
             assert_eq!(Scenario::by_name(n).unwrap().name(), n);
         }
         assert!(Scenario::by_name("nope").is_none());
-        assert_eq!(Scenario::WorkConserving.planned_runs(None), 4);
+        assert_eq!(Scenario::WorkConserving.planned_runs(None), 4 + 2 + frontier::DEPTHS.len());
         assert_eq!(Scenario::Overhead.planned_runs(None), 12);
     }
 }
