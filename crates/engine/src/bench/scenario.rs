@@ -316,7 +316,10 @@ impl Scenario {
                 progress(ctl.name());
                 let o = if plan.rounds > 1 { &round_opts } else { &opts };
                 let cal = calibration_for(*ctl, ctx.calibration, &runs);
-                rounds[i].push(run(ctx.target, &plan.tenants, &mut *ctl.build(&cal), o, stop)?);
+                let mut report = run(ctx.target, &plan.tenants, &mut *ctl.build(&cal), o, stop)?;
+                // Variants of one controller (IOCost with a p99 target) are told apart by the bench's name.
+                report.controller = ctl.name().into();
+                rounds[i].push(report);
             }
         }
         for rs in rounds.iter_mut().filter(|r| !r.is_empty()) {
