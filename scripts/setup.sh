@@ -16,7 +16,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need_apt[@]}"
 fi
 
-"$(dirname "$0")/lab" --setup
+# Without the guest kernel only the lab's tests skip (with this reason), so a failure here is a warning.
+"$(dirname "$0")/lab" --setup || echo "setup: warning: the lab guest is not ready (see above); its tests will skip" >&2
 
 if ! command -v cargo >/dev/null 2>&1; then
   [ -x "$HOME/.cargo/bin/cargo" ] || { echo "setup: cargo not found; install Rust with rustup first" >&2; exit 1; }
