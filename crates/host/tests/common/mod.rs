@@ -6,6 +6,7 @@ use tempfile::NamedTempFile;
 
 /// A sparse backing file of `mib` MiB in cargo's per-target temp directory (on the build disk, so it
 /// supports O_DIRECT, unlike a tmpfs `/tmp`), removed when dropped.
+#[allow(dead_code)] // each test binary compiles this module; cgroup2.rs makes no loop devices
 pub fn backing_file(mib: u64) -> NamedTempFile {
     let file = tempfile::Builder::new()
         .prefix("ioshare-host-test-")
