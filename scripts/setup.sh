@@ -31,7 +31,8 @@ apt_install() {
 apt_install -- fio clang libelf-dev zlib1g-dev pkg-config e2fsprogs qemu-system-x86 busybox-static
 apt_install --no-install-recommends -- prometheus
 
-"$(dirname "$0")/lab" --setup
+# Without the guest kernel only the lab's tests skip (with this reason), so a failure here is a warning.
+"$(dirname "$0")/lab" --setup || echo "setup: warning: the lab guest is not ready (see above); its tests will skip" >&2
 
 if ! command -v cargo >/dev/null 2>&1; then
   [ -x "$HOME/.cargo/bin/cargo" ] || { echo "setup: cargo not found; install Rust with rustup first" >&2; exit 1; }

@@ -10,7 +10,8 @@
 //! Zero is refused (a zero limit would stop all IO; use `max` to lift a limit), and IOPS limits must
 //! fit in 32 bits as in the kernel.
 //!
-//! Format only: this host has no cgroup v2 `io` controller, so nothing here writes `io.max`.
+//! This host has no cgroup v2 `io` controller; where one exists (the lab guest) `ioshare bench` writes
+//! these lines with [`crate::Cgroup2::write`].
 
 use std::fmt;
 use std::str::FromStr;

@@ -9,7 +9,8 @@
 //! 1..=10000. (Writing accepts `N`, `default N`, `MAJ:MIN N` and `MAJ:MIN default`, one per write; this
 //! module models the file as read, and each of its lines is also a valid write.)
 //!
-//! Format only: this host has no cgroup v2 `io` controller, so nothing here writes `io.weight`.
+//! This host has no cgroup v2 `io` controller; where one exists (the lab guest) `ioshare bench` writes
+//! weights with [`crate::Cgroup2::write`].
 
 use std::fmt;
 use std::str::FromStr;

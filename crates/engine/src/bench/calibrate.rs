@@ -13,6 +13,13 @@
 //! the latter is the 1 ms minimum, ~80 completions on this disk, and on a virtual disk whose latency
 //! jumps with the host that is too few: vrate swung 70–104% and two 2:1 readers split 1.6:1; at p50
 //! (5 ms periods) 1.92–1.95:1.
+//!
+//! A step that comes out implausibly low — under a tenth of the 4 KiB random-read rate, in IOPS for
+//! the 4 KiB steps or bytes/s for the 1 MiB ones, which no disk's sequential or write path is — is
+//! measured again (up to [`TRIES`] times, the best kept): in the QEMU lab guest a stalled vCPU once
+//! made the sequential-read step report 1 IOPS, and the resulting model charged about a second of
+//! device time for every random read that happened to land near the previous one, so IOCost held
+//! every IO for seconds.
 
 use std::sync::atomic::AtomicBool;
 
@@ -51,6 +58,10 @@ const DEPTH: u32 = 32;
 const LAT_PPM: u32 = 500_000;
 /// Latency target = this × the p50 at saturation (SPEC §7's "× 1.5").
 const LAT_FACTOR: f64 = 1.5;
+/// How often an implausibly low step is measured (see the module comment).
+const TRIES: usize = 3;
+/// A step below this share of the random-read rate is implausible.
+const PLAUSIBLE: f64 = 0.1;
 
 fn measure_one(target: &Target, job: JobSpec, stop: &AtomicBool) -> Result<RunReport> {
     let tenants = [TenantSpec::new("calibrate", 100, job)];
@@ -58,16 +69,33 @@ fn measure_one(target: &Target, job: JobSpec, stop: &AtomicBool) -> Result<RunRe
     run(target, &tenants, &mut NoControl::new(), &opts, stop)
 }
 
+/// Measures `job`, again while its bytes/s stay below `floor` (at most [`TRIES`] runs); the best run.
+fn measure_plausible(target: &Target, job: JobSpec, floor: f64, stop: &AtomicBool) -> Result<RunReport> {
+    let mut best = measure_one(target, job.clone(), stop)?;
+    for _ in 1..TRIES {
+        if best.tenants[0].bw_bytes >= floor || stop.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+        let again = measure_one(target, job.clone(), stop)?;
+        if again.tenants[0].bw_bytes > best.tenants[0].bw_bytes {
+            best = again;
+        }
+    }
+    Ok(best)
+}
+
 /// Measures the target (about 4 s).
 pub fn measure(target: &Target, stop: &AtomicBool) -> Result<Calibration> {
     let iops = |r: &RunReport| (r.tenants[0].iops.round() as u64).max(1);
     let bps = |r: &RunReport| (r.tenants[0].bw_bytes.round() as u64).max(4096);
     let rrand = measure_one(target, JobSpec::new(Pattern::RandRead, 4096, DEPTH), stop)?;
-    let rseq = measure_one(target, JobSpec::new(Pattern::Read, 4096, DEPTH), stop)?;
-    let rbig = measure_one(target, JobSpec::new(Pattern::Read, 1 << 20, 8), stop)?;
-    let wrand = measure_one(target, JobSpec::new(Pattern::RandWrite, 4096, DEPTH), stop)?;
-    let wseq = measure_one(target, JobSpec::new(Pattern::Write, 4096, DEPTH), stop)?;
-    let wbig = measure_one(target, JobSpec::new(Pattern::Write, 1 << 20, 8), stop)?;
+    let floor = rrand.tenants[0].bw_bytes * PLAUSIBLE;
+    let step = |job: JobSpec| measure_plausible(target, job, floor, stop);
+    let rseq = step(JobSpec::new(Pattern::Read, 4096, DEPTH))?;
+    let rbig = step(JobSpec::new(Pattern::Read, 1 << 20, 8))?;
+    let wrand = step(JobSpec::new(Pattern::RandWrite, 4096, DEPTH))?;
+    let wseq = step(JobSpec::new(Pattern::Write, 4096, DEPTH))?;
+    let wbig = step(JobSpec::new(Pattern::Write, 1 << 20, 8))?;
     let model = ModelParams {
         rbps: bps(&rbig),
         rseqiops: iops(&rseq),

@@ -1,19 +1,30 @@
-//! Kernel peers: the same tenants with the kernel in control. A loop device with direct IO
-//! (`losetup --direct-io=on`) is put over the target; each tenant runs in its own worker process
-//! (the `ioshare` binary started again with a hidden flag) inside its own cgroup v1 `blkio` group,
-//! where BFQ weights or blk-throttle limits apply. Workers open the loop device, report ready, start
-//! together on "go", and print their [`RunReport`] as one JSON line.
+//! Kernel peers: the same tenants with the kernel in control. Each tenant runs in its own worker
+//! process (the `ioshare` binary started again with a hidden flag) inside its own cgroup, where the
+//! kernel's controller applies. Workers open the device, report ready, start together on "go", and
+//! print their [`RunReport`] as one JSON line.
 //!
-//! Cleanup: workers are killed and reaped, cgroups removed, the loop device's scheduler restored and
-//! the device detached — by drop guards, so errors and interrupts clean up too (the host crate's
-//! loop devices also auto-clear if this process dies).
+//! Which cgroups: where cgroup v2 has the `io` controller (a v2 host, or the QEMU lab guest) the peers
+//! use v2 — `io.bfq.weight`, `io.max`, and the kernel's own IOCost (`io.cost.model`/`io.cost.qos` from
+//! the same calibration ioshare's IOCost uses, `io.weight` per tenant); elsewhere cgroup v1 `blkio`
+//! (BFQ weights, blk-throttle), which has no IOCost. Which device: a block device target is used as
+//! it is (v2; its scheduler is restored afterwards); a file, or any target under v1, gets a loop
+//! device with direct IO (`losetup --direct-io=on`) over it.
+//!
+//! Cleanup: workers are killed and reaped, cgroups removed, iocost switched back off, the scheduler
+//! restored and a loop device detached — by drop guards, so errors and interrupts clean up too (the
+//! host crate's loop devices also auto-clear if this process dies).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
+use ioshare_core::iocost::line::{Ctrl, DevNum};
+use ioshare_core::iocost::qos::QosConfig;
 use ioshare_core::{Nanos, NoControl};
-use ioshare_host::{is_root, BlkioCgroup, Capabilities, LoopDevice, ThrottleKnob, BFQ_WEIGHT_MAX, BFQ_WEIGHT_MIN};
+use ioshare_host::{
+    is_root, BlkioCgroup, BlockDevice, Capabilities, Cgroup2, IoMax, KernelIoCost, LoopDevice, ThrottleKnob,
+    BFQ_WEIGHT_MAX, BFQ_WEIGHT_MIN, IO_WEIGHT_MAX, IO_WEIGHT_MIN,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -21,7 +32,9 @@ use crate::interrupt;
 use crate::job::TenantSpec;
 use crate::report::{CpuReport, DeviceReport, RunReport};
 use crate::run::{run, RunOptions};
-use crate::target::Target;
+use crate::target::{Target, TargetKind};
+
+use super::calibrate::Calibration;
 
 /// How the kernel controls a kernel-peer run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,8 +44,12 @@ pub enum KernelSetup {
     /// BFQ on the loop device, each tenant's weight as its cgroup's `blkio.bfq.weight` (clamped to
     /// BFQ's 1..1000).
     Bfq,
-    /// blk-throttle read IOPS limits, one per tenant (`blkio.throttle.read_iops_device`).
+    /// blk-throttle read IOPS limits, one per tenant (`blkio.throttle.read_iops_device`, v2
+    /// `io.max riops=`).
     ReadIopsLimits(Vec<u64>),
+    /// The kernel's IOCost (cgroup v2 only) with the calibration's model and QoS, each tenant's
+    /// weight as its `io.weight`.
+    IoCost,
 }
 
 impl KernelSetup {
@@ -42,6 +59,53 @@ impl KernelSetup {
             KernelSetup::Plain => "kernel-none",
             KernelSetup::Bfq => "bfq",
             KernelSetup::ReadIopsLimits(_) => "blk-throttle",
+            KernelSetup::IoCost => "kernel-iocost",
+        }
+    }
+}
+
+/// The device the kernel peers run on.
+enum PeerDevice {
+    /// A loop device over the target.
+    Loop(LoopDevice),
+    /// The target itself, a whole-disk block device.
+    Block(BlockDevice),
+}
+
+impl PeerDevice {
+    fn path(&self) -> &Path {
+        match self {
+            PeerDevice::Loop(d) => d.path(),
+            PeerDevice::Block(d) => d.path(),
+        }
+    }
+
+    fn dev(&self) -> DevNum {
+        match self {
+            PeerDevice::Loop(d) => d.dev(),
+            PeerDevice::Block(d) => d.dev(),
+        }
+    }
+
+    fn set_scheduler(&self, name: &str) -> ioshare_host::Result<()> {
+        match self {
+            PeerDevice::Loop(d) => d.set_scheduler(name),
+            PeerDevice::Block(d) => d.set_scheduler(name),
+        }
+    }
+}
+
+/// A tenant's cgroup, in whichever hierarchy the peers use.
+enum PeerCgroup {
+    V1(BlkioCgroup),
+    V2(Cgroup2),
+}
+
+impl PeerCgroup {
+    fn spawn(&self, cmd: Command) -> ioshare_host::Result<Child> {
+        match self {
+            PeerCgroup::V1(cg) => cg.spawn(cmd),
+            PeerCgroup::V2(cg) => cg.spawn(cmd),
         }
     }
 }
@@ -61,9 +125,13 @@ pub struct WorkerRequest {
     pub sample_every: Nanos,
 }
 
-/// The loop device the kernel peers run on, and how to start workers.
+/// The device the kernel peers run on, which cgroups they use, and how to start workers.
 pub struct Peers {
-    dev: LoopDevice,
+    dev: PeerDevice,
+    /// cgroup v2 (`io`) rather than v1 `blkio`.
+    v2: bool,
+    /// The kernel's IOCost exists (`io.cost.qos` in the v2 root).
+    io_cost: bool,
     worker: Vec<String>,
     runs: u32,
 }
@@ -73,8 +141,9 @@ fn peer_error(what: &str, e: impl std::fmt::Display) -> Error {
 }
 
 impl Peers {
-    /// Attaches the loop device over `target`. `Ok(None)` when no worker command was given;
-    /// `Err(reason)` (a note for the report) when the host cannot run kernel peers.
+    /// Chooses the cgroup hierarchy and opens the device (a loop device over `target` where needed).
+    /// `Ok(None)` when no worker command was given; `Err(reason)` (a note for the report) when the host
+    /// cannot run kernel peers.
     pub fn prepare(target: &Path, worker: &[String]) -> std::result::Result<Option<Peers>, String> {
         if worker.is_empty() {
             return Ok(None);
@@ -83,32 +152,68 @@ impl Peers {
             return Err("kernel peers (BFQ, blk-throttle) skipped: they need root for loop devices and cgroups".into());
         }
         let caps = Capabilities::probe();
-        if caps.blkio_v1.is_none() || !caps.bfq || !caps.blk_throttle_v1 {
-            return Err("kernel peers skipped: this host lacks cgroup v1 blkio with BFQ and blk-throttle".into());
+        let skipped = |e: ioshare_host::Error| format!("kernel peers skipped: {e}");
+        let peers = |dev, v2| Peers { dev, v2, io_cost: v2 && caps.io_cost, worker: worker.to_vec(), runs: 0 };
+        if caps.io_v2() {
+            let block = Target::open_shared(target, 0).is_ok_and(|t| t.kind() == TargetKind::BlockDevice);
+            let dev = if block {
+                PeerDevice::Block(BlockDevice::open(target).map_err(skipped)?)
+            } else {
+                PeerDevice::Loop(LoopDevice::attach(target, true).map_err(skipped)?)
+            };
+            return Ok(Some(peers(dev, true)));
         }
-        let dev = LoopDevice::attach(target, true).map_err(|e| format!("kernel peers skipped: {e}"))?;
-        Ok(Some(Peers { dev, worker: worker.to_vec(), runs: 0 }))
+        if caps.blkio_v1.is_none() || !caps.bfq || !caps.blk_throttle_v1 {
+            return Err("kernel peers skipped: this host has neither cgroup v2 io nor cgroup v1 blkio with BFQ and \
+                        blk-throttle"
+                .into());
+        }
+        let dev = LoopDevice::attach(target, true).map_err(skipped)?;
+        Ok(Some(peers(PeerDevice::Loop(dev), false)))
+    }
+
+    /// Whether `setup` can run here (the kernel's IOCost needs cgroup v2 with `io.cost.qos`).
+    pub fn supports(&self, setup: &KernelSetup) -> bool {
+        *setup != KernelSetup::IoCost || self.io_cost
+    }
+
+    /// Which cgroups the peers use, for the report.
+    pub fn describe(&self) -> String {
+        let how = match (self.v2, self.io_cost) {
+            (true, true) => "cgroup v2 (io.bfq.weight, io.max, kernel IOCost: io.weight + io.cost.model/qos)",
+            (true, false) => "cgroup v2 (io.bfq.weight, io.max; no kernel IOCost: io.cost.qos missing)",
+            (false, _) => "cgroup v1 blkio (BFQ, blk-throttle; the kernel's IOCost needs cgroup v2 io: run the bench in scripts/lab)",
+        };
+        format!("kernel peers: {how} on {}", self.dev.path().display())
     }
 
     /// Runs `tenants` under `setup`, one worker process and cgroup per tenant, and merges their
     /// reports (device figures: sums; busy share: the largest of the workers' views). An interrupt
     /// reaches the workers too (same process group): they stop and report what they measured.
-    pub fn run(&mut self, setup: &KernelSetup, tenants: &[TenantSpec], opts: &RunOptions) -> Result<RunReport> {
+    pub fn run(
+        &mut self,
+        setup: &KernelSetup,
+        tenants: &[TenantSpec],
+        opts: &RunOptions,
+        cal: &Calibration,
+    ) -> Result<RunReport> {
+        if !self.supports(setup) {
+            return Err(peer_error(setup.name(), "needs cgroup v2 io with the kernel's iocost"));
+        }
         self.runs += 1;
         let sched = if *setup == KernelSetup::Bfq { "bfq" } else { "none" };
-        self.dev.set_scheduler(sched).map_err(|e| peer_error("setting the loop device's scheduler", e))?;
+        self.dev.set_scheduler(sched).map_err(|e| peer_error("setting the device's scheduler", e))?;
+        // Declared before the cgroups and workers: dropped last, after the workers are reaped.
+        let _iocost = match setup {
+            KernelSetup::IoCost => Some(self.enable_iocost(cal)?),
+            _ => None,
+        };
         // Declared before the workers so that the workers are reaped before the cgroups are removed.
         let mut groups = Vec::new();
         let mut workers = Workers(Vec::new());
         for (i, t) in tenants.iter().enumerate() {
             let name = format!("ioshare-bench-{}/run{}-{}", std::process::id(), self.runs, t.name);
-            let cg = BlkioCgroup::create(&name).map_err(|e| peer_error("creating a cgroup", e))?;
-            match setup {
-                KernelSetup::Plain => Ok(()),
-                KernelSetup::Bfq => cg.set_bfq_weight(t.weight.clamp(BFQ_WEIGHT_MIN, BFQ_WEIGHT_MAX)),
-                KernelSetup::ReadIopsLimits(l) => cg.set_throttle(self.dev.dev(), ThrottleKnob::ReadIops, l[i]),
-            }
-            .map_err(|e| peer_error("configuring a cgroup", e))?;
+            let cg = if self.v2 { self.cgroup_v2(&name, setup, i, t)? } else { self.cgroup_v1(&name, setup, i, t)? };
             let mut cmd = Command::new(&self.worker[0]);
             cmd.args(&self.worker[1..]).stdin(Stdio::piped()).stdout(Stdio::piped());
             let mut child = cg.spawn(cmd).map_err(|e| peer_error("starting a worker", e))?;
@@ -142,6 +247,43 @@ impl Peers {
         }
         drop(workers);
         Ok(merge(setup.name(), reports))
+    }
+
+    /// A v1 blkio cgroup for tenant `t` (the `i`th) configured for `setup`.
+    fn cgroup_v1(&self, name: &str, setup: &KernelSetup, i: usize, t: &TenantSpec) -> Result<PeerCgroup> {
+        let cg = BlkioCgroup::create(name).map_err(|e| peer_error("creating a cgroup", e))?;
+        match setup {
+            KernelSetup::Plain | KernelSetup::IoCost => Ok(()),
+            KernelSetup::Bfq => cg.set_bfq_weight(t.weight.clamp(BFQ_WEIGHT_MIN, BFQ_WEIGHT_MAX)),
+            KernelSetup::ReadIopsLimits(l) => cg.set_throttle(self.dev.dev(), ThrottleKnob::ReadIops, l[i]),
+        }
+        .map_err(|e| peer_error("configuring a cgroup", e))?;
+        Ok(PeerCgroup::V1(cg))
+    }
+
+    /// A v2 cgroup (with `io` enabled) for tenant `t` (the `i`th) configured for `setup`.
+    fn cgroup_v2(&self, name: &str, setup: &KernelSetup, i: usize, t: &TenantSpec) -> Result<PeerCgroup> {
+        let cg = Cgroup2::create(name, &["io"]).map_err(|e| peer_error("creating a cgroup", e))?;
+        match setup {
+            KernelSetup::Plain => Ok(()),
+            KernelSetup::Bfq => cg.write("io.bfq.weight", &t.weight.clamp(BFQ_WEIGHT_MIN, BFQ_WEIGHT_MAX).to_string()),
+            KernelSetup::ReadIopsLimits(l) => {
+                cg.write("io.max", &IoMax { riops: Some(l[i]), ..IoMax::unlimited(self.dev.dev()) }.to_string())
+            }
+            KernelSetup::IoCost => {
+                cg.write("io.weight", &format!("default {}", t.weight.clamp(IO_WEIGHT_MIN, IO_WEIGHT_MAX)))
+            }
+        }
+        .map_err(|e| peer_error("configuring a cgroup", e))?;
+        Ok(PeerCgroup::V2(cg))
+    }
+
+    /// Switches the kernel's IOCost on for the device with the calibration's model and QoS (the same
+    /// ioshare's IOCost runs with), until the guard is dropped.
+    fn enable_iocost(&self, cal: &Calibration) -> Result<KernelIoCost> {
+        let qos = QosConfig { device: None, ctrl: Ctrl::User, params: cal.qos }.to_string();
+        KernelIoCost::enable(self.dev.dev(), &cal.model_line, &qos)
+            .map_err(|e| peer_error("enabling the kernel's iocost", e))
     }
 }
 

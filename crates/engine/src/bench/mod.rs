@@ -11,6 +11,8 @@
 
 pub mod calibrate;
 pub mod controllers;
+pub mod fidelity;
+pub mod frontier;
 pub mod kernel;
 pub mod scenario;
 pub mod svg;
@@ -162,6 +164,9 @@ pub struct SuiteReport {
     pub interrupted: bool,
     /// Remarks about the whole suite (kernel peers skipped, and why).
     pub notes: Vec<String>,
+    /// ioshare's IOCost vs the kernel's, per case, when `fidelity` was asked for.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fidelity: Vec<fidelity::FidelityRow>,
 }
 
 /// Receives progress while the suite runs.
@@ -177,8 +182,12 @@ pub trait Observer {
 /// Checks the options before anything is created.
 pub fn validate(opts: &BenchOptions) -> std::result::Result<(), String> {
     for name in &opts.scenarios {
-        if Scenario::by_name(name).is_none() {
-            return Err(format!("unknown scenario '{name}': choose one of {}", Scenario::names().join(", ")));
+        if Scenario::by_name(name).is_none() && name != fidelity::NAME {
+            return Err(format!(
+                "unknown scenario '{name}': choose one of {}, {}",
+                Scenario::names().join(", "),
+                fidelity::NAME
+            ));
         }
     }
     let (a, b) = opts.weights;
@@ -226,43 +235,69 @@ pub fn run_suite(opts: &BenchOptions, stop: &AtomicBool, obs: &mut dyn Observer)
     obs.progress("measuring the device (cost model and latency targets for IOCost)");
     let calibration = calibrate::measure(&target, stop)?;
     obs.calibrated(&info, &calibration);
-    let mut suite =
-        SuiteReport { target: info, calibration, scenarios: Vec::new(), interrupted: false, notes: Vec::new() };
+    let mut suite = SuiteReport {
+        target: info,
+        calibration,
+        scenarios: Vec::new(),
+        interrupted: false,
+        notes: Vec::new(),
+        fidelity: Vec::new(),
+    };
     let mut peers = if opts.kernel_peers { kernel::Peers::prepare(&path, &opts.worker) } else { Ok(None) };
-    if let Err(note) = &peers {
-        suite.notes.push(note.clone());
+    match &peers {
+        Err(note) => suite.notes.push(note.clone()),
+        Ok(Some(p)) => suite.notes.push(p.describe()),
+        Ok(None) => {}
     }
     if !leftovers.is_empty() {
         let list: Vec<String> = leftovers.iter().map(|p| p.display().to_string()).collect();
         suite.notes.push(format!("removed what an earlier, killed run left behind: {}", list.join(", ")));
     }
-    let scenarios: Vec<Scenario> = if opts.scenarios.is_empty() {
-        Scenario::all()
-    } else {
-        // Each named scenario once, in the order first given.
-        let mut named: Vec<Scenario> = Vec::new();
-        for sc in opts.scenarios.iter().filter_map(|n| Scenario::by_name(n)) {
-            if !named.contains(&sc) {
-                named.push(sc);
-            }
-        }
-        named
-    };
-    let ctx = scenario::Context { target: &target, opts, calibration: &suite.calibration };
-    let mut clock =
-        Progress::new(scenarios.iter().map(|s| s.planned_runs(peers.as_ref().is_ok_and(|p| p.is_some()))).sum());
-    for sc in scenarios {
+    let cases = cases_to_run(opts);
+    let mut clock = Progress::new(
+        cases.iter().map(|c| c.scenario.planned_runs(peers.as_ref().ok().and_then(|p| p.as_ref()))).sum(),
+    );
+    for case in &cases {
         if stop.load(Ordering::Relaxed) {
             break;
         }
+        let case_opts = BenchOptions { weights: case.weights.unwrap_or(opts.weights), ..opts.clone() };
+        let ctx = scenario::Context { target: &target, opts: &case_opts, calibration: &suite.calibration };
         let peers = peers.as_mut().ok().and_then(|p| p.as_mut());
-        let report =
-            sc.run(&ctx, peers, stop, &mut |what: &str| obs.progress(&clock.line(sc.name(), what, opts.duration)))?;
+        let mut report = case
+            .scenario
+            .run(&ctx, peers, stop, &mut |what: &str| obs.progress(&clock.line(case.name, what, opts.duration)))?;
+        report.name = case.name.into();
         obs.scenario_done(&report);
         suite.scenarios.push(report);
     }
+    if opts.scenarios.iter().any(|n| n == fidelity::NAME) {
+        suite.fidelity = fidelity::rows(&suite.scenarios);
+    }
     suite.interrupted = stop.load(Ordering::Relaxed);
     Ok(suite)
+}
+
+/// The scenarios to run, each once in the order first named (all of them when none is named); `fidelity`
+/// stands for its cases, each under its own name and weights.
+fn cases_to_run(opts: &BenchOptions) -> Vec<fidelity::Case> {
+    let plain = |sc: Scenario| fidelity::Case { name: sc.name(), scenario: sc, weights: None };
+    if opts.scenarios.is_empty() {
+        return Scenario::all().into_iter().map(plain).collect();
+    }
+    let mut cases: Vec<fidelity::Case> = Vec::new();
+    for name in &opts.scenarios {
+        let named: Vec<fidelity::Case> = match Scenario::by_name(name) {
+            Some(sc) => vec![plain(sc)],
+            None => fidelity::cases().to_vec(),
+        };
+        for case in named {
+            if !cases.iter().any(|c| c.name == case.name) {
+                cases.push(case);
+            }
+        }
+    }
+    cases
 }
 
 /// Counts runs for the progress line.

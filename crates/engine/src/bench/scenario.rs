@@ -9,10 +9,12 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ioshare_core::limit::{Knob, KnobLimit, Scope, Unit};
-use ioshare_core::{CostModel, Limits, LinearModel, Nanos, Op, NSEC_PER_USEC};
+use ioshare_core::QosParams;
+use ioshare_core::{CostModel, Limits, LinearModel, Nanos, Op, NSEC_PER_SEC, NSEC_PER_USEC};
 
 use super::calibrate::Calibration;
 use super::controllers::Ctl;
+use super::frontier::{self, Yardsticks};
 use super::kernel::{KernelSetup, Peers};
 use super::{BenchOptions, RunEntry, ScenarioReport, Side, Verdict};
 use crate::error::Result;
@@ -45,17 +47,24 @@ pub enum Scenario {
     Limits,
     /// Maximum IOPS with no control vs each controller.
     Overhead,
+    /// Two saturating readers; the high-weight one drops to a tenth of its share mid-run: the other
+    /// takes what it leaves.
+    Donation,
 }
 
-const ALL: [Scenario; 5] =
-    [Scenario::Proportional, Scenario::WorkConserving, Scenario::MixedCost, Scenario::Limits, Scenario::Overhead];
+const ALL: [Scenario; 6] = [
+    Scenario::Proportional,
+    Scenario::WorkConserving,
+    Scenario::MixedCost,
+    Scenario::Limits,
+    Scenario::Overhead,
+    Scenario::Donation,
+];
 
 /// Proportional split tolerance: ±5% of the weight ratio (issue acceptance).
 const RATIO_TOLERANCE: f64 = 0.05;
-/// Work conservation: the saturating tenant takes at least this share of the capacity left over.
+/// Donation: the other tenant takes at least this share of the capacity the first leaves.
 const LEFTOVER_MIN: f64 = 0.90;
-/// Work conservation: the QD1 tenant's p99 stays within this factor of its solo p99.
-const P99_FACTOR_MAX: f64 = 1.3;
 /// Mixed cost: every tenant's share of device cost within ±20% of the fair share (cost is judged by
 /// the quickly measured model, which is itself good to roughly this much).
 const COST_TOLERANCE: f64 = 0.20;
@@ -71,7 +80,7 @@ const OVERHEAD_ROUNDS: usize = 3;
 struct Plan {
     tenants: Vec<TenantSpec>,
     /// Reference runs (name, tenants), with no control, before the others.
-    reference: Vec<(&'static str, Vec<TenantSpec>)>,
+    reference: Vec<(String, Vec<TenantSpec>)>,
     ioshare: Vec<Ctl>,
     subjects: Vec<Ctl>,
     kernel: Vec<KernelSetup>,
@@ -113,6 +122,7 @@ impl Scenario {
             Scenario::MixedCost => "mixed-cost",
             Scenario::Limits => "limits",
             Scenario::Overhead => "overhead",
+            Scenario::Donation => "donation",
         }
     }
 
@@ -121,8 +131,9 @@ impl Scenario {
         match self {
             Scenario::Proportional => "two saturating 4 KiB random readers (QD64 each), weights A:B -> IOPS ratio A/B",
             Scenario::WorkConserving => {
-                "high-weight QD1 reader with 100 us think time vs saturating low-weight reader -> the low-weight \
-                 reader takes the leftover, the QD1 reader keeps its solo latency"
+                "high-weight QD1 reader with 100 us think time vs saturating low-weight reader -> each controller's \
+                 (QD1 p99 / solo, leftover used) lies on the device's frontier (the uncontrolled neighbour at QD \
+                 1..32) and no kernel peer dominates; IOCost with p99 targets of 2x and 4x solo"
             }
             Scenario::MixedCost => {
                 "random 4 KiB and sequential 64 KiB readers and writers, equal weights -> equal shares of device \
@@ -132,23 +143,33 @@ impl Scenario {
                 "token bucket vs leaky bucket under the same IOPS limit, QD128 -> limit held, latency shapes"
             }
             Scenario::Overhead => "one saturating reader (QD32): maximum IOPS with each controller vs no control",
+            Scenario::Donation => {
+                "two saturating readers, weights A:B; mid-run the high-weight one drops to 10% of its share -> \
+                 the low-weight reader takes the capacity it leaves (judged on the samples that start after the drop)"
+            }
         }
     }
 
-    /// Runs the scenario will make (for the progress line).
-    pub fn planned_runs(self, peers: bool) -> usize {
+    /// Runs the scenario will make (for the progress line), with these kernel peers.
+    pub fn planned_runs(self, peers: Option<&Peers>) -> usize {
         let p = self.plan_shape();
-        p.0 * p.1 + p.2 + if peers { p.3 } else { 0 }
+        let kernel = match peers {
+            None => 0,
+            Some(peers) => p.3 + usize::from(p.4 && peers.supports(&KernelSetup::IoCost)),
+        };
+        p.0 * p.1 + p.2 + kernel
     }
 
-    /// (ioshare controllers, rounds, reference runs, kernel runs).
-    fn plan_shape(self) -> (usize, usize, usize, usize) {
+    /// (ioshare controllers, rounds, reference runs, kernel runs other than kernel IOCost, whether
+    /// kernel IOCost runs too).
+    fn plan_shape(self) -> (usize, usize, usize, usize, bool) {
         match self {
-            Scenario::Proportional => (2, 1, 0, 2),
-            Scenario::WorkConserving => (2, 1, 2, 2),
-            Scenario::MixedCost => (2, 1, 0, 1),
-            Scenario::Limits => (2, 1, 0, 1),
-            Scenario::Overhead => (4, OVERHEAD_ROUNDS, if fio::available() { OVERHEAD_ROUNDS } else { 0 }, 2),
+            Scenario::Proportional => (2, 1, 0, 2, true),
+            Scenario::WorkConserving => (4, 1, 2 + frontier::DEPTHS.len(), 2, true),
+            Scenario::MixedCost => (2, 1, 0, 1, true),
+            Scenario::Limits => (2, 1, 0, 1, false),
+            Scenario::Overhead => (4, OVERHEAD_ROUNDS, if fio::available() { OVERHEAD_ROUNDS } else { 0 }, 2, false),
+            Scenario::Donation => (2, 1, 0, 1, true),
         }
     }
 
@@ -167,17 +188,35 @@ impl Scenario {
                 reference: vec![],
                 ioshare: both,
                 subjects: vec![Ctl::IoCost],
-                kernel: vec![KernelSetup::Bfq, KernelSetup::ReadIopsLimits(vec![share(a), share(b)])],
+                kernel: vec![
+                    KernelSetup::Bfq,
+                    KernelSetup::ReadIopsLimits(vec![share(a), share(b)]),
+                    KernelSetup::IoCost,
+                ],
                 rounds: 1,
                 fio_reference: false,
                 notes,
             },
             Scenario::WorkConserving => Plan {
                 tenants: vec![latency_sensitive(a), reader("saturating", b, 32)],
-                reference: vec![("solo", vec![latency_sensitive(a)]), ("capacity", vec![reader("saturating", b, 32)])],
-                ioshare: both,
-                subjects: vec![Ctl::IoCost],
-                kernel: vec![KernelSetup::Bfq, KernelSetup::ReadIopsLimits(vec![share(a), share(b)])],
+                reference: [
+                    ("solo".to_string(), vec![latency_sensitive(a)]),
+                    ("capacity".to_string(), vec![reader("saturating", b, 32)]),
+                ]
+                .into_iter()
+                .chain(
+                    frontier::DEPTHS
+                        .iter()
+                        .map(|&d| (frontier::sweep_name(d), vec![latency_sensitive(a), reader("saturating", b, d)])),
+                )
+                .collect(),
+                ioshare: vec![Ctl::None, Ctl::IoCost, Ctl::IoCostP99(2), Ctl::IoCostP99(4)],
+                subjects: vec![Ctl::IoCostP99(2), Ctl::IoCostP99(4)],
+                kernel: vec![
+                    KernelSetup::Bfq,
+                    KernelSetup::ReadIopsLimits(vec![share(a), share(b)]),
+                    KernelSetup::IoCost,
+                ],
                 rounds: 1,
                 fio_reference: false,
                 notes,
@@ -194,7 +233,7 @@ impl Scenario {
                     reference: vec![],
                     ioshare: both,
                     subjects: vec![Ctl::IoCost],
-                    kernel: vec![KernelSetup::Bfq],
+                    kernel: vec![KernelSetup::Bfq, KernelSetup::IoCost],
                     rounds: 1,
                     fio_reference: false,
                     notes,
@@ -229,6 +268,25 @@ impl Scenario {
                 fio_reference: true,
                 notes,
             },
+            Scenario::Donation => {
+                // The high tenant's saturating job stops half-way; a rate-capped job at a tenth of its
+                // share runs throughout (a tenth more IO in the first half, where it is saturated anyway).
+                let mut high = reader("high", a, 64);
+                high.jobs[0].runtime = Some(ctx.opts.duration / 2);
+                let mut trickle = JobSpec::new(Pattern::RandRead, 4096, 4);
+                trickle.rate_iops = Some((share(a) / 10).max(1));
+                high.jobs.push(trickle);
+                Plan {
+                    tenants: vec![high, reader("low", b, 64)],
+                    reference: vec![],
+                    ioshare: both,
+                    subjects: vec![Ctl::IoCost],
+                    kernel: vec![KernelSetup::Bfq, KernelSetup::IoCost],
+                    rounds: 1,
+                    fio_reference: false,
+                    notes,
+                }
+            }
         }
     }
 
@@ -250,7 +308,7 @@ impl Scenario {
             }
             progress(&format!("reference: {name}"));
             let mut report = run(ctx.target, tenants, &mut *Ctl::None.build(ctx.calibration), &opts, stop)?;
-            report.controller = (*name).into();
+            report.controller = name.clone();
             runs.push(RunEntry { side: Side::Reference, report, verdict: None });
         }
         // Interleaved rounds; the median round of each controller is kept.
@@ -272,7 +330,11 @@ impl Scenario {
                     break 'rounds;
                 }
                 progress(ctl.name());
-                rounds[i].push(run(ctx.target, &plan.tenants, &mut *ctl.build(ctx.calibration), o, stop)?);
+                let cal = calibration_for(*ctl, ctx.calibration, &runs);
+                let mut report = run(ctx.target, &plan.tenants, &mut *ctl.build(&cal), o, stop)?;
+                // Variants of one controller (IOCost with a p99 target) are told apart by the bench's name.
+                report.controller = ctl.name().into();
+                rounds[i].push(report);
             }
             if let Some(job) = fio_job.filter(|_| !stopped()) {
                 progress("fio (reference engine, same job)");
@@ -294,12 +356,18 @@ impl Scenario {
                 if stopped() {
                     break;
                 }
+                if !peers.supports(setup) {
+                    continue;
+                }
                 progress(&format!("{} (kernel, one process per tenant)", setup.name()));
-                let report = peers.run(setup, &plan.tenants, &opts)?;
+                let report = peers.run(setup, &plan.tenants, &opts, ctx.calibration)?;
                 runs.push(RunEntry { side: Side::Kernel, report, verdict: None });
             }
         }
         self.judge_all(ctx.opts, ctx.calibration, &plan.tenants, &mut runs);
+        if let Some(yard) = Yardsticks::from_runs(&runs).filter(|y| !y.sweep.is_empty()) {
+            notes.push(yard.describe());
+        }
         let subjects: Vec<&RunEntry> = runs
             .iter()
             .filter(|r| r.side == Side::Ioshare && plan.subjects.iter().any(|c| c.name() == r.report.controller))
@@ -332,10 +400,14 @@ impl Scenario {
             runs.iter().find(|r| r.side == side && r.report.controller == name).map(|r| r.report.device.iops)
         };
         let baselines = (baseline(Side::Ioshare, runs), baseline(Side::Kernel, runs));
+        let frontier = Yardsticks::from_runs(runs).map(|y| y.frontier).unwrap_or_default();
         for entry in runs.iter_mut().filter(|r| r.side != Side::Reference) {
             let base = if entry.side == Side::Kernel { baselines.1 } else { baselines.0 };
-            let refs = References { solo: solo.clone(), capacity, baseline: base };
+            let refs = References { solo: solo.clone(), capacity, baseline: base, frontier: frontier.clone() };
             entry.verdict = Some(self.judge(opts, cal, tenants, &entry.report, &refs));
+        }
+        if self == Scenario::WorkConserving {
+            mark_dominated(runs);
         }
     }
 
@@ -360,22 +432,20 @@ impl Scenario {
                 }
             }
             Scenario::WorkConserving => {
-                let (qd1, sat) = (&r.tenants[0], &r.tenants[1]);
-                let leftover = (refs.capacity.unwrap_or(cal.max_iops) - qd1.iops).max(1.0);
-                let taken = sat.iops / leftover;
-                let solo = |f: fn(&crate::report::LatencyUs) -> f64| {
-                    refs.solo.as_ref().map_or(f64::NAN, |s| f(&qd1.lat_us) / f(s).max(1e-9))
-                };
-                let (p99x, p50x) = (solo(|l| l.p99), solo(|l| l.p50));
+                let solo_p99 = refs.solo.as_ref().map_or(f64::NAN, |s| s.p99);
+                let p = frontier::point(&r.controller, r, solo_p99, refs.capacity.unwrap_or(cal.max_iops));
+                let best = frontier::leftover_at(&refs.frontier, p.p99x);
+                let below = 1.0 - p.leftover / best;
                 Verdict {
-                    pass: taken >= LEFTOVER_MIN && p99x <= P99_FACTOR_MAX,
-                    value: taken,
+                    pass: below <= frontier::ON_FRONTIER,
+                    value: p.leftover,
                     summary: format!(
-                        "saturating tenant took {:.0}% of the leftover (>= {:.0}%), QD1 p99 {:.2}x solo (<= {P99_FACTOR_MAX}), p50 {:.2}x",
-                        taken * 100.0,
-                        LEFTOVER_MIN * 100.0,
-                        p99x,
-                        p50x
+                        "leftover used {:.0}% at QD1 p99 {:.2}x solo; the frontier has {:.0}% there ({:+.0}%, >= -{:.0}%)",
+                        p.leftover * 100.0,
+                        p.p99x,
+                        best * 100.0,
+                        -below * 100.0,
+                        frontier::ON_FRONTIER * 100.0
                     ),
                 }
             }
@@ -412,6 +482,27 @@ impl Scenario {
                     ),
                 }
             }
+            Scenario::Donation => {
+                let (high, low) = second_half_iops(r, opts.duration);
+                if !high.is_finite() || !low.is_finite() {
+                    return Verdict {
+                        pass: false,
+                        value: f64::NAN,
+                        summary: "no sample started after the drop: run longer (--duration)".into(),
+                    };
+                }
+                let leftover = (cal.max_iops - high).max(1.0);
+                let taken = low / leftover;
+                Verdict {
+                    pass: taken >= LEFTOVER_MIN,
+                    value: taken,
+                    summary: format!(
+                        "after the drop: high {high:.0} IOPS, low took {:.0}% of the {leftover:.0} IOPS left (>= {:.0}%)",
+                        taken * 100.0,
+                        LEFTOVER_MIN * 100.0
+                    ),
+                }
+            }
             Scenario::Overhead => {
                 let rel = refs.baseline.map_or(f64::NAN, |b| r.device.iops / b.max(1e-9));
                 Verdict {
@@ -445,6 +536,32 @@ fn engine_vs_fio(runs: &[RunEntry]) -> Option<String> {
     ))
 }
 
+/// The calibration a controller runs with: for [`Ctl::IoCostP99`], QoS says 99% of reads within that
+/// many times the QD1 reader's solo p99 (from the `solo` reference run already in `runs`).
+fn calibration_for(ctl: Ctl, cal: &Calibration, runs: &[RunEntry]) -> Calibration {
+    let solo = runs.iter().find(|r| r.side == Side::Reference && r.report.controller == "solo");
+    match (ctl, solo) {
+        (Ctl::IoCostP99(factor), Some(solo)) => {
+            let rlat_us = (solo.report.tenants[0].lat_us.p99 * f64::from(factor)).ceil().max(1.0) as u64;
+            Calibration { qos: QosParams { rppm: 990_000, rlat_us, ..cal.qos }, ..cal.clone() }
+        }
+        _ => cal.clone(),
+    }
+}
+
+/// Fails every ioshare run of the work-conserving scenario whose point a kernel peer dominates.
+fn mark_dominated(runs: &mut [RunEntry]) {
+    let Some(yard) = Yardsticks::from_runs(runs) else { return };
+    let kernel: Vec<frontier::Point> = runs.iter().filter(|r| r.side == Side::Kernel).map(|r| yard.point(r)).collect();
+    for entry in runs.iter_mut().filter(|r| r.side == Side::Ioshare) {
+        let p = yard.point(entry);
+        if let (Some(v), Some(k)) = (entry.verdict.as_mut(), kernel.iter().find(|k| frontier::dominates(k, &p))) {
+            v.pass = false;
+            v.summary.push_str(&format!("; dominated by {} ({:.0}% at {:.2}x)", k.label, k.leftover * 100.0, k.p99x));
+        }
+    }
+}
+
 /// What a run is judged against: the reference runs and the no-control baseline of its side.
 struct References {
     /// Latency of the latency-sensitive tenant alone.
@@ -453,6 +570,33 @@ struct References {
     capacity: Option<f64>,
     /// IOPS with no control (ioshare's `none`, or the kernel's plain loop device).
     baseline: Option<f64>,
+    /// The work-conserving frontier (QD1 p99 ÷ solo, leftover used), empty elsewhere.
+    frontier: Vec<(f64, f64)>,
+}
+
+/// Mean IOPS of the first two tenants over the samples that start at or after the middle of the run
+/// (the donation scenario's high tenant has dropped by then; with the default sampling, a fifth of
+/// the run under 5 s and 1 s beyond, the first such sample starts 0.4-0.5 s after the drop, time for
+/// the controllers to react).
+fn second_half_iops(r: &RunReport, duration: Nanos) -> (f64, f64) {
+    let middle = duration as f64 / NSEC_PER_SEC as f64 / 2.0;
+    let mean = |t: &crate::report::TenantReport| {
+        let mut start = 0.0;
+        let (mut ios, mut secs) = (0.0, 0.0);
+        for s in &t.series {
+            if start >= middle - 1e-6 {
+                ios += s.iops * (s.t_s - start);
+                secs += s.t_s - start;
+            }
+            start = s.t_s;
+        }
+        if secs > 0.0 {
+            ios / secs
+        } else {
+            f64::NAN
+        }
+    };
+    (mean(&r.tenants[0]), mean(&r.tenants[1]))
 }
 
 /// A total IOPS limit.
@@ -522,7 +666,7 @@ mod tests {
         s.judge(&opts, &cal(), &ctx_tenants, r, refs)
     }
 
-    const NO_REFS: References = References { solo: None, capacity: None, baseline: None };
+    const NO_REFS: References = References { solo: None, capacity: None, baseline: None, frontier: Vec::new() };
 
     #[test]
     fn proportional_passes_within_five_percent_of_the_weight_ratio() {
@@ -535,16 +679,40 @@ mod tests {
     }
 
     #[test]
-    fn work_conservation_needs_the_leftover_and_the_solo_latency() {
+    fn work_conservation_is_judged_against_the_frontier_at_its_latency() {
         let solo = LatencyUs { p50: 50.0, p99: 100.0, ..LatencyUs::default() };
-        let refs = References { solo: Some(solo), capacity: Some(10_000.0), baseline: None };
-        let ok = report(vec![tenant("qd1", 1000.0, 120.0), tenant("sat", 8200.0, 900.0)]);
-        let v = judge(Scenario::WorkConserving, &ok, &refs);
-        assert!(v.pass && (v.value - 8200.0 / 9000.0).abs() < 1e-9, "{v:?}");
-        let slow = report(vec![tenant("qd1", 1000.0, 140.0), tenant("sat", 8200.0, 900.0)]);
-        assert!(!judge(Scenario::WorkConserving, &slow, &refs).pass, "p99 1.4x solo fails");
-        let starved = report(vec![tenant("qd1", 1000.0, 120.0), tenant("sat", 7000.0, 900.0)]);
-        assert!(!judge(Scenario::WorkConserving, &starved, &refs).pass, "78% of the leftover fails");
+        let frontier = vec![(1.0, 0.0), (2.0, 0.6), (4.0, 0.9)];
+        let refs = References { solo: Some(solo), capacity: Some(10_000.0), baseline: None, frontier };
+        // QD1 p99 300 us = 3x solo, where the frontier has 75% of the 9000 IOPS left.
+        let on = report(vec![tenant("qd1", 1000.0, 300.0), tenant("sat", 6300.0, 900.0)]);
+        let v = judge(Scenario::WorkConserving, &on, &refs);
+        assert!(v.pass && (v.value - 0.7).abs() < 1e-9, "70% is within 10% of 75%: {v:?}");
+        let below = report(vec![tenant("qd1", 1000.0, 300.0), tenant("sat", 5800.0, 900.0)]);
+        assert!(!judge(Scenario::WorkConserving, &below, &refs).pass, "64% is 14% below the frontier");
+        let fast = report(vec![tenant("qd1", 1000.0, 110.0), tenant("sat", 600.0, 900.0)]);
+        assert!(judge(Scenario::WorkConserving, &fast, &refs).pass, "at 1.1x the frontier has only 6%");
+    }
+
+    #[test]
+    fn donation_is_judged_on_the_second_half_after_the_drop() {
+        use crate::report::TenantSample;
+        // A 4 s run sampled every 0.8 s: the middle is 2 s, so the intervals 2.4-3.2 and 3.2-4.0 s
+        // count (the one ending at 2.4 s straddles the drop).
+        let series = |iops: [f64; 5]| {
+            iops.iter()
+                .enumerate()
+                .map(|(i, &v)| TenantSample { t_s: 0.8 * (i + 1) as f64, iops: v, ..Default::default() })
+                .collect()
+        };
+        let mut r = report(vec![tenant("high", 0.0, 1.0), tenant("low", 0.0, 1.0)]);
+        r.tenants[0].series = series([6600.0, 6600.0, 3000.0, 700.0, 620.0]);
+        r.tenants[1].series = series([3300.0, 3300.0, 5000.0, 8900.0, 9100.0]);
+        let opts = BenchOptions { duration: 4 * NSEC_PER_SEC, ..BenchOptions::default() };
+        let v = Scenario::Donation.judge(&opts, &cal(), &[], &r, &NO_REFS);
+        // 10 000 IOPS capacity, 660 left to high: 9000 of the 9340 left = 96%.
+        assert!(v.pass && (v.value - 9000.0 / 9340.0).abs() < 1e-9, "{v:?}");
+        r.tenants[1].series = series([3300.0, 3300.0, 9000.0, 8000.0, 8000.0]);
+        assert!(!Scenario::Donation.judge(&opts, &cal(), &[], &r, &NO_REFS).pass, "86% of the leftover fails");
     }
 
     #[test]
@@ -577,13 +745,13 @@ mod tests {
 
     #[test]
     fn scenarios_are_found_by_name() {
-        assert_eq!(Scenario::names().len(), 5);
+        assert_eq!(Scenario::names().len(), 6);
         for n in Scenario::names() {
             assert_eq!(Scenario::by_name(n).unwrap().name(), n);
         }
         assert!(Scenario::by_name("nope").is_none());
-        assert_eq!(Scenario::WorkConserving.planned_runs(true), 6);
+        assert_eq!(Scenario::WorkConserving.planned_runs(None), 4 + 2 + frontier::DEPTHS.len());
         let fio_rounds = if fio::available() { OVERHEAD_ROUNDS } else { 0 };
-        assert_eq!(Scenario::Overhead.planned_runs(false), 12 + fio_rounds);
+        assert_eq!(Scenario::Overhead.planned_runs(None), 12 + fio_rounds);
     }
 }

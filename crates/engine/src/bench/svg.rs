@@ -1,12 +1,15 @@
 //! SVG charts of a scenario, written by hand (no plotting dependency): one row per run, with each
-//! tenant's IOPS over time on the left and its p99 latency over time on the right.
+//! tenant's IOPS over time on the left and its p99 latency over time on the right; for the
+//! work-conserving scenario first the frontier with every controller as a dot.
 
 use std::fmt::Write;
 
-use super::ScenarioReport;
+use super::frontier::{self, Yardsticks};
+use super::{ScenarioReport, Side};
 use crate::report::TenantSample;
 
-const COLORS: [&str; 6] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"];
+/// Line and dot colours, in tenant (or controller) order.
+pub(crate) const COLORS: [&str; 6] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"];
 const WIDTH: f64 = 1010.0;
 const ROW: f64 = 190.0;
 const TOP: f64 = 40.0;
@@ -14,7 +17,8 @@ const PANEL_W: f64 = 400.0;
 const PANEL_H: f64 = 130.0;
 const LEFT: [f64; 2] = [70.0, 590.0];
 
-fn esc(s: &str) -> String {
+/// Escapes text for SVG.
+pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
@@ -71,9 +75,14 @@ fn points(s: &[TenantSample], f: impl Fn(&TenantSample) -> f64) -> Vec<(f64, f64
     s.iter().map(|x| (x.t_s, f(x))).collect()
 }
 
+/// Height of the frontier chart's row.
+const FRONTIER_ROW: f64 = 260.0;
+
 /// The chart of one scenario.
 pub fn scenario(report: &ScenarioReport) -> String {
-    let height = TOP + ROW * report.runs.len() as f64 + 10.0;
+    let yard = Yardsticks::from_runs(&report.runs).filter(|y| !y.sweep.is_empty());
+    let top = TOP + if yard.is_some() { FRONTIER_ROW } else { 0.0 };
+    let height = top + ROW * report.runs.len() as f64 + 10.0;
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -85,8 +94,28 @@ pub fn scenario(report: &ScenarioReport) -> String {
         r##"<text x="10" y="22" font-size="15" font-weight="bold">{} — per-tenant IOPS and p99 latency over time</text>"##,
         esc(&report.name)
     );
+    if let Some(yard) = &yard {
+        let dots: Vec<frontier::Point> = report
+            .runs
+            .iter()
+            .filter(|r| r.side != Side::Reference)
+            .map(|r| frontier::Point {
+                label: format!("{} ({:?})", r.report.controller, r.side).to_lowercase(),
+                ..yard.point(r)
+            })
+            .collect();
+        frontier::chart(
+            &mut out,
+            LEFT[0],
+            TOP + 30.0,
+            WIDTH - LEFT[0] - 180.0,
+            FRONTIER_ROW - 70.0,
+            &yard.frontier,
+            &dots,
+        );
+    }
     for (row, run) in report.runs.iter().enumerate() {
-        let y0 = TOP + ROW * row as f64 + 30.0;
+        let y0 = top + ROW * row as f64 + 30.0;
         let tenants = &run.report.tenants;
         let iops: Vec<_> = tenants.iter().map(|t| (t.name.as_str(), points(&t.series, |s| s.iops))).collect();
         let lat: Vec<_> = tenants.iter().map(|t| (t.name.as_str(), points(&t.series, |s| s.p99_us))).collect();

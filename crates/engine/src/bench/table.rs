@@ -99,7 +99,8 @@ pub fn scenario(report: &ScenarioReport) -> String {
 
 /// The closing summary: one verdict line per scenario, and suite notes.
 pub fn summary(suite: &SuiteReport) -> String {
-    let mut s = String::from("\nsummary\n");
+    let mut s = if suite.fidelity.is_empty() { String::new() } else { super::fidelity::table(&suite.fidelity) };
+    s.push_str("\nsummary\n");
     for sc in &suite.scenarios {
         let _ = writeln!(s, "  {} {:<16} {}", sc.verdict.label(), sc.name, sc.verdict.summary);
     }

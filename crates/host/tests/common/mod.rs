@@ -6,7 +6,7 @@ use tempfile::NamedTempFile;
 
 /// A sparse backing file of `mib` MiB in cargo's per-target temp directory (on the build disk, so it
 /// supports O_DIRECT, unlike a tmpfs `/tmp`), removed when dropped.
-#[allow(dead_code)] // each test binary compiles this module; memcg.rs needs no backing file
+#[allow(dead_code)] // each test binary compiles this module; memcg.rs and cgroup2.rs need no backing file
 pub fn backing_file(mib: u64) -> NamedTempFile {
     let file = tempfile::Builder::new()
         .prefix("ioshare-host-test-")
