@@ -42,21 +42,27 @@
 mod blkio;
 mod blkio_stats;
 mod capabilities;
+mod cgroup_glob;
 mod cgroup_mounts;
+mod disk_stats;
 mod error;
 mod io_max;
 mod io_weight;
 mod loop_device;
 mod loop_sys;
 mod privilege;
+mod recorder;
 mod sysfs;
 
 pub use blkio::{remove_stale_cgroups, BlkioCgroup, ThrottleKnob, BFQ_WEIGHT_MAX, BFQ_WEIGHT_MIN};
 pub use blkio_stats::{BlkioStats, DeviceStats, RwCounts};
-pub use capabilities::{Capabilities, KernelPeer};
+pub use capabilities::{Capabilities, CgroupLayout, KernelPeer};
+pub use cgroup_glob::{check_pattern, find_cgroups};
+pub use disk_stats::{BlockDevice, DiskStats};
 pub use error::{Error, Result};
 pub use io_max::IoMax;
 pub use io_weight::{IoWeight, IO_WEIGHT_DEFAULT, IO_WEIGHT_MAX, IO_WEIGHT_MIN};
 pub use ioshare_core::iocost::line::DevNum;
 pub use loop_device::LoopDevice;
 pub use privilege::{is_root, skip_unless_root};
+pub use recorder::{check_under, revert_state_dir, Change, Entry, Recorder, Reverted, Written, STATE_FILE};

@@ -152,7 +152,14 @@ impl<M: CostModel> IoCost<M> {
     /// deteriorated below both the margin at its last adjustment and 20% of a period (kernel
     /// `adjust_inuse_and_calc_cost`).
     #[inline]
-    pub(crate) fn adjust_inuse_and_calc_cost(&mut self, now: Nanos, vnow: u64, node: u32, vtime: u64, abs_cost: u64) -> u64 {
+    pub(crate) fn adjust_inuse_and_calc_cost(
+        &mut self,
+        now: Nanos,
+        vnow: u64,
+        node: u32,
+        vtime: u64,
+        abs_cost: u64,
+    ) -> u64 {
         let (_, hwi) = self.tree.hweights(node);
         let mut cost = abs_cost_to_cost(abs_cost, hwi);
         let n = &self.tree.nodes[node as usize];
