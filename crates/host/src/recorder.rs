@@ -191,6 +191,21 @@ impl Recorder {
         }
     }
 
+    /// Writes `entry`'s current line back to `path` unchanged (nothing to record): some kernel files
+    /// act on being written at all, e.g. blk-throttle starts counting a device's per-cgroup
+    /// statistics once a rule for it was written, even `MAJ:MIN 0`.
+    pub fn touch(&mut self, path: &Path, entry: Entry) -> Result<Written> {
+        check_under(path, &self.roots)?;
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if vanished(&e) => return Ok(Written::Vanished),
+            Err(e) => return Err(sysfs::file_error("read".into(), path, e)),
+        };
+        let line = entry.current(&text);
+        sysfs::write_raw(path, &line).map_err(|e| sysfs::file_error(format!("write '{line}' to"), path, e))?;
+        Ok(Written::Unchanged)
+    }
+
     /// Restores every recorded entry and removes the state file.
     pub fn revert(self) -> Result<Reverted> {
         let reverted = revert_changes(&self.changes, &self.roots);

@@ -1,0 +1,270 @@
+//! The userspace backend: ioshare-core's IOCost planner over real cgroups, one controller per device.
+//!
+//! This is the third driver of the controller (after the simulator and the engine). Its "device" is
+//! a kernel block device, its "completions" are per-period counters, its "dispatch" is a limit
+//! written to a cgroup file. Each period, per device:
+//! 1. read each tracked cgroup's IO counters (v1 `blkio.throttle.io_serviced_recursive` and
+//!    `io_service_bytes_recursive`, v2 `io.stat`) and take the delta since the last period;
+//! 2. charge it to the cgroup's group in [`IoCost`] ([`IoCost::charge_done`]) at the cost model's
+//!    price — counters do not say which IOs were sequential, so every IO is charged as random (the
+//!    conservative choice: a sequential stream is over-charged, never under-charged);
+//! 3. judge the device's latency from `/sys/block/X/stat` ([`crate::latency`]) and record it;
+//! 4. run the planner ([`ioshare_core::Controller::tick`]): hweights, donation, vrate;
+//! 5. turn each group's budget for the next period into blk-throttle limits ([`crate::limits`]);
+//!    the recorder writes only values that changed.
+//!
+//! Without a QoS line the vrate is pinned at 100% (`min=max=100`): the counters carry no
+//! device-saturation signal of their own (the kernel's rq-wait), so without latency targets the
+//! planner would raise vrate without bound and the limits would stop meaning anything.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use ioshare_core::iocost::aggregate::aggregate_cost;
+use ioshare_core::{Controller, GroupId, GroupSettings, IoCost, Limits, LinearModel, Nanos, Op, QosParams};
+use ioshare_host::{DiskStats, Recorder, RwCounts};
+use serde::Serialize;
+
+use crate::config::DeviceConfig;
+use crate::error::Result;
+use crate::hierarchy::{Hierarchy, Throttle};
+use crate::latency::{verdicts, Verdicts};
+use crate::limits::{throttle_for, DirUsage};
+
+/// QoS used when the configuration gives none: vrate pinned to the model.
+pub const PINNED_QOS: QosParams = QosParams {
+    enable: true,
+    rppm: 0,
+    rlat_us: 25_000,
+    wppm: 0,
+    wlat_us: 25_000,
+    min_ppm: 1_000_000,
+    max_ppm: 1_000_000,
+};
+
+/// A cgroup this device's controller tracks.
+#[derive(Debug)]
+struct Tracked {
+    id: GroupId,
+    weight: u32,
+    caps: Limits,
+    /// Counters at the last read (`None` until first read).
+    last: Option<(RwCounts, RwCounts)>,
+    usage: [DirUsage; 2],
+    throttle: Throttle,
+    present: bool,
+}
+
+/// One cgroup's state on a device, for the status file.
+#[derive(Clone, Debug, Serialize)]
+pub struct GroupStatus {
+    /// Cgroup path relative to the root.
+    pub cgroup: String,
+    /// Configured weight.
+    pub weight: u32,
+    /// Share by weight among the active groups.
+    pub hweight_active: f64,
+    /// Share after donation.
+    pub hweight_inuse: f64,
+    /// Device time used last period, share of the period at 100% vrate.
+    pub usage_share: f64,
+    /// Limits in force (0 = none).
+    pub limits: Throttle,
+    /// `idle`, `alone`, `donating`, `limited` (used its budget: would wait) or `running`.
+    pub state: &'static str,
+}
+
+/// One device's state, for the status file.
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceStatus {
+    /// Device name.
+    pub device: String,
+    /// `MAJ:MIN`.
+    pub dev: String,
+    /// vrate, percent of the model.
+    pub vrate_pct: f64,
+    /// Busy level.
+    pub busy_level: i32,
+    /// Mean latency of last period net of size, µs, [read, write].
+    pub lat_us: [f64; 2],
+    /// Latency targets, µs, [read, write] (0: none).
+    pub target_us: [u64; 2],
+    /// Groups.
+    pub groups: Vec<GroupStatus>,
+}
+
+/// The controller of one device.
+#[derive(Debug)]
+pub struct DeviceLoop {
+    cfg: DeviceConfig,
+    qos: QosParams,
+    ctl: IoCost,
+    period: Duration,
+    last_disk: Option<DiskStats>,
+    verdicts: Verdicts,
+    groups: HashMap<String, Tracked>,
+}
+
+impl DeviceLoop {
+    /// A controller for `cfg`'s device planning every `period`.
+    pub fn new(cfg: DeviceConfig, period: Duration) -> Self {
+        let qos = cfg.qos.unwrap_or(PINNED_QOS);
+        let mut ctl = IoCost::new(LinearModel::new(cfg.model), qos);
+        ctl.set_period_us(period.as_micros() as u64);
+        DeviceLoop { cfg, qos, ctl, period, last_disk: None, verdicts: Verdicts::default(), groups: HashMap::new() }
+    }
+
+    /// The device's configuration.
+    pub fn config(&self) -> &DeviceConfig {
+        &self.cfg
+    }
+
+    /// Starts tracking cgroup `rel` (or updates its weight and caps); marks it present.
+    pub fn track(&mut self, now: Nanos, rel: &str, weight: u32, caps: &Limits) -> Result<()> {
+        let settings = GroupSettings { weight, limits: Limits::default() };
+        let id = self.ctl.configure(now, rel, &settings).map_err(|e| ioshare_host::Error::InvalidCgroupName {
+            name: format!("{rel} ({e})"),
+            reason: "not usable as a controller group path",
+        })?;
+        let t = self.groups.entry(rel.to_string()).or_insert_with(|| Tracked {
+            id,
+            weight,
+            caps: caps.clone(),
+            last: None,
+            usage: Default::default(),
+            throttle: Throttle::default(),
+            present: true,
+        });
+        t.weight = weight;
+        t.caps = caps.clone();
+        t.present = true;
+        Ok(())
+    }
+
+    /// Marks every cgroup absent (discovery then marks the ones it finds).
+    pub fn mark_all_absent(&mut self) {
+        for t in self.groups.values_mut() {
+            t.present = false;
+        }
+    }
+
+    /// Whether `rel` is tracked and present.
+    pub fn is_tracked(&self, rel: &str) -> bool {
+        self.groups.get(rel).is_some_and(|t| t.present)
+    }
+
+    /// One planning period at `now` (see the module comment). `sys_block` is `/sys/block`.
+    pub fn plan(&mut self, now: Nanos, h: &Hierarchy, rec: &mut Recorder, sys_block: &Path) -> Result<()> {
+        let dev = self.cfg.device.dev;
+        let model = *self.ctl.model();
+        // 1–2: usage since the last period, charged.
+        let mut paths: Vec<&String> = self.groups.keys().collect();
+        paths.sort();
+        let paths: Vec<String> = paths.into_iter().cloned().collect();
+        for rel in &paths {
+            let t = self.groups.get_mut(rel).expect("tracked");
+            t.usage = Default::default();
+            if !t.present {
+                continue;
+            }
+            let Some(stats) = h.usage(rel) else {
+                t.present = false; // vanished mid-period: not an error
+                continue;
+            };
+            let (ios, bytes) =
+                stats.device(dev).map_or((RwCounts::default(), RwCounts::default()), |d| (d.ios, d.bytes));
+            if let Some((last_ios, last_bytes)) = t.last {
+                for (op, i, b) in [
+                    (Op::Read, ios.read.saturating_sub(last_ios.read), bytes.read.saturating_sub(last_bytes.read)),
+                    (Op::Write, ios.write.saturating_sub(last_ios.write), bytes.write.saturating_sub(last_bytes.write)),
+                ] {
+                    t.usage[op.index()] = DirUsage { ios: i, bytes: b, cost: aggregate_cost(&model, op, i, b, true) };
+                }
+            }
+            t.last = Some((ios, bytes));
+            let cost = t.usage[0].cost + t.usage[1].cost;
+            let id = t.id;
+            self.ctl.charge_done(now, id, cost);
+        }
+        // 3: latency.
+        if let Ok(disk) = DiskStats::read(sys_block, &self.cfg.device.name) {
+            if let Some(last) = self.last_disk {
+                self.verdicts = verdicts(&disk.since(&last), &model, &self.qos);
+                self.ctl.record_completions(self.verdicts.met, self.verdicts.missed, 0);
+            }
+            self.last_disk = Some(disk);
+        }
+        // 4: plan.
+        self.ctl.tick(now);
+        // 5: limits for the next period.
+        let horizon = self.period.as_nanos() as Nanos;
+        let stats = self.ctl.stats(now);
+        for rel in &paths {
+            let t = self.groups.get_mut(rel).expect("tracked");
+            if !t.present {
+                continue;
+            }
+            let g = &stats.groups[t.id.index()];
+            let alone = g.hweight_active >= 0.999;
+            let budget = if alone { None } else { self.ctl.budget(now, t.id, horizon) };
+            let throttle = throttle_for(budget, &t.usage, &model, self.period, &t.caps);
+            match h.set_throttle(rec, rel, dev, &throttle)? {
+                ioshare_host::Written::Vanished => t.present = false,
+                _ => t.throttle = throttle,
+            }
+        }
+        Ok(())
+    }
+
+    /// The device's state now.
+    pub fn status(&self, now: Nanos) -> DeviceStatus {
+        let stats = self.ctl.stats(now);
+        let period_vtime = self.period.as_nanos() as f64 * ioshare_core::iocost::model::VTIME_PER_NSEC as f64;
+        let mut groups: Vec<GroupStatus> = self
+            .groups
+            .iter()
+            .filter(|(_, t)| t.present)
+            .map(|(rel, t)| {
+                let g = &stats.groups[t.id.index()];
+                let usage_share = (t.usage[0].cost + t.usage[1].cost) as f64 / period_vtime;
+                let state = if !g.active {
+                    "idle"
+                } else if g.hweight_active >= 0.999 {
+                    "alone"
+                } else if g.hweight_inuse + 1e-3 < g.hweight_active {
+                    "donating"
+                } else if t.throttle.is_limited()
+                    && usage_share >= 0.9 * g.hweight_inuse * stats.device.vrate_pct / 100.0
+                {
+                    "limited"
+                } else {
+                    "running"
+                };
+                GroupStatus {
+                    cgroup: rel.clone(),
+                    weight: t.weight,
+                    hweight_active: g.hweight_active,
+                    hweight_inuse: g.hweight_inuse,
+                    usage_share,
+                    limits: t.throttle,
+                    state,
+                }
+            })
+            .collect();
+        groups.sort_by(|a, b| a.cgroup.cmp(&b.cgroup));
+        DeviceStatus {
+            device: self.cfg.device.name.clone(),
+            dev: self.cfg.device.dev.to_string(),
+            vrate_pct: stats.device.vrate_pct,
+            busy_level: stats.device.busy_level,
+            lat_us: self.verdicts.mean_us,
+            target_us: if self.qos.rppm == 0 && self.qos.wppm == 0 {
+                [0, 0]
+            } else {
+                [self.qos.rlat_us, self.qos.wlat_us]
+            },
+            groups,
+        }
+    }
+}
