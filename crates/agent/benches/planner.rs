@@ -43,7 +43,7 @@ fn planner_period(c: &mut Criterion) {
                     DirUsage { ios, bytes: ios * 4096, cost: aggregate_cost(&model, Op::Read, ios, ios * 4096, true) },
                     DirUsage::default(),
                 ];
-                ctl.charge_done(now, id, u[0].cost);
+                ctl.charge_done(now, id, u[0].cost, i % 2 == 0);
                 usages.push(u);
             }
             ctl.record_completions([1000, 0], [10, 0], 0);

@@ -150,7 +150,7 @@ impl fmt::Display for Check {
             _ => writeln!(f, "agent backend:        none")?,
         }
         writeln!(f, "  why:                {}", self.why)?;
-        write!(f, "buffered writes:      {}", self.buffered_writes)
+        write!(f, "agent and writes:     buffered writes {}", self.buffered_writes)
     }
 }
 

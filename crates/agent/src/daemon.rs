@@ -319,6 +319,16 @@ impl Agent {
     }
 }
 
+/// Reverts what a killed agent recorded in `state_dir` (`ioshare agent revert`); `None` if there
+/// was nothing to revert. Only files under this host's blkio (v1) and unified (v2) roots are touched.
+pub fn revert(state_dir: &Path) -> Result<Option<Reverted>> {
+    let caps = ioshare_host::Capabilities::probe();
+    let roots: Vec<PathBuf> = caps.blkio_v1.into_iter().chain(caps.cgroup_v2).collect();
+    let reverted = ioshare_host::revert_state_dir(state_dir, &roots)?;
+    crate::status::Status::remove(state_dir);
+    Ok(reverted)
+}
+
 fn limits_array(t: &Throttle) -> [u64; 4] {
     [t.riops, t.wiops, t.rbps, t.wbps]
 }

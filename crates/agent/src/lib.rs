@@ -15,7 +15,7 @@
 //!     .stop() -> Reverted
 //! stop_on_signals() -> &'static AtomicBool      // SIGTERM / SIGINT
 //! Status::read(state_dir) -> Status             // what `ioshare agent status` prints
-//! ioshare_host::revert_state_dir(dir, roots)    // `ioshare agent revert`
+//! revert(state_dir) -> Option<Reverted>        // `ioshare agent revert`: a killed agent's changes
 //! ```
 //!
 //! # What the userspace backend can and cannot do (vs kernel iocost)
@@ -38,7 +38,7 @@ pub mod userspace;
 
 pub use check::{Backend, BackendChoice, Check};
 pub use config::{default_state_dir, Config};
-pub use daemon::{stop_on_signals, Agent};
+pub use daemon::{revert, stop_on_signals, Agent};
 pub use error::{Error, Result};
 pub use hierarchy::{Flavor, Hierarchy, Throttle};
 pub use status::Status;

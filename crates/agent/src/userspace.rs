@@ -94,6 +94,16 @@ pub struct DeviceStatus {
     pub groups: Vec<GroupStatus>,
 }
 
+/// Share of a limit a group must reach in a period to count as held back by it (blk-throttle
+/// enforces in slices, so a group at its limit shows a little under it).
+pub const LIMITED_AT: f64 = 0.9;
+
+/// Whether usage over `secs` reached [`LIMITED_AT`] of any limit in force.
+fn held_back(t: &Throttle, usage: &[DirUsage; 2], secs: f64) -> bool {
+    let at = |used: u64, limit: u64| limit != 0 && used as f64 >= LIMITED_AT * limit as f64 * secs;
+    at(usage[0].ios, t.riops) || at(usage[1].ios, t.wiops) || at(usage[0].bytes, t.rbps) || at(usage[1].bytes, t.wbps)
+}
+
 /// The controller of one device.
 #[derive(Debug)]
 pub struct DeviceLoop {
@@ -102,6 +112,8 @@ pub struct DeviceLoop {
     ctl: IoCost,
     period: Duration,
     last_disk: Option<DiskStats>,
+    /// When the last period was planned.
+    last_plan: Option<Nanos>,
     verdicts: Verdicts,
     groups: HashMap<String, Tracked>,
 }
@@ -112,7 +124,16 @@ impl DeviceLoop {
         let qos = cfg.qos.unwrap_or(PINNED_QOS);
         let mut ctl = IoCost::new(LinearModel::new(cfg.model), qos);
         ctl.set_period_us(period.as_micros() as u64);
-        DeviceLoop { cfg, qos, ctl, period, last_disk: None, verdicts: Verdicts::default(), groups: HashMap::new() }
+        DeviceLoop {
+            cfg,
+            qos,
+            ctl,
+            period,
+            last_disk: None,
+            last_plan: None,
+            verdicts: Verdicts::default(),
+            groups: HashMap::new(),
+        }
     }
 
     /// The device's configuration.
@@ -159,6 +180,8 @@ impl DeviceLoop {
         let dev = self.cfg.device.dev;
         let model = *self.ctl.model();
         // 1–2: usage since the last period, charged.
+        let elapsed_s = self.last_plan.map_or(self.period.as_secs_f64(), |t| now.saturating_sub(t) as f64 / 1e9);
+        self.last_plan = Some(now);
         let mut paths: Vec<&String> = self.groups.keys().collect();
         paths.sort();
         let paths: Vec<String> = paths.into_iter().cloned().collect();
@@ -184,8 +207,9 @@ impl DeviceLoop {
             }
             t.last = Some((ios, bytes));
             let cost = t.usage[0].cost + t.usage[1].cost;
+            let limited = held_back(&t.throttle, &t.usage, elapsed_s);
             let id = t.id;
-            self.ctl.charge_done(now, id, cost);
+            self.ctl.charge_done(now, id, cost, limited);
         }
         // 3: latency.
         if let Ok(disk) = DiskStats::read(sys_block, &self.cfg.device.name) {

@@ -7,7 +7,8 @@
 //!   entry the recorder reads the entry's current line (what writing back restores it: a missing
 //!   throttle rule reads as `MAJ:MIN 0`, a missing `io.max` line as all `max`) and appends
 //!   `(path, key, previous, new)` to the state file, synced, *before* writing the kernel file. A crash
-//!   at any point therefore leaves a state file that restores at least everything written.
+//!   at any point therefore leaves a state file that restores at least everything written. Later
+//!   values of an entry are appended unsynced (a killed process loses nothing in the page cache).
 //! - Later writes to the same entry keep the first previous value and update the new one; writing the
 //!   value an entry already holds is skipped (only changes are written).
 //! - The state file holds the writer's pid. [`Recorder::open`] refuses a state file of a live process

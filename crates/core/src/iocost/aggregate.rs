@@ -9,7 +9,9 @@
 //!   cost at the end of the period (activation, the in-period snapback of a donor, and the vtime
 //!   charge are the issue path's; nothing waits, since the kernel already let the IO through). A group
 //!   that used more than its budget ends with its local vtime ahead of the global one, which the next
-//!   budget pays back: period-granular debt.
+//!   budget pays back: period-granular debt. A group the driver reports as `limited` (its rate limit
+//!   held IO back) is a group with waiters in the kernel's terms: it has no budget left, so its local
+//!   vtime is brought up to the global one — it counts as short of budget, never as a donor.
 //! - [`IoCost::record_completions`]: the period's latency verdicts (met/missed per direction) and
 //!   device-slot wait, as the completion path would have counted them.
 //! - [`IoCost::budget`]: what a group may use over the next `horizon`: its remaining budget (global
@@ -20,7 +22,7 @@
 //! - [`aggregate_cost`]: the absolute cost of `ios` IOs totalling `bytes`, each at the average size.
 
 use super::model::CostModel;
-use super::tree::{abs_cost_to_cost, cost_to_abs_cost};
+use super::tree::{abs_cost_to_cost, before, cost_to_abs_cost};
 use super::IoCost;
 use crate::io::{GroupId, Nanos, Op, NSEC_PER_USEC};
 
@@ -42,9 +44,10 @@ impl<M: CostModel> IoCost<M> {
         self.refresh_margins();
     }
 
-    /// Charges `abs_cost` of IO that `group` already issued and completed (see the module comment).
-    /// Zero cost does nothing; an inner group whose descendants are active is not charged.
-    pub fn charge_done(&mut self, now: Nanos, group: GroupId, abs_cost: u64) {
+    /// Charges `abs_cost` of IO that `group` already issued and completed; `limited` when IO of the
+    /// group was held back (see the module comment). Zero cost does nothing; an inner group whose
+    /// descendants are active is not charged.
+    pub fn charge_done(&mut self, now: Nanos, group: GroupId, abs_cost: u64, limited: bool) {
         if abs_cost == 0 || !self.qos.enable {
             return;
         }
@@ -59,6 +62,11 @@ impl<M: CostModel> IoCost<M> {
         n.vtime = n.vtime.wrapping_add(cost);
         n.done_vtime = n.done_vtime.wrapping_add(cost);
         n.abs_vusage += abs_cost;
+        if limited && before(n.vtime, vnow) {
+            let gap = vnow.wrapping_sub(n.vtime);
+            n.vtime = vnow;
+            n.done_vtime = n.done_vtime.wrapping_add(gap);
+        }
     }
 
     /// Adds a period's latency verdicts, `[read, write]`, and the time IOs waited for a device slot.
@@ -72,8 +80,10 @@ impl<M: CostModel> IoCost<M> {
     }
 
     /// Absolute device time (vtime units) `group` may use from `now` to `now + horizon`: its budget
-    /// left plus the global clock's advance at the current rate, at its in-use share; 0 when over
+    /// left plus the global clock's advance at the base vrate, at its in-use share; 0 when over
     /// budget by more than that. `None` while the group is inactive (it has no budget to speak of).
+    /// The base vrate, not the running one: the kernel runs the clock faster to re-spend budget it
+    /// threw away, which for a rate limit would promise the device more than vrate says it has.
     pub fn budget(&mut self, now: Nanos, group: GroupId, horizon: Nanos) -> Option<u64> {
         let node = self.node_of[group.index()];
         if !self.tree.nodes[node as usize].on_list {
@@ -82,7 +92,7 @@ impl<M: CostModel> IoCost<M> {
         let (_, hwi) = self.tree.hweights(node);
         let margin = self.margin_of(now, node);
         let (us, rem) = (horizon / NSEC_PER_USEC, horizon % NSEC_PER_USEC);
-        let advance = us * self.vtime_rate + rem * self.vtime_rate / NSEC_PER_USEC;
+        let advance = us * self.vtime_base_rate + rem * self.vtime_base_rate / NSEC_PER_USEC;
         let relative = (advance as i64).saturating_add(margin).max(0) as u64;
         Some(cost_to_abs_cost(relative, hwi))
     }
@@ -133,13 +143,13 @@ mod tests {
         let mut now = 0;
         // Both start; each period they use exactly their budget.
         for g in [a, b] {
-            c.charge_done(now, g, 1);
+            c.charge_done(now, g, 1, false);
         }
         for _ in 0..20 {
             let (ba, bb) = (c.budget(now, a, PERIOD).unwrap(), c.budget(now, b, PERIOD).unwrap());
             now += PERIOD;
-            c.charge_done(now, a, ba);
-            c.charge_done(now, b, bb);
+            c.charge_done(now, a, ba, false);
+            c.charge_done(now, b, bb, false);
             c.tick(now);
         }
         let (ba, bb) = (c.budget(now, a, PERIOD).unwrap(), c.budget(now, b, PERIOD).unwrap());
@@ -155,13 +165,13 @@ mod tests {
         let (mut c, a, b) = controller();
         let mut now = 0;
         for g in [a, b] {
-            c.charge_done(now, g, 1);
+            c.charge_done(now, g, 1, false);
         }
         for _ in 0..10 {
             let bb = c.budget(now, b, PERIOD).unwrap();
             now += PERIOD;
-            c.charge_done(now, a, period_vtime() / 15); // a tenth of its 2/3
-            c.charge_done(now, b, bb);
+            c.charge_done(now, a, period_vtime() / 15, false); // a tenth of its 2/3
+            c.charge_done(now, b, bb, false);
             c.tick(now);
         }
         let bb = c.budget(now, b, PERIOD).unwrap();
@@ -174,19 +184,31 @@ mod tests {
     #[test]
     fn overuse_lowers_the_next_budget() {
         let (mut c, a, b) = controller();
-        c.charge_done(0, a, 1);
-        c.charge_done(0, b, 1);
+        c.charge_done(0, a, 1, false);
+        c.charge_done(0, b, 1, false);
         let before = c.budget(0, a, PERIOD).unwrap();
-        c.charge_done(0, a, 2 * before);
+        c.charge_done(0, a, 2 * before, false);
         assert_eq!(c.budget(0, a, PERIOD), Some(0));
         assert_eq!(c.budget(0, b, PERIOD).map(|x| x > 0), Some(true));
+    }
+
+    /// A limited group has spent its budget: the next budget is one period's, not more.
+    #[test]
+    fn a_limited_group_has_no_budget_left() {
+        let (mut c, a, b) = controller();
+        c.charge_done(0, b, 1, false);
+        c.charge_done(0, a, 1, true);
+        let (_, hwi) = c.tree.hweights(c.node_of[a.index()]);
+        let one_period = cost_to_abs_cost(PERIOD / NSEC_PER_USEC * c.vtime_base_rate, hwi);
+        assert_eq!(c.budget(0, a, PERIOD), Some(one_period));
+        assert!(c.budget(0, b, PERIOD).unwrap() > one_period / 2);
     }
 
     #[test]
     fn inactive_groups_have_no_budget() {
         let (mut c, a, _) = controller();
         assert_eq!(c.budget(0, a, PERIOD), None);
-        c.charge_done(0, a, 0);
+        c.charge_done(0, a, 0, false);
         assert_eq!(c.budget(0, a, PERIOD), None, "zero cost does not activate");
     }
 
@@ -196,13 +218,13 @@ mod tests {
         let q = QosParams { rppm: 950_000, rlat_us: 1000, ..QosParams::default() };
         c.qos = q;
         let mut now = 0;
-        c.charge_done(now, a, 1);
-        c.charge_done(now, b, 1);
+        c.charge_done(now, a, 1, false);
+        c.charge_done(now, b, 1, false);
         for _ in 0..10 {
             let (ba, bb) = (c.budget(now, a, PERIOD).unwrap(), c.budget(now, b, PERIOD).unwrap());
             now += PERIOD;
-            c.charge_done(now, a, ba);
-            c.charge_done(now, b, bb);
+            c.charge_done(now, a, ba, false);
+            c.charge_done(now, b, bb, false);
             c.record_completions([100, 0], [100, 0], 0);
             c.tick(now);
         }
