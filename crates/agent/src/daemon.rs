@@ -51,6 +51,8 @@ pub struct Agent {
     sys_block: PathBuf,
     start: Instant,
     periods: u64,
+    /// Whether the first discovery ran (cgroups found later are new: charged from their creation).
+    discovered: bool,
 }
 
 impl Agent {
@@ -83,6 +85,7 @@ impl Agent {
             sys_block: sys_block.to_path_buf(),
             start: Instant::now(),
             periods: 0,
+            discovered: false,
         };
         match agent.apply_initial() {
             Ok(()) => Ok((agent, recovered)),
@@ -142,7 +145,7 @@ impl Agent {
             match self.backend {
                 Backend::Userspace => {
                     for d in &mut self.devices {
-                        d.track(now, rel, g.weight, &g.limits)?;
+                        d.track(now, rel, g.weight, &g.limits, self.discovered)?;
                     }
                 }
                 Backend::Kernel => {
@@ -165,6 +168,7 @@ impl Agent {
                 }
             }
         }
+        self.discovered = true;
         Ok(())
     }
 

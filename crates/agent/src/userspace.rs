@@ -94,6 +94,11 @@ pub struct DeviceStatus {
     pub groups: Vec<GroupStatus>,
 }
 
+/// Share of a period the device must have had IO in flight to count as busy.
+pub const DEVICE_BUSY: f64 = 0.9;
+/// Share of its fair part of a busy device's work a group must get to count as competing for it.
+pub const FAIR_SHARE_REACHED: f64 = 0.9;
+
 /// Share of a limit a group must reach in a period to count as held back by it (blk-throttle
 /// enforces in slices, so a group at its limit shows a little under it).
 pub const LIMITED_AT: f64 = 0.9;
@@ -141,8 +146,10 @@ impl DeviceLoop {
         &self.cfg
     }
 
-    /// Starts tracking cgroup `rel` (or updates its weight and caps); marks it present.
-    pub fn track(&mut self, now: Nanos, rel: &str, weight: u32, caps: &Limits) -> Result<()> {
+    /// Starts tracking cgroup `rel` (or updates its weight and caps); marks it present. A `fresh`
+    /// cgroup (created since the agent started) is charged for all its IO, one found at start only
+    /// for IO from now on.
+    pub fn track(&mut self, now: Nanos, rel: &str, weight: u32, caps: &Limits, fresh: bool) -> Result<()> {
         let settings = GroupSettings { weight, limits: Limits::default() };
         let id = self.ctl.configure(now, rel, &settings).map_err(|e| ioshare_host::Error::InvalidCgroupName {
             name: format!("{rel} ({e})"),
@@ -152,7 +159,7 @@ impl DeviceLoop {
             id,
             weight,
             caps: caps.clone(),
-            last: None,
+            last: fresh.then(Default::default),
             usage: Default::default(),
             throttle: Throttle::default(),
             present: true,
@@ -179,12 +186,24 @@ impl DeviceLoop {
     pub fn plan(&mut self, now: Nanos, h: &Hierarchy, rec: &mut Recorder, sys_block: &Path) -> Result<()> {
         let dev = self.cfg.device.dev;
         let model = *self.ctl.model();
-        // 1–2: usage since the last period, charged.
         let elapsed_s = self.last_plan.map_or(self.period.as_secs_f64(), |t| now.saturating_sub(t) as f64 / 1e9);
         self.last_plan = Some(now);
+        // The device's counters first: whether it was busy decides who counts as held back.
+        let disk = DiskStats::read(sys_block, &self.cfg.device.name).ok();
+        let delta = match (disk, self.last_disk) {
+            (Some(d), Some(last)) => Some(d.since(&last)),
+            _ => None,
+        };
+        if disk.is_some() {
+            self.last_disk = disk;
+        }
+        let busy = delta.is_some_and(|d| d.io_ticks_ms as f64 >= DEVICE_BUSY * elapsed_s * 1000.0);
+        let before = self.ctl.stats(now);
+        // 1–2: usage since the last period.
         let mut paths: Vec<&String> = self.groups.keys().collect();
         paths.sort();
         let paths: Vec<String> = paths.into_iter().cloned().collect();
+        let mut delivered = 0;
         for rel in &paths {
             let t = self.groups.get_mut(rel).expect("tracked");
             t.usage = Default::default();
@@ -206,18 +225,26 @@ impl DeviceLoop {
                 }
             }
             t.last = Some((ios, bytes));
+            delivered += t.usage[0].cost + t.usage[1].cost;
+        }
+        // Charged; a group counts as held back (in the kernel: it has IO waiting) when its limit held
+        // it, or when the device was busy and it got about its fair share of what the device did — its
+        // IO then waits at the device instead of at a limit, and it is a competitor, not a donor.
+        for rel in &paths {
+            let t = &self.groups[rel];
+            if !t.present {
+                continue;
+            }
             let cost = t.usage[0].cost + t.usage[1].cost;
-            let limited = held_back(&t.throttle, &t.usage, elapsed_s);
-            let id = t.id;
-            self.ctl.charge_done(now, id, cost, limited);
+            let fair = before.groups.get(t.id.index()).map_or(0.0, |g| g.hweight_active);
+            let competing = busy && cost > 0 && cost as f64 >= FAIR_SHARE_REACHED * fair * delivered as f64;
+            let limited = competing || held_back(&t.throttle, &t.usage, elapsed_s);
+            self.ctl.charge_done(now, t.id, cost, limited);
         }
         // 3: latency.
-        if let Ok(disk) = DiskStats::read(sys_block, &self.cfg.device.name) {
-            if let Some(last) = self.last_disk {
-                self.verdicts = verdicts(&disk.since(&last), &model, &self.qos);
-                self.ctl.record_completions(self.verdicts.met, self.verdicts.missed, 0);
-            }
-            self.last_disk = Some(disk);
+        if let Some(d) = delta {
+            self.verdicts = verdicts(&d, &model, &self.qos);
+            self.ctl.record_completions(self.verdicts.met, self.verdicts.missed, 0);
         }
         // 4: plan.
         self.ctl.tick(now);

@@ -129,10 +129,24 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// Every blk-throttle limit file under `root` with its contents.
-pub fn throttle_snapshot(root: &Path) -> BTreeMap<PathBuf, String> {
+impl Rig {
+    /// Every blk-throttle limit file the agent could touch for this rig — the root's own and every
+    /// one below the rig's parent cgroup — with its contents. (Not the whole hierarchy: other
+    /// programs' cgroups come and go meanwhile.)
+    pub fn snapshot(&self) -> BTreeMap<PathBuf, String> {
+        let mut out = throttle_snapshot(&self.root.join(self.parent()));
+        for knob in [ThrottleKnob::ReadBps, ThrottleKnob::WriteBps, ThrottleKnob::ReadIops, ThrottleKnob::WriteIops] {
+            let path = self.root.join(knob.file_name());
+            out.insert(path.clone(), std::fs::read_to_string(&path).unwrap());
+        }
+        out
+    }
+}
+
+/// Every blk-throttle limit file under `dir` (recursively) with its contents.
+pub fn throttle_snapshot(dir: &Path) -> BTreeMap<PathBuf, String> {
     let mut out = BTreeMap::new();
-    let mut dirs = vec![root.to_path_buf()];
+    let mut dirs = vec![dir.to_path_buf()];
     while let Some(dir) = dirs.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for e in entries.flatten() {
