@@ -67,7 +67,7 @@ pub struct GroupStatus {
     pub hweight_active: f64,
     /// Share after donation.
     pub hweight_inuse: f64,
-    /// Device time used last period, share of the period at 100% vrate.
+    /// Device time used last period at the model's prices, share of the period's length.
     pub usage_share: f64,
     /// Limits in force (0 = none).
     pub limits: Throttle,
@@ -117,8 +117,9 @@ pub struct DeviceLoop {
     ctl: IoCost,
     period: Duration,
     last_disk: Option<DiskStats>,
-    /// When the last period was planned.
+    /// When the last period was planned, and how long that period really was (s).
     last_plan: Option<Nanos>,
+    last_elapsed_s: f64,
     verdicts: Verdicts,
     groups: HashMap<String, Tracked>,
 }
@@ -188,6 +189,7 @@ impl DeviceLoop {
         let model = *self.ctl.model();
         let elapsed_s = self.last_plan.map_or(self.period.as_secs_f64(), |t| now.saturating_sub(t) as f64 / 1e9);
         self.last_plan = Some(now);
+        self.last_elapsed_s = elapsed_s;
         // The device's counters first: whether it was busy decides who counts as held back.
         let disk = DiskStats::read(sys_block, &self.cfg.device.name).ok();
         let delta = match (disk, self.last_disk) {
@@ -271,7 +273,7 @@ impl DeviceLoop {
     /// The device's state now.
     pub fn status(&self, now: Nanos) -> DeviceStatus {
         let stats = self.ctl.stats(now);
-        let period_vtime = self.period.as_nanos() as f64 * ioshare_core::iocost::model::VTIME_PER_NSEC as f64;
+        let period_vtime = self.last_elapsed_s * 1e9 * ioshare_core::iocost::model::VTIME_PER_NSEC as f64;
         let mut groups: Vec<GroupStatus> = self
             .groups
             .iter()
