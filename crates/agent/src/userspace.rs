@@ -137,6 +137,7 @@ impl DeviceLoop {
             period,
             last_disk: None,
             last_plan: None,
+            last_elapsed_s: period.as_secs_f64(),
             verdicts: Verdicts::default(),
             groups: HashMap::new(),
         }
