@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use ioshare_agent::limits::{throttle_for, DirUsage};
-use ioshare_core::iocost::aggregate::aggregate_cost;
+use ioshare_core::iocost::aggregate::{aggregate_cost, Charge};
 use ioshare_core::{
     Controller, GroupId, GroupSettings, IoCost, Limits, LinearModel, ModelParams, Nanos, Op, QosParams, NSEC_PER_MSEC,
 };
@@ -37,15 +37,17 @@ fn planner_period(c: &mut Criterion) {
             now += PERIOD;
             round += 1;
             let mut usages = Vec::with_capacity(GROUPS);
+            let mut charges = Vec::with_capacity(GROUPS);
             for (i, &id) in ids.iter().enumerate() {
                 let ios = if (i + round) % 3 == 0 { 0 } else { 20 + (i as u64 % 50) };
                 let u = [
                     DirUsage { ios, bytes: ios * 4096, cost: aggregate_cost(&model, Op::Read, ios, ios * 4096, true) },
                     DirUsage::default(),
                 ];
-                ctl.charge_done(now, id, u[0].cost, i % 2 == 0);
+                charges.push(Charge { group: id, abs_cost: u[0].cost, limited: i % 2 == 0 });
                 usages.push(u);
             }
+            ctl.charge_period(now, &charges);
             ctl.record_completions([1000, 0], [10, 0], 0);
             ctl.tick(now);
             let stats = ctl.stats(now);

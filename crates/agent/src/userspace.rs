@@ -5,7 +5,7 @@
 //! written to a cgroup file. Each period, per device:
 //! 1. read each tracked cgroup's IO counters (v1 `blkio.throttle.io_serviced_recursive` and
 //!    `io_service_bytes_recursive`, v2 `io.stat`) and take the delta since the last period;
-//! 2. charge it to the cgroup's group in [`IoCost`] ([`IoCost::charge_done`]) at the cost model's
+//! 2. charge it to the cgroup's group in [`IoCost`] ([`IoCost::charge_period`]) at the cost model's
 //!    price — counters do not say which IOs were sequential, so every IO is charged as random (the
 //!    conservative choice: a sequential stream is over-charged, never under-charged);
 //! 3. judge the device's latency from `/sys/block/X/stat` ([`crate::latency`]) and record it;
@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use ioshare_core::iocost::aggregate::aggregate_cost;
+use ioshare_core::iocost::aggregate::{aggregate_cost, Charge};
 use ioshare_core::{Controller, GroupId, GroupSettings, IoCost, Limits, LinearModel, Nanos, Op, QosParams};
 use ioshare_host::{DiskStats, Recorder, RwCounts};
 use serde::Serialize;
@@ -233,17 +233,22 @@ impl DeviceLoop {
         // Charged; a group counts as held back (in the kernel: it has IO waiting) when its limit held
         // it, or when the device was busy and it got about its fair share of what the device did — its
         // IO then waits at the device instead of at a limit, and it is a competitor, not a donor.
-        for rel in &paths {
-            let t = &self.groups[rel];
-            if !t.present {
-                continue;
-            }
-            let cost = t.usage[0].cost + t.usage[1].cost;
-            let fair = before.groups.get(t.id.index()).map_or(0.0, |g| g.hweight_active);
-            let competing = busy && cost > 0 && cost as f64 >= FAIR_SHARE_REACHED * fair * delivered as f64;
-            let limited = competing || held_back(&t.throttle, &t.usage, elapsed_s);
-            self.ctl.charge_done(now, t.id, cost, limited);
-        }
+        let charges: Vec<Charge> = paths
+            .iter()
+            .map(|rel| &self.groups[rel])
+            .filter(|t| t.present)
+            .map(|t| {
+                let cost = t.usage[0].cost + t.usage[1].cost;
+                let fair = before.groups.get(t.id.index()).map_or(0.0, |g| g.hweight_active);
+                let competing = busy && cost > 0 && cost as f64 >= FAIR_SHARE_REACHED * fair * delivered as f64;
+                Charge {
+                    group: t.id,
+                    abs_cost: cost,
+                    limited: competing || held_back(&t.throttle, &t.usage, elapsed_s),
+                }
+            })
+            .collect();
+        self.ctl.charge_period(now, &charges);
         // 3: latency.
         if let Some(d) = delta {
             self.verdicts = verdicts(&d, &model, &self.qos);

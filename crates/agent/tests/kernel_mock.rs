@@ -87,3 +87,46 @@ fn a_failed_apply_leaves_nothing_applied() {
     assert!(model.ends_with("ctrl=auto"), "io.cost.model was restored: {model:?}");
     assert!(!state.path().join(ioshare_host::STATE_FILE).exists());
 }
+
+/// The userspace backend over cgroup v2 files (io.stat in, io.max out), same mock caveat: counters
+/// are written by the test, limits land in plain files.
+#[test]
+fn userspace_backend_over_v2_files_splits_by_weight() {
+    let root = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let dev = some_device();
+    for g in ["a", "b"] {
+        cgroup(&root.path().join(g));
+    }
+    let text = format!(
+        "[[devices]]\npath = \"{dev}\"\nmodel = \"ssd_dfl\"\n[[groups]]\ncgroup = \"a\"\nweight = 200\n[[groups]]\ncgroup = \"b\"\n"
+    );
+    let config = Config::parse(&text, Path::new("agent.toml")).unwrap();
+    let hierarchy = Hierarchy { flavor: Flavor::V2, root: root.path().to_path_buf() };
+    let (mut agent, _) =
+        Agent::start_in(config, Backend::Userspace, hierarchy, state.path(), Path::new("/sys/block")).unwrap();
+    let stat = |g: &str, rios: u64| {
+        let line = format!("{dev} rbytes={} wbytes=0 rios={rios} wios=0 dbytes=0 dios=0\n", rios * 4096);
+        std::fs::write(root.path().join(g).join("io.stat"), line).unwrap();
+    };
+    stat("a", 100);
+    stat("b", 100);
+    agent.period().unwrap(); // first look: counters so far are history, not charged
+    let riops = |g: &str| -> u64 {
+        let text = std::fs::read_to_string(root.path().join(g).join("io.max")).unwrap();
+        text.parse::<ioshare_host::IoMax>().map_or(0, |m| m.riops.unwrap_or(0))
+    };
+    assert_eq!((riops("a"), riops("b")), (0, 0), "nothing charged yet: no limits");
+    // A period later each used about its share of ssd_dfl's 8518 random reads per second.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    stat("a", 100 + 400);
+    stat("b", 100 + 200);
+    agent.period().unwrap();
+    let (a, b) = (riops("a"), riops("b"));
+    assert!(a > 0 && b > 0, "both active, both limited: {a} {b}");
+    let ratio = a as f64 / b as f64;
+    assert!((ratio - 2.0).abs() < 0.1, "limits follow the weights 2:1: {a} vs {b}");
+    let reverted = agent.stop().unwrap();
+    assert_eq!(reverted.restored, 2);
+    assert_eq!(riops("a"), 0, "io.max lifted again");
+}

@@ -1,6 +1,7 @@
 //! ioshare-host: the kernel-side plumbing. Loop devices, cgroup v1 `blkio` (blk-throttle limits, BFQ
-//! weights), the cgroup v2 `io.max`/`io.weight` formats, and a probe of what this host offers, so
-//! `ioshare bench` can run each tenant under the kernel's own controllers as peers of ioshare's.
+//! weights), the cgroup v2 `io.max`/`io.weight`/`io.stat` formats, block device counters, and a probe
+//! of what this host offers, so `ioshare bench` can run each tenant under the kernel's own controllers
+//! as peers of ioshare's, and the agent can find, read and (through one recording writer) set cgroups.
 //!
 //! # API
 //! ```text
@@ -28,14 +29,25 @@
 //!                                                    // (a SIGKILLed bench), at the next start
 //! ThrottleKnob::{ReadBps, WriteBps, ReadIops, WriteIops}
 //! BlkioStats { devices: Vec<DeviceStats { dev, ios: RwCounts, bytes: RwCounts }> }, .device(dev)
-//! Capabilities::probe() -> Capabilities, .kernel_peers() -> Vec<KernelPeer>, Display (human-readable)
+//! Capabilities::probe() -> Capabilities, .kernel_peers() -> Vec<KernelPeer>, .layout() -> CgroupLayout
+//!     (v1 / v2 / hybrid), .v1_mounts (every v1 controller's mount point), Display, Serialize
+//! read_throttle_stats(dir, recursive) -> BlkioStats   // a v1 cgroup's blk-throttle counters
+//! parse_io_stat(text) -> BlkioStats                  // a v2 io.stat file, same counters
+//! DiskStats::read(sys_block, name), .since(&earlier)  // /sys/block/X/stat: IOs, sectors, latency sums
+//! BlockDevice::resolve("/dev/loop3" | "7:3")          // whole device: number and /sys/block name
+//! find_cgroups(root, "tenants/*") -> Vec<String>; check_pattern(p)   // cgroups by glob
+//! Recorder::open(state_dir, roots) -> (Recorder, Option<Reverted>)  // the one recording writer:
+//!     .set(path, Entry, line) -> Written             // previous line stored (synced) before the write
+//!     .touch(path, Entry)  .revert() -> Reverted     // a killed writer's state reverted at open
+//! revert_state_dir(dir, roots) -> Option<Reverted>   // `ioshare agent revert`
 //! IoMax (io.max line: FromStr/Display, parse_file/format_file), IoWeight (io.weight file: FromStr/Display)
 //! is_root() -> bool; skip_unless_root(test) -> bool   // prints "skipping <test>: needs root (...)"
 //! ```
 //! Errors are [`Error`]: one line each, naming what is wrong and how to fix it.
 //!
 //! What this host allows (see `../shared/research/observe-memory.md`): cgroup v1 `blkio` with
-//! blk-throttle and BFQ; no cgroup v2 `io` controller, so `io.max`/`io.weight` are formats only here.
+//! blk-throttle and BFQ; no cgroup v2 `io` controller, so `io.max`/`io.weight` are formats only here
+//! (the agent's kernel backend writes them, tested against a directory tree).
 //! cgroup v1 cannot attribute buffered writes to a file system (writeback runs in kernel threads): use
 //! direct IO on the loop device for kernel-peer runs.
 

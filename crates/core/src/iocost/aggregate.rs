@@ -5,9 +5,11 @@
 //! cgroup and direction (cgroup v1 `blkio.throttle.io_serviced`, v2 `io.stat`) and the device's
 //! summed latencies (`/sys/block/X/stat`). The planner is the same; only its inputs are aggregated:
 //!
-//! - [`IoCost::charge_done`]: IO that already happened and completed, charged as one lump of absolute
-//!   cost at the end of the period (activation, the in-period snapback of a donor, and the vtime
-//!   charge are the issue path's; nothing waits, since the kernel already let the IO through). A group
+//! - [`IoCost::charge_period`]: IO that already happened and completed, one lump of absolute cost per
+//!   group at the end of the period (activation, the in-period snapback of a donor, and the vtime
+//!   charge are the issue path's; nothing waits, since the kernel already let the IO through). Every
+//!   group of the batch is activated before any is charged, so that all pay at the shares they held
+//!   together during the period, whatever their order. A group
 //!   that used more than its budget ends with its local vtime ahead of the global one, which the next
 //!   budget pays back: period-granular debt. A group the driver reports as `limited` (its rate limit
 //!   held IO back) is a group with waiters in the kernel's terms: it has no budget left, so its local
@@ -36,6 +38,17 @@ pub fn aggregate_cost<M: CostModel>(model: &M, op: Op, ios: u64, bytes: u64, ran
     model.cost(op, avg_len.max(1), random, false).saturating_mul(ios)
 }
 
+/// One group's usage of a period, for [`IoCost::charge_period`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Charge {
+    /// The group.
+    pub group: GroupId,
+    /// Absolute cost of its IO in the period (see [`aggregate_cost`]).
+    pub abs_cost: u64,
+    /// Whether IO of the group was held back (by a limit, or waiting at a busy device).
+    pub limited: bool,
+}
+
 impl<M: CostModel> IoCost<M> {
     /// Sets the planning period (clamped to 1 ms..10 s) instead of the one the QoS targets imply.
     pub fn set_period_us(&mut self, period_us: u64) {
@@ -44,28 +57,33 @@ impl<M: CostModel> IoCost<M> {
         self.refresh_margins();
     }
 
-    /// Charges `abs_cost` of IO that `group` already issued and completed; `limited` when IO of the
-    /// group was held back (see the module comment). Zero cost does nothing; an inner group whose
-    /// descendants are active is not charged.
-    pub fn charge_done(&mut self, now: Nanos, group: GroupId, abs_cost: u64, limited: bool) {
-        if abs_cost == 0 || !self.qos.enable {
+    /// Charges a period's usage, one [`Charge`] per group that did IO (see the module comment). Zero
+    /// costs are skipped; an inner group whose descendants are active is not charged.
+    pub fn charge_period(&mut self, now: Nanos, charges: &[Charge]) {
+        if !self.qos.enable {
             return;
         }
-        let node = self.node_of[group.index()];
-        if !self.activate(now, node) {
-            return;
+        for c in charges.iter().filter(|c| c.abs_cost != 0) {
+            let node = self.node_of[c.group.index()];
+            self.activate(now, node);
         }
-        let vnow = self.vnow(now);
-        let vtime = self.tree.nodes[node as usize].vtime;
-        let cost = self.adjust_inuse_and_calc_cost(now, vnow, node, vtime, abs_cost);
-        let n = &mut self.tree.nodes[node as usize];
-        n.vtime = n.vtime.wrapping_add(cost);
-        n.done_vtime = n.done_vtime.wrapping_add(cost);
-        n.abs_vusage += abs_cost;
-        if limited && before(n.vtime, vnow) {
-            let gap = vnow.wrapping_sub(n.vtime);
-            n.vtime = vnow;
-            n.done_vtime = n.done_vtime.wrapping_add(gap);
+        for c in charges.iter().filter(|c| c.abs_cost != 0) {
+            let node = self.node_of[c.group.index()];
+            if !self.tree.nodes[node as usize].on_list {
+                continue;
+            }
+            let vnow = self.vnow(now);
+            let vtime = self.tree.nodes[node as usize].vtime;
+            let cost = self.adjust_inuse_and_calc_cost(now, vnow, node, vtime, c.abs_cost);
+            let n = &mut self.tree.nodes[node as usize];
+            n.vtime = n.vtime.wrapping_add(cost);
+            n.done_vtime = n.done_vtime.wrapping_add(cost);
+            n.abs_vusage += c.abs_cost;
+            if c.limited && before(n.vtime, vnow) {
+                let gap = vnow.wrapping_sub(n.vtime);
+                n.vtime = vnow;
+                n.done_vtime = n.done_vtime.wrapping_add(gap);
+            }
         }
     }
 
@@ -143,13 +161,13 @@ mod tests {
         let mut now = 0;
         // Both start; each period they use exactly their budget.
         for g in [a, b] {
-            c.charge_done(now, g, 1, false);
+            c.charge_period(now, &[Charge { group: g, abs_cost: 1, limited: false }]);
         }
         for _ in 0..20 {
             let (ba, bb) = (c.budget(now, a, PERIOD).unwrap(), c.budget(now, b, PERIOD).unwrap());
             now += PERIOD;
-            c.charge_done(now, a, ba, false);
-            c.charge_done(now, b, bb, false);
+            c.charge_period(now, &[Charge { group: a, abs_cost: ba, limited: false }]);
+            c.charge_period(now, &[Charge { group: b, abs_cost: bb, limited: false }]);
             c.tick(now);
         }
         let (ba, bb) = (c.budget(now, a, PERIOD).unwrap(), c.budget(now, b, PERIOD).unwrap());
@@ -165,13 +183,13 @@ mod tests {
         let (mut c, a, b) = controller();
         let mut now = 0;
         for g in [a, b] {
-            c.charge_done(now, g, 1, false);
+            c.charge_period(now, &[Charge { group: g, abs_cost: 1, limited: false }]);
         }
         for _ in 0..10 {
             let bb = c.budget(now, b, PERIOD).unwrap();
             now += PERIOD;
-            c.charge_done(now, a, period_vtime() / 15, false); // a tenth of its 2/3
-            c.charge_done(now, b, bb, false);
+            c.charge_period(now, &[Charge { group: a, abs_cost: period_vtime() / 15, limited: false }]); // a tenth of its 2/3
+            c.charge_period(now, &[Charge { group: b, abs_cost: bb, limited: false }]);
             c.tick(now);
         }
         let bb = c.budget(now, b, PERIOD).unwrap();
@@ -184,10 +202,10 @@ mod tests {
     #[test]
     fn overuse_lowers_the_next_budget() {
         let (mut c, a, b) = controller();
-        c.charge_done(0, a, 1, false);
-        c.charge_done(0, b, 1, false);
+        c.charge_period(0, &[Charge { group: a, abs_cost: 1, limited: false }]);
+        c.charge_period(0, &[Charge { group: b, abs_cost: 1, limited: false }]);
         let before = c.budget(0, a, PERIOD).unwrap();
-        c.charge_done(0, a, 2 * before, false);
+        c.charge_period(0, &[Charge { group: a, abs_cost: 2 * before, limited: false }]);
         assert_eq!(c.budget(0, a, PERIOD), Some(0));
         assert_eq!(c.budget(0, b, PERIOD).map(|x| x > 0), Some(true));
     }
@@ -196,8 +214,8 @@ mod tests {
     #[test]
     fn a_limited_group_has_no_budget_left() {
         let (mut c, a, b) = controller();
-        c.charge_done(0, b, 1, false);
-        c.charge_done(0, a, 1, true);
+        c.charge_period(0, &[Charge { group: b, abs_cost: 1, limited: false }]);
+        c.charge_period(0, &[Charge { group: a, abs_cost: 1, limited: true }]);
         let (_, hwi) = c.tree.hweights(c.node_of[a.index()]);
         let one_period = cost_to_abs_cost(PERIOD / NSEC_PER_USEC * c.vtime_base_rate, hwi);
         assert_eq!(c.budget(0, a, PERIOD), Some(one_period));
@@ -208,7 +226,7 @@ mod tests {
     fn inactive_groups_have_no_budget() {
         let (mut c, a, _) = controller();
         assert_eq!(c.budget(0, a, PERIOD), None);
-        c.charge_done(0, a, 0, false);
+        c.charge_period(0, &[Charge { group: a, abs_cost: 0, limited: false }]);
         assert_eq!(c.budget(0, a, PERIOD), None, "zero cost does not activate");
     }
 
@@ -218,13 +236,13 @@ mod tests {
         let q = QosParams { rppm: 950_000, rlat_us: 1000, ..QosParams::default() };
         c.qos = q;
         let mut now = 0;
-        c.charge_done(now, a, 1, false);
-        c.charge_done(now, b, 1, false);
+        c.charge_period(now, &[Charge { group: a, abs_cost: 1, limited: false }]);
+        c.charge_period(now, &[Charge { group: b, abs_cost: 1, limited: false }]);
         for _ in 0..10 {
             let (ba, bb) = (c.budget(now, a, PERIOD).unwrap(), c.budget(now, b, PERIOD).unwrap());
             now += PERIOD;
-            c.charge_done(now, a, ba, false);
-            c.charge_done(now, b, bb, false);
+            c.charge_period(now, &[Charge { group: a, abs_cost: ba, limited: false }]);
+            c.charge_period(now, &[Charge { group: b, abs_cost: bb, limited: false }]);
             c.record_completions([100, 0], [100, 0], 0);
             c.tick(now);
         }
