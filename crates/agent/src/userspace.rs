@@ -8,7 +8,9 @@
 //! 2. charge it to the cgroup's group in [`IoCost`] ([`IoCost::charge_period`]) at the cost model's
 //!    price — counters do not say which IOs were sequential, so every IO is charged as random (the
 //!    conservative choice: a sequential stream is over-charged, never under-charged);
-//! 3. judge the device's latency from `/sys/block/X/stat` ([`crate::latency`]) and record it;
+//! 3. judge the device's latency from `/sys/block/X/stat` ([`crate::latency`]) and record it, with an
+//!    rq-wait stand-in when the device rather than its limit held a competing group back (it got
+//!    less than [`FULLY_HELD`] of its limit on a busy device);
 //! 4. run the planner ([`ioshare_core::Controller::tick`]): hweights, donation, vrate;
 //! 5. turn each group's budget for the next period into blk-throttle limits ([`crate::limits`]);
 //!    the recorder writes only values that changed.
@@ -99,13 +101,23 @@ pub const DEVICE_BUSY: f64 = 0.9;
 /// Share of its fair part of a busy device's work a group must get to count as competing for it.
 pub const FAIR_SHARE_REACHED: f64 = 0.9;
 
-/// Share of a limit a group must reach in a period to count as held back by it (blk-throttle
-/// enforces in slices, so a group at its limit shows a little under it).
-pub const LIMITED_AT: f64 = 0.9;
+/// rq-wait reported for a period in which the device, not a limit, held a competing group back: a
+/// tenth of the period, above the planner's 5% threshold for "saturated".
+pub const RQ_WAIT_SHARE: f64 = 0.1;
 
-/// Whether usage over `secs` reached [`LIMITED_AT`] of any limit in force.
-fn held_back(t: &Throttle, usage: &[DirUsage; 2], secs: f64) -> bool {
-    let at = |used: u64, limit: u64| limit != 0 && used as f64 >= LIMITED_AT * limit as f64 * secs;
+/// Share of a limit a group must reach in a period to count as held back by it. blk-throttle
+/// enforces in slices and dispatches throttled IO in batches, so a group held at its limit shows
+/// 80–95% of it in a 100 ms period here; a group that is not held back but happens to use 80% of its
+/// limit merely stops donating the rest for that period.
+pub const LIMITED_AT: f64 = 0.8;
+
+/// Share of its limit a competing group must reach for the limit alone to explain its rate (below
+/// it, the device held it back too: a limit it was given is more than the device delivers).
+pub const FULLY_HELD: f64 = 0.97;
+
+/// Whether usage over `secs` reached `share` of any limit in force.
+fn held_back(t: &Throttle, usage: &[DirUsage; 2], secs: f64, share: f64) -> bool {
+    let at = |used: u64, limit: u64| limit != 0 && used as f64 >= share * limit as f64 * secs;
     at(usage[0].ios, t.riops) || at(usage[1].ios, t.wiops) || at(usage[0].bytes, t.rbps) || at(usage[1].bytes, t.wbps)
 }
 
@@ -233,6 +245,7 @@ impl DeviceLoop {
         // Charged; a group counts as held back (in the kernel: it has IO waiting) when its limit held
         // it, or when the device was busy and it got about its fair share of what the device did — its
         // IO then waits at the device instead of at a limit, and it is a competitor, not a donor.
+        let mut device_bound = false;
         let charges: Vec<Charge> = paths
             .iter()
             .map(|rel| &self.groups[rel])
@@ -241,18 +254,20 @@ impl DeviceLoop {
                 let cost = t.usage[0].cost + t.usage[1].cost;
                 let fair = before.groups.get(t.id.index()).map_or(0.0, |g| g.hweight_active);
                 let competing = busy && cost > 0 && cost as f64 >= FAIR_SHARE_REACHED * fair * delivered as f64;
-                Charge {
-                    group: t.id,
-                    abs_cost: cost,
-                    limited: competing || held_back(&t.throttle, &t.usage, elapsed_s),
-                }
+                let held = held_back(&t.throttle, &t.usage, elapsed_s, LIMITED_AT);
+                let fully_held = held_back(&t.throttle, &t.usage, elapsed_s, FULLY_HELD);
+                device_bound |= competing && !fully_held && t.throttle.is_limited();
+                Charge { group: t.id, abs_cost: cost, limited: competing || held }
             })
             .collect();
         self.ctl.charge_period(now, &charges);
-        // 3: latency.
+        // 3: latency, and device-slot waits: a competing group that its own limit did not hold back
+        // was held back by the device — the kernel sees that as IOs waiting for a device slot
+        // (rq-wait), the signal that vrate promises more than the device does.
+        let rq_wait_ns = if device_bound { (elapsed_s * 1e9 * RQ_WAIT_SHARE) as u64 } else { 0 };
         if let Some(d) = delta {
             self.verdicts = verdicts(&d, &model, &self.qos);
-            self.ctl.record_completions(self.verdicts.met, self.verdicts.missed, 0);
+            self.ctl.record_completions(self.verdicts.met, self.verdicts.missed, rq_wait_ns);
         }
         // 4: plan.
         self.ctl.tick(now);

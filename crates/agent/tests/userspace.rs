@@ -36,6 +36,31 @@ fn with_agent<T>(config: &std::path::Path, state: &std::path::Path, body: impl F
     })
 }
 
+/// With IOSHARE_AGENT_TEST_TRACE set, prints the agent's view of both groups (how shares settle).
+fn trace(state: &std::path::Path) {
+    if std::env::var_os("IOSHARE_AGENT_TEST_TRACE").is_none() {
+        return;
+    }
+    let st = ioshare_agent::Status::read(state).unwrap();
+    let d = &st.devices[0];
+    let g = |i: usize| {
+        let g = &d.groups[i];
+        format!(
+            "{} {:.3}/{:.3} use {:.3} riops {}",
+            g.state, g.hweight_inuse, g.hweight_active, g.usage_share, g.limits[0]
+        )
+    };
+    eprintln!(
+        "{} vrate {:.1} busy {} lat {:.0} | hi {} | lo {}",
+        st.periods,
+        d.vrate_pct,
+        d.busy_level,
+        d.lat_us[0],
+        g(0),
+        g(1)
+    );
+}
+
 #[test]
 fn weights_split_two_readers_and_idle_share_is_donated() {
     if skip_unless_root("weights_split_two_readers_and_idle_share_is_donated") {
@@ -69,12 +94,34 @@ fn weights_split_two_readers_and_idle_share_is_donated() {
 
     let (split, slowed) = with_agent(&config, state.path(), || {
         let hi = rig.fio(0, DEPTH, &[]);
-        std::thread::sleep(Duration::from_millis(2500));
+        for _ in 0..25 {
+            std::thread::sleep(Duration::from_millis(100));
+            trace(state.path());
+        }
         let (split, _) = rig.rates(Duration::from_millis(3000));
         eprintln!("{}", ioshare_agent::Status::read(state.path()).unwrap());
         drop(hi);
         let _slow = rig.fio(0, 4, &[&slow_rate]);
-        std::thread::sleep(Duration::from_millis(1000));
+        for _ in 0..10 {
+            std::thread::sleep(Duration::from_millis(100));
+            // IOSHARE_AGENT_TEST_TRACE=1 shows how the shares settle after the change.
+            if std::env::var_os("IOSHARE_AGENT_TEST_TRACE").is_some() {
+                let st = ioshare_agent::Status::read(state.path()).unwrap();
+                let g = &st.devices[0].groups;
+                eprintln!(
+                    "{} hi {} {:.3}/{:.3} use {:.3} | lo {} {:.3} use {:.3} lim {}",
+                    st.periods,
+                    g[0].state,
+                    g[0].hweight_inuse,
+                    g[0].hweight_active,
+                    g[0].usage_share,
+                    g[1].state,
+                    g[1].hweight_inuse,
+                    g[1].usage_share,
+                    g[1].limits[0]
+                );
+            }
+        }
         let (slowed, _) = rig.rates(Duration::from_millis(2000));
         let status = ioshare_agent::Status::read(state.path()).unwrap();
         eprintln!("{status}");

@@ -65,7 +65,12 @@ impl<M: CostModel> IoCost<M> {
         }
         for c in charges.iter().filter(|c| c.abs_cost != 0) {
             let node = self.node_of[c.group.index()];
-            self.activate(now, node);
+            let was_active = self.tree.nodes[node as usize].on_list;
+            if self.activate(now, node) && !was_active {
+                // Its IO came during the period, not at its end: usage is judged over the period
+                // (activation at `now` would make any usage look like the whole period's).
+                self.tree.nodes[node as usize].activated_at = self.period_at;
+            }
         }
         for c in charges.iter().filter(|c| c.abs_cost != 0) {
             let node = self.node_of[c.group.index()];
@@ -196,6 +201,37 @@ mod tests {
         assert!(bb as f64 > 0.8 * period_vtime() as f64, "b's budget {bb} of {}", period_vtime());
         let hwi_a = c.stats(now).groups[a.index()].hweight_inuse;
         assert!(hwi_a < 0.3, "a donates: hweight_inuse {hwi_a}");
+    }
+
+    /// The agent's steady state: b limited (it spends every budget), a at a tenth of the device with
+    /// ±20% jitter per period; a keeps donating period after period.
+    #[test]
+    fn donation_holds_while_the_other_is_limited() {
+        let (mut c, a, b) = controller();
+        let mut now = 0;
+        c.charge_period(
+            now,
+            &[Charge { group: a, abs_cost: 1, limited: false }, Charge { group: b, abs_cost: 1, limited: true }],
+        );
+        let mut donating = 0;
+        for i in 0..40u64 {
+            let bb = c.budget(now, b, PERIOD).unwrap();
+            now += PERIOD;
+            let a_use = period_vtime() / 10 * (8 + i % 5) / 10;
+            c.charge_period(
+                now,
+                &[
+                    Charge { group: a, abs_cost: a_use, limited: false },
+                    Charge { group: b, abs_cost: bb, limited: true },
+                ],
+            );
+            c.tick(now);
+            let s = c.stats(now);
+            if i >= 10 && s.groups[a.index()].hweight_inuse < 0.3 {
+                donating += 1;
+            }
+        }
+        assert_eq!(donating, 30, "a donated in every period after the first ten");
     }
 
     /// Overuse is paid back: a group charged twice its budget gets less next period.
