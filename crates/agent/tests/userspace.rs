@@ -13,6 +13,14 @@ use ioshare_host::{skip_unless_root, BlkioCgroup, ThrottleKnob};
 /// Queue depth of each reader.
 const DEPTH: u32 = 16;
 
+/// The tests of this file measure rates on the same host disk: they run one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Takes the [`ONE_AT_A_TIME`] lock (a test that failed while holding it does not block the others).
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Runs `body` with an agent started on `config` in another thread; stops it (reverting) after.
 fn with_agent<T>(config: &std::path::Path, state: &std::path::Path, body: impl FnOnce() -> T) -> T {
     let config = Config::load(config).unwrap();
@@ -66,6 +74,7 @@ fn weights_split_two_readers_and_idle_share_is_donated() {
     if skip_unless_root("weights_split_two_readers_and_idle_share_is_donated") {
         return;
     }
+    let _serial = one_at_a_time();
     let rig = Rig::new("split", &["hi", "lo"]);
     let before = rig.snapshot();
     let state = tempfile::tempdir().unwrap();
@@ -169,6 +178,7 @@ fn a_cgroup_created_after_start_is_controlled_within_a_second() {
     if skip_unless_root("a_cgroup_created_after_start_is_controlled_within_a_second") {
         return;
     }
+    let _serial = one_at_a_time();
     let rig = Rig::new("late", &["a"]);
     let state = tempfile::tempdir().unwrap();
     let model = "ssd_dfl rrandiops=20000 rseqiops=20000";
