@@ -4,7 +4,7 @@
 //! Every write goes through the [`Recorder`]; a cgroup that vanished reads as `None` and writes as
 //! [`Written::Vanished`], never as an error.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use ioshare_core::iocost::line::DevNum;
 use ioshare_host::{parse_io_stat, read_throttle_stats, BlkioStats, Entry, IoMax, Recorder, ThrottleKnob, Written};
@@ -117,10 +117,5 @@ impl Hierarchy {
             rec.touch(&self.root.join(ThrottleKnob::ReadIops.file_name()), Entry::Throttle(dev))?;
         }
         Ok(())
-    }
-
-    /// Whether `rel` names an existing cgroup.
-    pub fn exists(&self, rel: &str) -> bool {
-        Path::new(&self.dir(rel)).is_dir()
     }
 }

@@ -155,11 +155,6 @@ impl DeviceLoop {
         }
     }
 
-    /// The device's configuration.
-    pub fn config(&self) -> &DeviceConfig {
-        &self.cfg
-    }
-
     /// Starts tracking cgroup `rel` (or updates its weight and caps); marks it present. A `fresh`
     /// cgroup (created since the agent started) is charged for all its IO, one found at start only
     /// for IO from now on.
@@ -189,11 +184,6 @@ impl DeviceLoop {
         for t in self.groups.values_mut() {
             t.present = false;
         }
-    }
-
-    /// Whether `rel` is tracked and present.
-    pub fn is_tracked(&self, rel: &str) -> bool {
-        self.groups.get(rel).is_some_and(|t| t.present)
     }
 
     /// One planning period at `now` (see the module comment). `sys_block` is `/sys/block`.

@@ -24,7 +24,7 @@
 //! - [`aggregate_cost`]: the absolute cost of `ios` IOs totalling `bytes`, each at the average size.
 
 use super::model::CostModel;
-use super::tree::{abs_cost_to_cost, before, cost_to_abs_cost};
+use super::tree::{before, cost_to_abs_cost};
 use super::IoCost;
 use crate::io::{GroupId, Nanos, Op, NSEC_PER_USEC};
 
@@ -118,13 +118,6 @@ impl<M: CostModel> IoCost<M> {
         let advance = us * self.vtime_base_rate + rem * self.vtime_base_rate / NSEC_PER_USEC;
         let relative = (advance as i64).saturating_add(margin).max(0) as u64;
         Some(cost_to_abs_cost(relative, hwi))
-    }
-
-    /// The relative cost `abs_cost` has for `group` now (absolute cost over its in-use share).
-    pub fn relative_cost(&mut self, group: GroupId, abs_cost: u64) -> u64 {
-        let node = self.node_of[group.index()];
-        let (_, hwi) = self.tree.hweights(node);
-        abs_cost_to_cost(abs_cost, hwi)
     }
 }
 
