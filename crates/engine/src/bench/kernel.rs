@@ -1,4 +1,5 @@
-//! Kernel peers: the same tenants with the kernel in control. A loop device with direct IO
+//! Kernel peers: the same tenants with the kernel in control (and, as a peer of the same kind, the
+//! ioshare agent's userspace backend writing blk-throttle limits). A loop device with direct IO
 //! (`losetup --direct-io=on`) is put over the target; each tenant runs in its own worker process
 //! (the `ioshare` binary started again with a hidden flag) inside its own cgroup v1 `blkio` group,
 //! where BFQ weights or blk-throttle limits apply. Workers open the loop device, report ready, start
@@ -12,8 +13,15 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
-use ioshare_core::{Nanos, NoControl};
-use ioshare_host::{is_root, BlkioCgroup, Capabilities, LoopDevice, ThrottleKnob, BFQ_WEIGHT_MAX, BFQ_WEIGHT_MIN};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use ioshare_agent::config::{Config, DeviceConfig, GroupConfig};
+use ioshare_agent::BackendChoice;
+use ioshare_core::{Limits, ModelParams, Nanos, NoControl, QosParams};
+use ioshare_host::{
+    is_root, BlkioCgroup, BlockDevice, Capabilities, LoopDevice, ThrottleKnob, BFQ_WEIGHT_MAX, BFQ_WEIGHT_MIN,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -33,6 +41,14 @@ pub enum KernelSetup {
     Bfq,
     /// blk-throttle read IOPS limits, one per tenant (`blkio.throttle.read_iops_device`).
     ReadIopsLimits(Vec<u64>),
+    /// The ioshare agent's userspace backend: ioshare-core's IOCost planner every 100 ms over the
+    /// tenants' cgroups, writing blk-throttle limits (model and QoS from the calibration).
+    Agent {
+        /// The device's cost model.
+        model: ModelParams,
+        /// Latency QoS.
+        qos: QosParams,
+    },
 }
 
 impl KernelSetup {
@@ -42,6 +58,7 @@ impl KernelSetup {
             KernelSetup::Plain => "kernel-none",
             KernelSetup::Bfq => "bfq",
             KernelSetup::ReadIopsLimits(_) => "blk-throttle",
+            KernelSetup::Agent { .. } => "agent",
         }
     }
 }
@@ -80,7 +97,9 @@ impl Peers {
             return Ok(None);
         }
         if !is_root() {
-            return Err("kernel peers (BFQ, blk-throttle) skipped: they need root for loop devices and cgroups".into());
+            return Err(
+                "kernel peers (BFQ, blk-throttle, agent) skipped: they need root for loop devices and cgroups".into()
+            );
         }
         let caps = Capabilities::probe();
         if caps.blkio_v1.is_none() || !caps.bfq || !caps.blk_throttle_v1 {
@@ -104,7 +123,7 @@ impl Peers {
             let name = format!("ioshare-bench-{}/run{}-{}", std::process::id(), self.runs, t.name);
             let cg = BlkioCgroup::create(&name).map_err(|e| peer_error("creating a cgroup", e))?;
             match setup {
-                KernelSetup::Plain => Ok(()),
+                KernelSetup::Plain | KernelSetup::Agent { .. } => Ok(()),
                 KernelSetup::Bfq => cg.set_bfq_weight(t.weight.clamp(BFQ_WEIGHT_MIN, BFQ_WEIGHT_MAX)),
                 KernelSetup::ReadIopsLimits(l) => cg.set_throttle(self.dev.dev(), ThrottleKnob::ReadIops, l[i]),
             }
@@ -129,20 +148,73 @@ impl Peers {
                 .map_err(|e| Error::os("kernel peer: sending a worker its job", e))?;
             expect_line(stdout, &t.name, "ready")?;
         }
-        for (_, stdin, _) in &mut workers.0 {
-            // A worker that died shows up when its result is read.
-            let _ = writeln!(stdin, "go");
-        }
-        let mut reports = Vec::new();
-        for ((_, _, stdout), t) in workers.0.iter_mut().zip(tenants) {
-            let line = expect_line(stdout, &t.name, "{")?;
-            let r: RunReport = serde_json::from_str(&line)
-                .map_err(|e| peer_error(&format!("reading the result of tenant '{}'", t.name), e))?;
-            reports.push(r);
-        }
+        let state = std::env::temp_dir().join(format!("ioshare-bench-agent-{}", std::process::id()));
+        let agent = match setup {
+            KernelSetup::Agent { model, qos } => Some(self.start_agent(*model, *qos, &groups, tenants, &state)?),
+            _ => None,
+        };
+        let stop = AtomicBool::new(false);
+        let reports = std::thread::scope(|s| {
+            let agent = agent.map(|a| s.spawn(|| a.run(&stop)));
+            let reports = collect(&mut workers, tenants);
+            stop.store(true, Ordering::Relaxed);
+            // The agent reverts its limits before the cgroups go.
+            match agent.map(|h| h.join().expect("agent thread")) {
+                Some(Err(e)) => Err(peer_error("the agent", e)),
+                _ => reports,
+            }
+        })?;
+        // Empty once the agent stopped (it removes its state and status files).
+        let _ = std::fs::remove_dir(&state);
         drop(workers);
         Ok(merge(setup.name(), reports))
     }
+
+    /// Starts the agent's userspace backend over the tenants' cgroups (weights from the tenants).
+    fn start_agent(
+        &self,
+        model: ModelParams,
+        qos: QosParams,
+        groups: &[BlkioCgroup],
+        tenants: &[TenantSpec],
+        state: &Path,
+    ) -> Result<ioshare_agent::Agent> {
+        let root = Capabilities::probe().blkio_v1.ok_or_else(|| peer_error("the agent", "no blkio hierarchy"))?;
+        let device = BlockDevice::resolve(&self.dev.dev().to_string()).map_err(|e| peer_error("the agent", e))?;
+        let groups = groups
+            .iter()
+            .zip(tenants)
+            .map(|(cg, t)| GroupConfig {
+                cgroup: cg.path().strip_prefix(&root).unwrap_or(cg.path()).to_string_lossy().into_owned(),
+                weight: t.weight,
+                limits: Limits::default(),
+            })
+            .collect();
+        let config =
+            Config { period: AGENT_PERIOD, devices: vec![DeviceConfig { device, model, qos: Some(qos) }], groups };
+        let (agent, _) = ioshare_agent::Agent::start(config, BackendChoice::Userspace, state)
+            .map_err(|e| peer_error("starting the agent", e))?;
+        Ok(agent)
+    }
+}
+
+/// The agent peer's planning period.
+const AGENT_PERIOD: Duration = Duration::from_millis(100);
+
+/// Starts the ready workers together and reads their reports.
+fn collect(workers: &mut Workers, tenants: &[TenantSpec]) -> Result<Vec<RunReport>> {
+    for (_, stdin, _) in &mut workers.0 {
+        // A worker that died shows up when its result is read.
+        let _ = writeln!(stdin, "go");
+    }
+    let mut reports = Vec::new();
+    for ((_, _, stdout), t) in workers.0.iter_mut().zip(tenants) {
+        let line = expect_line(stdout, &t.name, "{")?;
+        let r: RunReport = serde_json::from_str(&line)
+            .map_err(|e| peer_error(&format!("reading the result of tenant '{}'", t.name), e))?;
+        reports.push(r);
+    }
+    Ok(reports)
 }
 
 /// Reads one line from a worker; it must start with `prefix`.

@@ -141,7 +141,7 @@ impl Scenario {
     /// (ioshare controllers, rounds, reference runs, kernel runs).
     fn plan_shape(self) -> (usize, usize, usize, usize) {
         match self {
-            Scenario::Proportional => (2, 1, 0, 2),
+            Scenario::Proportional => (2, 1, 0, 3),
             Scenario::WorkConserving => (2, 1, 2, 2),
             Scenario::MixedCost => (2, 1, 0, 1),
             Scenario::Limits => (2, 1, 0, 1),
@@ -164,7 +164,11 @@ impl Scenario {
                 reference: vec![],
                 ioshare: both,
                 subjects: vec![Ctl::IoCost],
-                kernel: vec![KernelSetup::Bfq, KernelSetup::ReadIopsLimits(vec![share(a), share(b)])],
+                kernel: vec![
+                    KernelSetup::Bfq,
+                    KernelSetup::ReadIopsLimits(vec![share(a), share(b)]),
+                    KernelSetup::Agent { model: ctx.calibration.model, qos: ctx.calibration.qos },
+                ],
                 rounds: 1,
                 notes,
             },
