@@ -34,7 +34,7 @@ pub struct Args {
     /// Write per-tenant IOPS and latency charts (one SVG per scenario) into this directory.
     #[arg(long, value_name = "DIR")]
     svg: Option<PathBuf>,
-    /// Do not run the kernel's controllers (BFQ, blk-throttle) as peers even as root.
+    /// Do not run the kernel's controllers (BFQ, blk-throttle) and the ioshare agent as peers even as root.
     #[arg(long)]
     no_kernel: bool,
     /// Internal: run one kernel-peer tenant as told on stdin.

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod agent;
 mod bench;
 mod model;
 mod observe;
@@ -19,6 +20,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Put real cgroups under IOCost: check the host, run the agent, show its status, revert.
+    #[command(subcommand)]
+    Agent(agent::Command),
     /// Run the benchmark suite on real IO: ioshare's controllers and the kernel's side by side.
     Bench(bench::Args),
     /// Derive a cost model's coefficients from an io.cost.model line.
@@ -52,6 +56,7 @@ pub fn chart_dir(dir: &std::path::Path) -> anyhow::Result<()> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Agent(cmd) => agent::run(cmd).map(|()| Found::AsExpected),
         Command::Bench(args) => bench::run(args),
         Command::Model(args) => model::run(args).map(|()| Found::AsExpected),
         Command::Observe(args) => observe::run(args),

@@ -100,7 +100,16 @@ fn kernel_peers_run_beside_ioshare_and_are_cleaned_up() {
     let runs = json["scenarios"][0]["runs"].as_array().unwrap();
     let who: Vec<(&str, &str)> =
         runs.iter().map(|r| (r["controller"].as_str().unwrap(), r["side"].as_str().unwrap())).collect();
-    assert_eq!(who, [("none", "ioshare"), ("iocost", "ioshare"), ("bfq", "kernel"), ("blk-throttle", "kernel")]);
+    assert_eq!(
+        who,
+        [
+            ("none", "ioshare"),
+            ("iocost", "ioshare"),
+            ("bfq", "kernel"),
+            ("blk-throttle", "kernel"),
+            ("agent", "kernel")
+        ]
+    );
     for r in &runs[2..] {
         // Each tenant ran in its own worker process and did IO through the loop device.
         let tenants = r["tenants"].as_array().unwrap();

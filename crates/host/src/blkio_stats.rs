@@ -131,6 +131,16 @@ impl BlkioStats {
     }
 }
 
+/// Reads blk-throttle's statistics of the v1 cgroup directory `dir`, with its descendants' IO when
+/// `recursive` (`blkio.throttle.io_serviced_recursive` / `io_service_bytes_recursive`).
+pub fn read_throttle_stats(dir: &std::path::Path, recursive: bool) -> Result<BlkioStats> {
+    let (ios, bytes) = StatsSource::Throttle.files();
+    let suffix = if recursive { "_recursive" } else { "" };
+    let serviced = crate::sysfs::read(&dir.join(format!("{ios}{suffix}")))?;
+    let service_bytes = crate::sysfs::read(&dir.join(format!("{bytes}{suffix}")))?;
+    BlkioStats::from_files(StatsSource::Throttle, &serviced, &service_bytes)
+}
+
 /// Parses one rwstat file (`format` names it in errors) into per-device counters.
 pub(crate) fn parse_rwstat(format: &'static str, text: &str) -> Result<Vec<(DevNum, RwCounts)>> {
     let mut out: Vec<(DevNum, RwCounts)> = Vec::new();

@@ -17,7 +17,9 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::cgroup_mounts::{mount_point, Hierarchy};
+use serde::Serialize;
+
+use crate::cgroup_mounts::{host_v1_mounts, mount_point, Hierarchy};
 use crate::privilege::is_root;
 use crate::scheduler::parse_scheduler;
 
@@ -48,8 +50,33 @@ impl fmt::Display for KernelPeer {
     }
 }
 
+/// How the host's cgroup hierarchies are laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CgroupLayout {
+    /// Only cgroup v1 hierarchies.
+    V1,
+    /// Only the unified (v2) hierarchy.
+    V2,
+    /// v1 controller hierarchies plus a v2 hierarchy (systemd's "hybrid" mode).
+    Hybrid,
+    /// No cgroup hierarchy mounted.
+    None,
+}
+
+impl fmt::Display for CgroupLayout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CgroupLayout::V1 => "v1 (legacy: one hierarchy per controller)",
+            CgroupLayout::V2 => "v2 (unified)",
+            CgroupLayout::Hybrid => "hybrid (v1 controllers plus a v2 hierarchy)",
+            CgroupLayout::None => "none mounted",
+        })
+    }
+}
+
 /// What this host offers for kernel-side IO control.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Capabilities {
     /// Running as root (needed for loop devices and cgroup files).
     pub root: bool,
@@ -67,6 +94,8 @@ pub struct Capabilities {
     pub v2_controllers: Vec<String>,
     /// Kernel iocost's `io.cost.qos`/`io.cost.model` exist in the v2 root.
     pub io_cost: bool,
+    /// Every mounted v1 controller and where (co-mounted controllers share a mount point).
+    pub v1_mounts: Vec<(String, PathBuf)>,
 }
 
 impl Capabilities {
@@ -89,6 +118,17 @@ impl Capabilities {
             blkio_v1,
             cgroup_v2,
             v2_controllers,
+            v1_mounts: host_v1_mounts(),
+        }
+    }
+
+    /// How the hierarchies are laid out.
+    pub fn layout(&self) -> CgroupLayout {
+        match (self.v1_mounts.iter().any(|(c, _)| !c.starts_with("name=") && c != "systemd"), &self.cgroup_v2) {
+            (true, Some(_)) => CgroupLayout::Hybrid,
+            (true, None) => CgroupLayout::V1,
+            (false, Some(_)) => CgroupLayout::V2,
+            (false, None) => CgroupLayout::None,
         }
     }
 
@@ -126,6 +166,10 @@ impl fmt::Display for Capabilities {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let yes_no = |b: bool| if b { "yes" } else { "no" };
         writeln!(f, "root:                 {}", if self.root { "yes" } else { "no (kernel peers need root)" })?;
+        writeln!(f, "cgroup layout:        {}", self.layout())?;
+        for (controller, point) in &self.v1_mounts {
+            writeln!(f, "  v1 {controller:<17} {}", point.display())?;
+        }
         writeln!(
             f,
             "loop devices:         {}",
@@ -199,6 +243,10 @@ mod tests {
             cgroup_v2: Some("/sys/fs/cgroup/unified".into()),
             v2_controllers: vec!["hugetlb".into()],
             io_cost: false,
+            v1_mounts: vec![
+                ("blkio".into(), "/sys/fs/cgroup/blkio".into()),
+                ("memory".into(), "/sys/fs/cgroup/memory".into()),
+            ],
         }
     }
 
@@ -206,14 +254,17 @@ mod tests {
     fn peers_follow_what_the_host_has() {
         assert_eq!(v1_host(true).kernel_peers(), [KernelPeer::BfqV1, KernelPeer::ThrottleV1]);
         assert!(v1_host(false).kernel_peers().is_empty(), "nothing without root");
+        assert_eq!(v1_host(true).layout(), CgroupLayout::Hybrid);
         let v2 = Capabilities {
             blkio_v1: None,
+            v1_mounts: Vec::new(),
             v2_controllers: vec!["io".into(), "memory".into()],
             io_cost: true,
             ..v1_host(true)
         };
         assert_eq!(v2.kernel_peers(), [KernelPeer::IoMaxV2, KernelPeer::IoWeightV2, KernelPeer::IoCostV2]);
         assert!(v2.writeback_attributed() && !v1_host(true).writeback_attributed());
+        assert_eq!(v2.layout(), CgroupLayout::V2);
     }
 
     #[test]

@@ -41,6 +41,36 @@ pub(crate) fn find_mount(mountinfo: &str, hierarchy: Hierarchy<'_>) -> Option<Cg
     })
 }
 
+/// Every v1 controller mounted, with its mount point (co-mounted controllers such as `cpu,cpuacct`
+/// each listed), in mountinfo order.
+pub(crate) fn v1_mounts(mountinfo: &str) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    for line in mountinfo.lines() {
+        let Some((left, right)) = line.split_once(" - ") else { continue };
+        let left: Vec<&str> = left.split(' ').collect();
+        let mut right = right.split(' ');
+        let (Some("cgroup"), Some(_), Some(opts)) = (right.next(), right.next(), right.next()) else { continue };
+        if left.len() < 5 {
+            continue;
+        }
+        let point = PathBuf::from(unescape(left[4]));
+        for opt in opts.split(',') {
+            let controller = opt.strip_prefix("name=").unwrap_or(opt);
+            let flag = matches!(opt, "rw" | "ro" | "xattr" | "noprefix" | "clone_children" | "cpuset_v2_mode");
+            let known = !flag && !opt.contains('=') || opt.starts_with("name=");
+            if known && !out.iter().any(|(c, _): &(String, PathBuf)| c == controller) {
+                out.push((controller.to_string(), point.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// The v1 mounts of this host (`/proc/self/mountinfo`).
+pub(crate) fn host_v1_mounts() -> Vec<(String, PathBuf)> {
+    std::fs::read_to_string("/proc/self/mountinfo").map(|m| v1_mounts(&m)).unwrap_or_default()
+}
+
 /// This process's cgroup path in `hierarchy`, from the text of a `/proc/<pid>/cgroup` file.
 pub(crate) fn own_cgroup(proc_cgroup: &str, hierarchy: Hierarchy<'_>) -> Option<String> {
     proc_cgroup.lines().find_map(|line| {
@@ -130,6 +160,14 @@ mod tests {
         assert_eq!(find_mount(MOUNTINFO, Hierarchy::V2).unwrap().mount_point, Path::new("/sys/fs/cgroup/unified"));
         assert_eq!(find_mount(MOUNTINFO, Hierarchy::V1("io")), None);
         assert_eq!(find_mount(MOUNTINFO, Hierarchy::V1("blk")), None, "whole option names only");
+    }
+
+    #[test]
+    fn lists_every_v1_controller() {
+        let mounts = v1_mounts(MOUNTINFO);
+        let names: Vec<&str> = mounts.iter().map(|(c, _)| c.as_str()).collect();
+        assert_eq!(names, ["blkio", "memory", "net_cls", "net_prio"]);
+        assert_eq!(mounts[3].1, Path::new("/sys/fs/cgroup/net_cls x"));
     }
 
     #[test]

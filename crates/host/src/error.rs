@@ -163,6 +163,36 @@ pub enum Error {
         /// What is wrong and how to fix it.
         reason: String,
     },
+    /// Another agent holds the state directory.
+    #[error("another ioshare agent (pid {pid}) is running with state file {}: stop it first (or use another --state-dir)", state.display())]
+    AgentRunning {
+        /// Its pid.
+        pid: u32,
+        /// The state file.
+        state: PathBuf,
+    },
+    /// The state file cannot be understood.
+    #[error("state file {} is damaged: {reason} (inspect it, then remove it to start afresh)", path.display())]
+    StateFile {
+        /// The state file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A write outside the discovered cgroup roots was refused.
+    #[error("refusing to write {}: it is outside the cgroup hierarchies this host mounts", path.display())]
+    OutsideCgroupRoots {
+        /// The refused path.
+        path: PathBuf,
+    },
+    /// A block device named by path or number that cannot be used.
+    #[error("block device {name}: {reason}")]
+    BlockDevice {
+        /// What was given.
+        name: String,
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
 }
 
 /// Result with the host crate's error.

@@ -1,7 +1,8 @@
 //! ioshare-host: the kernel-side plumbing. Loop devices, cgroup v1 `blkio` (blk-throttle limits, BFQ
 //! weights), cgroup v2 cgroups and the kernel's IOCost (where v2 has `io`: the QEMU lab guest), the
-//! cgroup v2 `io.max`/`io.weight` formats, and a probe of what this host offers, so
-//! `ioshare bench` can run each tenant under the kernel's own controllers as peers of ioshare's.
+//! cgroup v2 `io.max`/`io.weight`/`io.stat` formats, block device counters, and a probe of what this
+//! host offers, so `ioshare bench` can run each tenant under the kernel's own controllers as peers of
+//! ioshare's, and the agent can find, read and (through one recording writer) set cgroups.
 //!
 //! # API
 //! ```text
@@ -40,14 +41,25 @@
 //!                                                    // device; the old lines written back on drop
 //! ThrottleKnob::{ReadBps, WriteBps, ReadIops, WriteIops}
 //! BlkioStats { devices: Vec<DeviceStats { dev, ios: RwCounts, bytes: RwCounts }> }, .device(dev)
-//! Capabilities::probe() -> Capabilities, .kernel_peers() -> Vec<KernelPeer>, Display (human-readable)
+//! Capabilities::probe() -> Capabilities, .kernel_peers() -> Vec<KernelPeer>, .layout() -> CgroupLayout
+//!     (v1 / v2 / hybrid), .v1_mounts (every v1 controller's mount point), Display, Serialize
+//! read_throttle_stats(dir, recursive) -> BlkioStats   // a v1 cgroup's blk-throttle counters
+//! parse_io_stat(text) -> BlkioStats                  // a v2 io.stat file, same counters
+//! DiskStats::read(sys_block, name), .since(&earlier)  // /sys/block/X/stat: IOs, sectors, latency sums
+//! BlockDevice::resolve("/dev/loop3" | "7:3")          // whole device: number and /sys/block name
+//! find_cgroups(root, "tenants/*") -> Vec<String>; check_pattern(p)   // cgroups by glob
+//! Recorder::open(state_dir, roots) -> (Recorder, Option<Reverted>)  // the one recording writer:
+//!     .set(path, Entry, line) -> Written             // previous line stored (synced) before the write
+//!     .touch(path, Entry)  .revert() -> Reverted     // a killed writer's state reverted at open
+//! revert_state_dir(dir, roots) -> Option<Reverted>   // `ioshare agent revert`
 //! IoMax (io.max line: FromStr/Display, parse_file/format_file), IoWeight (io.weight file: FromStr/Display)
 //! is_root() -> bool; skip_unless_root(test) -> bool   // prints "skipping <test>: needs root (...)"
 //! ```
 //! Errors are [`Error`]: one line each, naming what is wrong and how to fix it.
 //!
 //! What this host allows (see `../shared/research/observe-memory.md`): cgroup v1 `blkio` with
-//! blk-throttle and BFQ; no cgroup v2 `io` controller, so `io.max`/`io.weight` are formats only here.
+//! blk-throttle and BFQ; no cgroup v2 `io` controller, so `io.max`/`io.weight` are formats only here
+//! (the agent's kernel backend writes them, tested against a directory tree).
 //! cgroup v1 cannot attribute buffered writes to a file system (writeback runs in kernel threads): use
 //! direct IO on the loop device for kernel-peer runs.
 
@@ -57,26 +69,34 @@ mod block_device;
 mod capabilities;
 mod cgroup2;
 mod cgroup_dir;
+mod cgroup_glob;
 mod cgroup_mounts;
+mod disk_stats;
 mod error;
 mod io_max;
+mod io_stat;
 mod io_weight;
 mod loop_device;
 mod loop_sys;
 mod memcg;
 mod privilege;
+mod recorder;
 mod scheduler;
 mod sysfs;
 
 pub use blkio::{remove_stale_cgroups, BlkioCgroup, ThrottleKnob, BFQ_WEIGHT_MAX, BFQ_WEIGHT_MIN};
-pub use blkio_stats::{BlkioStats, DeviceStats, RwCounts};
+pub use blkio_stats::{read_throttle_stats, BlkioStats, DeviceStats, RwCounts};
 pub use block_device::BlockDevice;
-pub use capabilities::{Capabilities, KernelPeer};
+pub use capabilities::{Capabilities, CgroupLayout, KernelPeer};
 pub use cgroup2::{remove_stale_cgroups2, Cgroup2, KernelIoCost};
+pub use cgroup_glob::{check_pattern, find_cgroups};
+pub use disk_stats::{DiskId, DiskStats};
 pub use error::{Error, Result};
 pub use io_max::IoMax;
+pub use io_stat::parse_io_stat;
 pub use io_weight::{IoWeight, IO_WEIGHT_DEFAULT, IO_WEIGHT_MAX, IO_WEIGHT_MIN};
 pub use ioshare_core::iocost::line::DevNum;
 pub use loop_device::LoopDevice;
 pub use memcg::{EventFd, MemCgroup, Memcg, OomControl};
 pub use privilege::{is_root, skip_unless_root};
+pub use recorder::{check_under, revert_state_dir, Change, Entry, Recorder, Reverted, Written, STATE_FILE};

@@ -104,7 +104,7 @@ impl<M: CostModel> IoCost<M> {
     /// Marks the group active in this period, activating it if needed (kernel `iocg_activate`).
     /// False when the group may not be charged: an inner group whose descendants are active.
     #[inline]
-    fn activate(&mut self, now: Nanos, node: u32) -> bool {
+    pub(crate) fn activate(&mut self, now: Nanos, node: u32) -> bool {
         let n = &mut self.tree.nodes[node as usize];
         if n.on_list {
             n.active_period = self.cur_period;
@@ -152,7 +152,14 @@ impl<M: CostModel> IoCost<M> {
     /// deteriorated below both the margin at its last adjustment and 20% of a period (kernel
     /// `adjust_inuse_and_calc_cost`).
     #[inline]
-    fn adjust_inuse_and_calc_cost(&mut self, now: Nanos, vnow: u64, node: u32, vtime: u64, abs_cost: u64) -> u64 {
+    pub(crate) fn adjust_inuse_and_calc_cost(
+        &mut self,
+        now: Nanos,
+        vnow: u64,
+        node: u32,
+        vtime: u64,
+        abs_cost: u64,
+    ) -> u64 {
         let (_, hwi) = self.tree.hweights(node);
         let mut cost = abs_cost_to_cost(abs_cost, hwi);
         let n = &self.tree.nodes[node as usize];

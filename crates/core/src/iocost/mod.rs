@@ -42,6 +42,7 @@
 //! returned from `submit` instead of sleeping the task. The built-in parameter sets are not switched
 //! automatically (the kernel's "autop"): the caller gives the model and QoS.
 
+pub mod aggregate;
 pub mod donation;
 pub mod issue;
 pub mod line;
@@ -210,7 +211,7 @@ impl<M: CostModel> IoCost<M> {
         self.refresh_margins();
     }
 
-    fn refresh_margins(&mut self) {
+    pub(crate) fn refresh_margins(&mut self) {
         let m = |pct: u64| (self.period_us * pct / 100) * self.vtime_base_rate;
         self.margins = Margins { min: m(MARGIN_MIN_PCT), low: m(MARGIN_LOW_PCT), target: m(MARGIN_TARGET_PCT) };
     }
@@ -279,7 +280,7 @@ impl<M: CostModel> IoCost<M> {
     }
 
     /// `vnow - vtime` of a node: its budget, negative when over.
-    fn margin_of(&self, now: Nanos, node: u32) -> i64 {
+    pub(crate) fn margin_of(&self, now: Nanos, node: u32) -> i64 {
         self.vnow(now).wrapping_sub(self.tree.nodes[node as usize].vtime) as i64
     }
 

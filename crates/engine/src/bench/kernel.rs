@@ -1,7 +1,8 @@
-//! Kernel peers: the same tenants with the kernel in control. Each tenant runs in its own worker
-//! process (the `ioshare` binary started again with a hidden flag) inside its own cgroup, where the
-//! kernel's controller applies. Workers open the device, report ready, start together on "go", and
-//! print their [`RunReport`] as one JSON line.
+//! Kernel peers: the same tenants with the kernel in control (and, as a peer of the same kind, the
+//! ioshare agent's userspace backend writing blk-throttle limits on cgroup v1). Each tenant runs in its
+//! own worker process (the `ioshare` binary started again with a hidden flag) inside its own cgroup,
+//! where the kernel's controller applies. Workers open the device, report ready, start together on
+//! "go", and print their [`RunReport`] as one JSON line.
 //!
 //! Which cgroups: where cgroup v2 has the `io` controller (a v2 host, or the QEMU lab guest) the peers
 //! use v2 — `io.bfq.weight`, `io.max`, and the kernel's own IOCost (`io.cost.model`/`io.cost.qos` from
@@ -18,11 +19,16 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use ioshare_agent::config::{Config, DeviceConfig, GroupConfig};
+use ioshare_agent::BackendChoice;
 use ioshare_core::iocost::line::{Ctrl, DevNum};
 use ioshare_core::iocost::qos::QosConfig;
-use ioshare_core::{Nanos, NoControl};
+use ioshare_core::{Limits, ModelParams, Nanos, NoControl, QosParams};
 use ioshare_host::{
-    is_root, BlkioCgroup, BlockDevice, Capabilities, Cgroup2, IoMax, KernelIoCost, LoopDevice, ThrottleKnob,
+    is_root, BlkioCgroup, BlockDevice, Capabilities, Cgroup2, DiskId, IoMax, KernelIoCost, LoopDevice, ThrottleKnob,
     BFQ_WEIGHT_MAX, BFQ_WEIGHT_MIN, IO_WEIGHT_MAX, IO_WEIGHT_MIN,
 };
 use serde::{Deserialize, Serialize};
@@ -50,6 +56,14 @@ pub enum KernelSetup {
     /// The kernel's IOCost (cgroup v2 only) with the calibration's model and QoS, each tenant's
     /// weight as its `io.weight`.
     IoCost,
+    /// The ioshare agent's userspace backend: ioshare-core's IOCost planner every 100 ms over the
+    /// tenants' cgroups, writing blk-throttle limits (model and QoS from the calibration).
+    Agent {
+        /// The device's cost model.
+        model: ModelParams,
+        /// Latency QoS.
+        qos: QosParams,
+    },
 }
 
 impl KernelSetup {
@@ -60,6 +74,7 @@ impl KernelSetup {
             KernelSetup::Bfq => "bfq",
             KernelSetup::ReadIopsLimits(_) => "blk-throttle",
             KernelSetup::IoCost => "kernel-iocost",
+            KernelSetup::Agent { .. } => "agent",
         }
     }
 }
@@ -102,6 +117,13 @@ enum PeerCgroup {
 }
 
 impl PeerCgroup {
+    fn path(&self) -> &Path {
+        match self {
+            PeerCgroup::V1(cg) => cg.path(),
+            PeerCgroup::V2(cg) => cg.path(),
+        }
+    }
+
     fn spawn(&self, cmd: Command) -> ioshare_host::Result<Child> {
         match self {
             PeerCgroup::V1(cg) => cg.spawn(cmd),
@@ -149,7 +171,9 @@ impl Peers {
             return Ok(None);
         }
         if !is_root() {
-            return Err("kernel peers (BFQ, blk-throttle) skipped: they need root for loop devices and cgroups".into());
+            return Err(
+                "kernel peers (BFQ, blk-throttle, agent) skipped: they need root for loop devices and cgroups".into()
+            );
         }
         let caps = Capabilities::probe();
         let skipped = |e: ioshare_host::Error| format!("kernel peers skipped: {e}");
@@ -174,7 +198,12 @@ impl Peers {
 
     /// Whether `setup` can run here (the kernel's IOCost needs cgroup v2 with `io.cost.qos`).
     pub fn supports(&self, setup: &KernelSetup) -> bool {
-        *setup != KernelSetup::IoCost || self.io_cost
+        match setup {
+            KernelSetup::IoCost => self.io_cost,
+            // The agent peer drives blk-throttle through cgroup v1 here.
+            KernelSetup::Agent { .. } => !self.v2,
+            _ => true,
+        }
     }
 
     /// Which cgroups the peers use, for the report.
@@ -234,17 +263,24 @@ impl Peers {
                 .map_err(|e| Error::os("kernel peer: sending a worker its job", e))?;
             expect_line(stdout, &t.name, "ready")?;
         }
-        for (_, stdin, _) in &mut workers.0 {
-            // A worker that died shows up when its result is read.
-            let _ = writeln!(stdin, "go");
-        }
-        let mut reports = Vec::new();
-        for ((_, _, stdout), t) in workers.0.iter_mut().zip(tenants) {
-            let line = expect_line(stdout, &t.name, "{")?;
-            let r: RunReport = serde_json::from_str(&line)
-                .map_err(|e| peer_error(&format!("reading the result of tenant '{}'", t.name), e))?;
-            reports.push(r);
-        }
+        let state = std::env::temp_dir().join(format!("ioshare-bench-agent-{}", std::process::id()));
+        let agent = match setup {
+            KernelSetup::Agent { model, qos } => Some(self.start_agent(*model, *qos, &groups, tenants, &state)?),
+            _ => None,
+        };
+        let stop = AtomicBool::new(false);
+        let reports = std::thread::scope(|s| {
+            let agent = agent.map(|a| s.spawn(|| a.run(&stop)));
+            let reports = collect(&mut workers, tenants);
+            stop.store(true, Ordering::Relaxed);
+            // The agent reverts its limits before the cgroups go.
+            match agent.map(|h| h.join().expect("agent thread")) {
+                Some(Err(e)) => Err(peer_error("the agent", e)),
+                _ => reports,
+            }
+        })?;
+        // Empty once the agent stopped (it removes its state and status files).
+        let _ = std::fs::remove_dir(&state);
         drop(workers);
         Ok(merge(setup.name(), reports))
     }
@@ -253,7 +289,7 @@ impl Peers {
     fn cgroup_v1(&self, name: &str, setup: &KernelSetup, i: usize, t: &TenantSpec) -> Result<PeerCgroup> {
         let cg = BlkioCgroup::create(name).map_err(|e| peer_error("creating a cgroup", e))?;
         match setup {
-            KernelSetup::Plain | KernelSetup::IoCost => Ok(()),
+            KernelSetup::Plain | KernelSetup::IoCost | KernelSetup::Agent { .. } => Ok(()),
             KernelSetup::Bfq => cg.set_bfq_weight(t.weight.clamp(BFQ_WEIGHT_MIN, BFQ_WEIGHT_MAX)),
             KernelSetup::ReadIopsLimits(l) => cg.set_throttle(self.dev.dev(), ThrottleKnob::ReadIops, l[i]),
         }
@@ -270,6 +306,7 @@ impl Peers {
             KernelSetup::ReadIopsLimits(l) => {
                 cg.write("io.max", &IoMax { riops: Some(l[i]), ..IoMax::unlimited(self.dev.dev()) }.to_string())
             }
+            KernelSetup::Agent { .. } => Ok(()),
             KernelSetup::IoCost => {
                 cg.write("io.weight", &format!("default {}", t.weight.clamp(IO_WEIGHT_MIN, IO_WEIGHT_MAX)))
             }
@@ -285,6 +322,52 @@ impl Peers {
         KernelIoCost::enable(self.dev.dev(), &cal.model_line, &qos)
             .map_err(|e| peer_error("enabling the kernel's iocost", e))
     }
+
+    /// Starts the agent's userspace backend over the tenants' cgroups (weights from the tenants).
+    fn start_agent(
+        &self,
+        model: ModelParams,
+        qos: QosParams,
+        groups: &[PeerCgroup],
+        tenants: &[TenantSpec],
+        state: &Path,
+    ) -> Result<ioshare_agent::Agent> {
+        let root = Capabilities::probe().blkio_v1.ok_or_else(|| peer_error("the agent", "no blkio hierarchy"))?;
+        let device = DiskId::resolve(&self.dev.dev().to_string()).map_err(|e| peer_error("the agent", e))?;
+        let groups = groups
+            .iter()
+            .zip(tenants)
+            .map(|(cg, t)| GroupConfig {
+                cgroup: cg.path().strip_prefix(&root).unwrap_or(cg.path()).to_string_lossy().into_owned(),
+                weight: t.weight,
+                limits: Limits::default(),
+            })
+            .collect();
+        let config =
+            Config { period: AGENT_PERIOD, devices: vec![DeviceConfig { device, model, qos: Some(qos) }], groups };
+        let (agent, _) = ioshare_agent::Agent::start(config, BackendChoice::Userspace, state)
+            .map_err(|e| peer_error("starting the agent", e))?;
+        Ok(agent)
+    }
+}
+
+/// The agent peer's planning period.
+const AGENT_PERIOD: Duration = Duration::from_millis(100);
+
+/// Starts the ready workers together and reads their reports.
+fn collect(workers: &mut Workers, tenants: &[TenantSpec]) -> Result<Vec<RunReport>> {
+    for (_, stdin, _) in &mut workers.0 {
+        // A worker that died shows up when its result is read.
+        let _ = writeln!(stdin, "go");
+    }
+    let mut reports = Vec::new();
+    for ((_, _, stdout), t) in workers.0.iter_mut().zip(tenants) {
+        let line = expect_line(stdout, &t.name, "{")?;
+        let r: RunReport = serde_json::from_str(&line)
+            .map_err(|e| peer_error(&format!("reading the result of tenant '{}'", t.name), e))?;
+        reports.push(r);
+    }
+    Ok(reports)
 }
 
 /// Reads one line from a worker; it must start with `prefix`.

@@ -164,7 +164,7 @@ impl Scenario {
     /// kernel IOCost runs too).
     fn plan_shape(self) -> (usize, usize, usize, usize, bool) {
         match self {
-            Scenario::Proportional => (2, 1, 0, 2, true),
+            Scenario::Proportional => (2, 1, 0, 3, true),
             Scenario::WorkConserving => (4, 1, 2 + frontier::DEPTHS.len(), 2, true),
             Scenario::MixedCost => (2, 1, 0, 1, true),
             Scenario::Limits => (2, 1, 0, 1, false),
@@ -192,6 +192,7 @@ impl Scenario {
                     KernelSetup::Bfq,
                     KernelSetup::ReadIopsLimits(vec![share(a), share(b)]),
                     KernelSetup::IoCost,
+                    KernelSetup::Agent { model: ctx.calibration.model, qos: ctx.calibration.qos },
                 ],
                 rounds: 1,
                 fio_reference: false,

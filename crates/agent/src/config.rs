@@ -1,0 +1,291 @@
+//! The agent's desired state: one TOML file, validated completely before anything is applied.
+//!
+//! ```toml
+//! period_ms = 100                  # userspace backend: planning period (default 100, 20..=10000)
+//!
+//! [[devices]]
+//! path = "/dev/loop3"              # block device path or MAJ:MIN (a whole device)
+//! model = "ssd_dfl"                # a built-in set, an io.cost.model line, or "profile"
+//! qos = "rpct=95 rlat=5000 wpct=95 wlat=5000 min=50 max=150"   # optional io.cost.qos line
+//!
+//! [[groups]]
+//! cgroup = "tenants/*"             # relative to the blkio (v1) or unified (v2) root; * and ? globs
+//! weight = 300                     # 1..=10000, default 100
+//! limits = "iops-read=5000"        # optional, ioshare's limit syntax: fixed caps on every device
+//! ```
+//!
+//! Every error is one line, `FILE:LINE: key: what is wrong`: TOML syntax and unknown keys from the
+//! parser's span, values from the span of the value (each field is `toml::Spanned`).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ioshare_core::iocost::qos::QosConfig;
+use ioshare_core::{Limits, ModelConfig, ModelParams, QosParams, WEIGHT_DEFAULT, WEIGHT_MAX, WEIGHT_MIN};
+use ioshare_host::{check_pattern, DiskId};
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::error::{Error, Result};
+
+/// Default planning period of the userspace backend.
+pub const PERIOD_DEFAULT_MS: u64 = 100;
+
+/// One device under control.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceConfig {
+    /// The device.
+    pub device: DiskId,
+    /// Its cost model.
+    pub model: ModelParams,
+    /// Latency QoS, if given.
+    pub qos: Option<QosParams>,
+}
+
+/// One group rule: the cgroups a pattern matches get this weight and these limits.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupConfig {
+    /// Pattern relative to the hierarchy's root (`tenants/*`).
+    pub cgroup: String,
+    /// Weight, 1..=10000.
+    pub weight: u32,
+    /// Fixed caps (the agent never lets a cgroup exceed them).
+    pub limits: Limits,
+}
+
+/// A validated configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// Planning period of the userspace backend.
+    pub period: Duration,
+    /// Devices, in file order.
+    pub devices: Vec<DeviceConfig>,
+    /// Group rules, in file order (the first that matches a cgroup wins).
+    pub groups: Vec<GroupConfig>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    period_ms: Option<Spanned<u64>>,
+    #[serde(default)]
+    devices: Vec<Spanned<RawDevice>>,
+    #[serde(default)]
+    groups: Vec<Spanned<RawGroup>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDevice {
+    path: Spanned<String>,
+    model: Spanned<String>,
+    qos: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGroup {
+    cgroup: Spanned<String>,
+    weight: Option<Spanned<i64>>,
+    limits: Option<Spanned<String>>,
+}
+
+impl Config {
+    /// Reads and validates `file`.
+    pub fn load(file: &Path) -> Result<Config> {
+        let text =
+            std::fs::read_to_string(file).map_err(|reason| Error::ReadConfig { file: file.to_path_buf(), reason })?;
+        Config::parse(&text, file)
+    }
+
+    /// Validates the text of a configuration; `file` names it in errors.
+    pub fn parse(text: &str, file: &Path) -> Result<Config> {
+        let err = |offset: usize, key: &str, msg: String| Error::Config {
+            file: file.to_path_buf(),
+            line: line_of(text, offset),
+            key: key.to_string(),
+            msg,
+        };
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let offset = e.span().map_or(0, |s| s.start);
+            let key = key_at(text, offset);
+            err(offset, &key, e.message().trim().replace('\n', "; "))
+        })?;
+        let period_ms = match &raw.period_ms {
+            Some(p) if !(20..=10_000).contains(p.get_ref()) => {
+                return Err(err(
+                    p.span().start,
+                    "period_ms",
+                    format!("{} is out of range: use 20..=10000", p.get_ref()),
+                ))
+            }
+            Some(p) => *p.get_ref(),
+            None => PERIOD_DEFAULT_MS,
+        };
+        if raw.devices.is_empty() {
+            return Err(err(0, "devices", "no [[devices]] table: name at least one device to control".into()));
+        }
+        if raw.groups.is_empty() {
+            return Err(err(0, "groups", "no [[groups]] table: name at least one cgroup pattern".into()));
+        }
+        let mut devices: Vec<DeviceConfig> = Vec::new();
+        for d in &raw.devices {
+            let d = d.get_ref();
+            let at = |s: &Spanned<String>| s.span().start;
+            let device = DiskId::resolve(d.path.get_ref()).map_err(|e| err(at(&d.path), "path", e.to_string()))?;
+            if devices.iter().any(|x| x.device.dev == device.dev) {
+                return Err(err(at(&d.path), "path", format!("device {} is listed twice", device.dev)));
+            }
+            let model = parse_model(d.model.get_ref(), &device).map_err(|m| err(at(&d.model), "model", m))?;
+            let qos = match &d.qos {
+                Some(q) => Some(parse_qos(q.get_ref(), &device).map_err(|m| err(at(q), "qos", m))?),
+                None => None,
+            };
+            devices.push(DeviceConfig { device, model, qos });
+        }
+        let mut groups: Vec<GroupConfig> = Vec::new();
+        for g in &raw.groups {
+            let g = g.get_ref();
+            let cgroup = g.cgroup.get_ref().trim_end_matches('/').to_string();
+            check_pattern(&cgroup).map_err(|e| err(g.cgroup.span().start, "cgroup", e.to_string()))?;
+            if groups.iter().any(|x| x.cgroup == cgroup) {
+                return Err(err(g.cgroup.span().start, "cgroup", format!("'{cgroup}' is listed twice")));
+            }
+            let weight = match &g.weight {
+                Some(w) => {
+                    let v = *w.get_ref();
+                    u32::try_from(v).ok().filter(|v| (WEIGHT_MIN..=WEIGHT_MAX).contains(v)).ok_or_else(|| {
+                        err(
+                            w.span().start,
+                            "weight",
+                            format!("{v} is out of range: weights are {WEIGHT_MIN}..={WEIGHT_MAX}"),
+                        )
+                    })?
+                }
+                None => WEIGHT_DEFAULT,
+            };
+            let limits = match &g.limits {
+                Some(l) => {
+                    let limits: Limits = l
+                        .get_ref()
+                        .parse()
+                        .map_err(|e: ioshare_core::Error| err(l.span().start, "limits", e.to_string()))?;
+                    limits.validate().map_err(|e| err(l.span().start, "limits", e.to_string()))?;
+                    limits
+                }
+                None => Limits::default(),
+            };
+            groups.push(GroupConfig { cgroup, weight, limits });
+        }
+        Ok(Config { period: Duration::from_millis(period_ms), devices, groups })
+    }
+}
+
+/// A device's model from the `model` value: "profile", a built-in set name, or an io.cost.model line.
+fn parse_model(value: &str, device: &DiskId) -> std::result::Result<ModelParams, String> {
+    if value.trim() == "profile" {
+        return crate::profile::measure_model(device);
+    }
+    let line: ModelConfig = value.parse().map_err(|e: ioshare_core::Error| e.to_string())?;
+    match line.device {
+        Some(d) if d != device.dev => {
+            Err(format!("the line names device {d} but this entry is {} ({})", device.dev, device.name))
+        }
+        _ => Ok(line.params),
+    }
+}
+
+/// A device's QoS from an io.cost.qos line.
+fn parse_qos(value: &str, device: &DiskId) -> std::result::Result<QosParams, String> {
+    let line: QosConfig = value.parse().map_err(|e: ioshare_core::Error| e.to_string())?;
+    match line.device {
+        Some(d) if d != device.dev => {
+            Err(format!("the line names device {d} but this entry is {} ({})", device.dev, device.name))
+        }
+        _ => Ok(line.params),
+    }
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// The key set on the line at `offset` (for parser errors), or `toml` when the line sets none.
+fn key_at(text: &str, offset: usize) -> String {
+    let line = text.lines().nth(line_of(text, offset) - 1).unwrap_or("");
+    match line.split_once('=') {
+        Some((k, _)) if !k.trim().is_empty() && !k.contains('[') => k.trim().to_string(),
+        _ => "toml".to_string(),
+    }
+}
+
+/// The default state directory.
+pub fn default_state_dir() -> PathBuf {
+    PathBuf::from("/run/ioshare")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A block device every Linux host has: the first entry of /sys/block.
+    fn some_device() -> String {
+        let entry = std::fs::read_dir("/sys/block").unwrap().flatten().next().expect("a block device");
+        std::fs::read_to_string(entry.path().join("dev")).unwrap().trim().to_string()
+    }
+
+    fn parse(text: &str) -> Result<Config> {
+        Config::parse(text, Path::new("agent.toml"))
+    }
+
+    fn good() -> String {
+        format!(
+            "period_ms = 200\n[[devices]]\npath = \"{}\"\nmodel = \"ssd_dfl rrandiops=40000\"\nqos = \"rpct=95 rlat=5000\"\n\
+             [[groups]]\ncgroup = \"tenants/*\"\nweight = 300\nlimits = \"iops-read=5000\"\n[[groups]]\ncgroup = \"system\"\n",
+            some_device()
+        )
+    }
+
+    #[test]
+    fn a_good_file_is_read_whole() {
+        let c = parse(&good()).unwrap();
+        assert_eq!(c.period, Duration::from_millis(200));
+        assert_eq!(c.devices[0].model.rrandiops, 40_000);
+        assert_eq!(c.devices[0].qos.unwrap().rlat_us, 5000);
+        assert_eq!((c.groups[0].weight, c.groups[1].weight), (300, WEIGHT_DEFAULT));
+        assert!(c.groups[0].limits.is_limited() && !c.groups[1].limits.is_limited());
+    }
+
+    #[test]
+    fn errors_name_file_line_and_key() {
+        let dev = some_device();
+        for (text, expect) in [
+            (good().replace("weight = 300", "weight = 0"), "agent.toml:8: weight: 0 is out of range"),
+            (good().replace("weight = 300", "weigth = 300"), "agent.toml:8: weigth: unknown field `weigth`"),
+            (good().replace("iops-read=5000", "iops-read=x"), "agent.toml:9: limits: "),
+            (good().replace("ssd_dfl rrandiops=40000", "nvme"), "agent.toml:4: model: invalid io.cost.model"),
+            (good().replace("ssd_dfl rrandiops=40000", "profile"), "agent.toml:4: model: measuring"),
+            (good().replace("rpct=95", "rpct=101"), "agent.toml:5: qos: invalid io.cost.qos"),
+            (good().replace(&format!("\"{dev}\""), "\"/etc/hostname\""), "agent.toml:3: path: block device"),
+            (good().replace("tenants/*", "/abs"), "agent.toml:7: cgroup: invalid cgroup name"),
+            (good().replace("period_ms = 200", "period_ms = 5"), "agent.toml:1: period_ms: 5 is out of range"),
+            (
+                good().replace("cgroup = \"system\"", "cgroup = \"tenants/*\""),
+                "agent.toml:11: cgroup: 'tenants/*' is listed twice",
+            ),
+            ("period_ms = 100\n".to_string(), "agent.toml:1: devices: no [[devices]]"),
+            ("[[devices]\n".to_string(), "agent.toml:1: toml:"),
+        ] {
+            let e = parse(&text).unwrap_err().to_string();
+            assert!(e.starts_with(expect), "expected '{expect}', got '{e}'");
+            assert!(!e.contains('\n'), "one line: {e}");
+        }
+    }
+
+    #[test]
+    fn a_model_line_for_another_device_is_refused() {
+        let text = good().replace("ssd_dfl rrandiops=40000", "4095:0 ssd_dfl");
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.contains("names device 4095:0"), "{e}");
+    }
+}

@@ -1,0 +1,44 @@
+//! ioshare-agent: puts real cgroups under IOCost. Desired state comes from a TOML file ([`Config`]);
+//! the agent applies it through the kernel's own iocost where the host has it (cgroup v2 `io` with
+//! `io.cost.*`), and elsewhere runs ioshare-core's IOCost planner itself over per-period counters,
+//! writing blk-throttle limits (cgroup v1 `blkio.throttle.*` or v2 `io.max`) — a third driver of the
+//! same controller, next to the simulator and the engine.
+//!
+//! # API
+//! ```text
+//! Check::probe() -> Check                       // host capabilities, backend auto picks and why,
+//!     .select(BackendChoice) -> (Backend, Hierarchy)   // the buffered-write caveat; Display, Serialize
+//! Config::load(file) -> Config                  // validated whole; errors "FILE:LINE: key: what"
+//! Agent::start(config, choice, state_dir) -> (Agent, Option<Reverted>)   // reverts a killed agent's
+//!     .discover()  .period()  .status()         // state first; applies all or nothing
+//!     .run(&AtomicBool) -> Reverted             // until the flag is set; then reverts everything
+//!     .stop() -> Reverted
+//! stop_on_signals() -> &'static AtomicBool      // SIGTERM / SIGINT
+//! Status::read(state_dir) -> Status             // what `ioshare agent status` prints
+//! revert(state_dir) -> Option<Reverted>        // `ioshare agent revert`: a killed agent's changes
+//! ```
+//!
+//! # What the userspace backend can and cannot do (vs kernel iocost)
+//! It sees counters once a period, not IOs: budgets, donation and vrate follow the kernel's planner,
+//! but enforcement is blk-throttle's rate limit for the next period, so a burst inside a period is
+//! not shaped, a group that overran pays it back the next period (period-granular debt, no per-IO
+//! debt or delay), IOs are charged as random (counters do not tell sequential ones apart), latency is
+//! judged from the period's mean (see [`latency`]), and a cgroup alone is not limited at all.
+
+pub mod check;
+pub mod config;
+pub mod daemon;
+pub mod error;
+pub mod hierarchy;
+pub mod latency;
+pub mod limits;
+pub mod profile;
+pub mod status;
+pub mod userspace;
+
+pub use check::{Backend, BackendChoice, Check};
+pub use config::{default_state_dir, Config};
+pub use daemon::{revert, stop_on_signals, Agent};
+pub use error::{Error, Result};
+pub use hierarchy::{Flavor, Hierarchy, Throttle};
+pub use status::Status;

@@ -1,0 +1,334 @@
+//! The userspace backend: ioshare-core's IOCost planner over real cgroups, one controller per device.
+//!
+//! This is the third driver of the controller (after the simulator and the engine). Its "device" is
+//! a kernel block device, its "completions" are per-period counters, its "dispatch" is a limit
+//! written to a cgroup file. Each period, per device:
+//! 1. read each tracked cgroup's IO counters (v1 `blkio.throttle.io_serviced_recursive` and
+//!    `io_service_bytes_recursive`, v2 `io.stat`) and take the delta since the last period;
+//! 2. charge it to the cgroup's group in [`IoCost`] ([`IoCost::charge_period`]) at the cost model's
+//!    price — counters do not say which IOs were sequential, so every IO is charged as random (the
+//!    conservative choice: a sequential stream is over-charged, never under-charged);
+//! 3. judge the device's latency from `/sys/block/X/stat` ([`crate::latency`]) and record it, with an
+//!    rq-wait stand-in when the device rather than its limit held a competing group back (it got
+//!    less than [`FULLY_HELD`] of its limit on a busy device);
+//! 4. run the planner ([`ioshare_core::Controller::tick`]): hweights, donation, vrate;
+//! 5. turn each group's budget for the next period into blk-throttle limits ([`crate::limits`]);
+//!    the recorder writes only values that changed.
+//!
+//! Without a QoS line the vrate is pinned at 100% (`min=max=100`): the counters carry no
+//! device-saturation signal of their own (the kernel's rq-wait), so without latency targets the
+//! planner would raise vrate without bound and the limits would stop meaning anything.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use ioshare_core::iocost::aggregate::{aggregate_cost, Charge};
+use ioshare_core::{Controller, GroupId, GroupSettings, IoCost, Limits, LinearModel, Nanos, Op, QosParams};
+use ioshare_host::{DiskStats, Recorder, RwCounts};
+use serde::Serialize;
+
+use crate::config::DeviceConfig;
+use crate::error::Result;
+use crate::hierarchy::{Hierarchy, Throttle};
+use crate::latency::{verdicts, Verdicts};
+use crate::limits::{throttle_for, DirUsage};
+
+/// QoS used when the configuration gives none: vrate pinned to the model.
+pub const PINNED_QOS: QosParams = QosParams {
+    enable: true,
+    rppm: 0,
+    rlat_us: 25_000,
+    wppm: 0,
+    wlat_us: 25_000,
+    min_ppm: 1_000_000,
+    max_ppm: 1_000_000,
+};
+
+/// A cgroup this device's controller tracks.
+#[derive(Debug)]
+struct Tracked {
+    id: GroupId,
+    weight: u32,
+    caps: Limits,
+    /// Counters at the last read (`None` until first read).
+    last: Option<(RwCounts, RwCounts)>,
+    usage: [DirUsage; 2],
+    throttle: Throttle,
+    present: bool,
+}
+
+/// One cgroup's state on a device, for the status file.
+#[derive(Clone, Debug, Serialize)]
+pub struct GroupStatus {
+    /// Cgroup path relative to the root.
+    pub cgroup: String,
+    /// Configured weight.
+    pub weight: u32,
+    /// Share by weight among the active groups.
+    pub hweight_active: f64,
+    /// Share after donation.
+    pub hweight_inuse: f64,
+    /// Device time used last period at the model's prices, share of the period's length.
+    pub usage_share: f64,
+    /// Limits in force (0 = none).
+    pub limits: Throttle,
+    /// `idle`, `alone`, `donating`, `limited` (used its budget: would wait) or `running`.
+    pub state: &'static str,
+}
+
+/// One device's state, for the status file.
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceStatus {
+    /// Device name.
+    pub device: String,
+    /// `MAJ:MIN`.
+    pub dev: String,
+    /// vrate, percent of the model.
+    pub vrate_pct: f64,
+    /// Busy level.
+    pub busy_level: i32,
+    /// Mean latency of last period net of size, µs, [read, write].
+    pub lat_us: [f64; 2],
+    /// Latency targets, µs, [read, write] (0: none).
+    pub target_us: [u64; 2],
+    /// Groups.
+    pub groups: Vec<GroupStatus>,
+}
+
+/// Share of a period the device must have had IO in flight to count as busy.
+pub const DEVICE_BUSY: f64 = 0.9;
+/// Share of its fair part of a busy device's work a group must get to count as competing for it.
+pub const FAIR_SHARE_REACHED: f64 = 0.9;
+
+/// rq-wait reported for a period in which the device, not a limit, held a competing group back: a
+/// tenth of the period, above the planner's 5% threshold for "saturated".
+pub const RQ_WAIT_SHARE: f64 = 0.1;
+
+/// Share of a limit a group must reach in a period to count as held back by it. blk-throttle
+/// enforces in slices and dispatches throttled IO in batches, so a group held at its limit shows
+/// 80–95% of it in a 100 ms period here; a group that is not held back but happens to use 80% of its
+/// limit merely stops donating the rest for that period.
+pub const LIMITED_AT: f64 = 0.8;
+
+/// Share of its limit a competing group must reach for the limit alone to explain its rate (below
+/// it, the device held it back too: a limit it was given is more than the device delivers).
+pub const FULLY_HELD: f64 = 0.97;
+
+/// Whether usage over `secs` reached `share` of any limit in force.
+fn held_back(t: &Throttle, usage: &[DirUsage; 2], secs: f64, share: f64) -> bool {
+    let at = |used: u64, limit: u64| limit != 0 && used as f64 >= share * limit as f64 * secs;
+    at(usage[0].ios, t.riops) || at(usage[1].ios, t.wiops) || at(usage[0].bytes, t.rbps) || at(usage[1].bytes, t.wbps)
+}
+
+/// The controller of one device.
+#[derive(Debug)]
+pub struct DeviceLoop {
+    cfg: DeviceConfig,
+    qos: QosParams,
+    ctl: IoCost,
+    period: Duration,
+    last_disk: Option<DiskStats>,
+    /// When the last period was planned, and how long that period really was (s).
+    last_plan: Option<Nanos>,
+    last_elapsed_s: f64,
+    verdicts: Verdicts,
+    groups: HashMap<String, Tracked>,
+}
+
+impl DeviceLoop {
+    /// A controller for `cfg`'s device planning every `period`.
+    pub fn new(cfg: DeviceConfig, period: Duration) -> Self {
+        let qos = cfg.qos.unwrap_or(PINNED_QOS);
+        let mut ctl = IoCost::new(LinearModel::new(cfg.model), qos);
+        ctl.set_period_us(period.as_micros() as u64);
+        DeviceLoop {
+            cfg,
+            qos,
+            ctl,
+            period,
+            last_disk: None,
+            last_plan: None,
+            last_elapsed_s: period.as_secs_f64(),
+            verdicts: Verdicts::default(),
+            groups: HashMap::new(),
+        }
+    }
+
+    /// Starts tracking cgroup `rel` (or updates its weight and caps); marks it present. A `fresh`
+    /// cgroup (created since the agent started) is charged for all its IO, one found at start only
+    /// for IO from now on.
+    pub fn track(&mut self, now: Nanos, rel: &str, weight: u32, caps: &Limits, fresh: bool) -> Result<()> {
+        let settings = GroupSettings { weight, limits: Limits::default() };
+        let id = self.ctl.configure(now, rel, &settings).map_err(|e| ioshare_host::Error::InvalidCgroupName {
+            name: format!("{rel} ({e})"),
+            reason: "not usable as a controller group path",
+        })?;
+        let t = self.groups.entry(rel.to_string()).or_insert_with(|| Tracked {
+            id,
+            weight,
+            caps: caps.clone(),
+            last: fresh.then(Default::default),
+            usage: Default::default(),
+            throttle: Throttle::default(),
+            present: true,
+        });
+        t.weight = weight;
+        t.caps = caps.clone();
+        t.present = true;
+        Ok(())
+    }
+
+    /// Marks every cgroup absent (discovery then marks the ones it finds).
+    pub fn mark_all_absent(&mut self) {
+        for t in self.groups.values_mut() {
+            t.present = false;
+        }
+    }
+
+    /// One planning period at `now` (see the module comment). `sys_block` is `/sys/block`.
+    pub fn plan(&mut self, now: Nanos, h: &Hierarchy, rec: &mut Recorder, sys_block: &Path) -> Result<()> {
+        let dev = self.cfg.device.dev;
+        let model = *self.ctl.model();
+        let elapsed_s = self.last_plan.map_or(self.period.as_secs_f64(), |t| now.saturating_sub(t) as f64 / 1e9);
+        self.last_plan = Some(now);
+        self.last_elapsed_s = elapsed_s;
+        // The device's counters first: whether it was busy decides who counts as held back.
+        let disk = DiskStats::read(sys_block, &self.cfg.device.name).ok();
+        let delta = match (disk, self.last_disk) {
+            (Some(d), Some(last)) => Some(d.since(&last)),
+            _ => None,
+        };
+        if disk.is_some() {
+            self.last_disk = disk;
+        }
+        let busy = delta.is_some_and(|d| d.io_ticks_ms as f64 >= DEVICE_BUSY * elapsed_s * 1000.0);
+        let before = self.ctl.stats(now);
+        // 1–2: usage since the last period.
+        let mut paths: Vec<&String> = self.groups.keys().collect();
+        paths.sort();
+        let paths: Vec<String> = paths.into_iter().cloned().collect();
+        let mut delivered = 0;
+        for rel in &paths {
+            let t = self.groups.get_mut(rel).expect("tracked");
+            t.usage = Default::default();
+            if !t.present {
+                continue;
+            }
+            let Some(stats) = h.usage(rel) else {
+                t.present = false; // vanished mid-period: not an error
+                continue;
+            };
+            let (ios, bytes) =
+                stats.device(dev).map_or((RwCounts::default(), RwCounts::default()), |d| (d.ios, d.bytes));
+            if let Some((last_ios, last_bytes)) = t.last {
+                for (op, i, b) in [
+                    (Op::Read, ios.read.saturating_sub(last_ios.read), bytes.read.saturating_sub(last_bytes.read)),
+                    (Op::Write, ios.write.saturating_sub(last_ios.write), bytes.write.saturating_sub(last_bytes.write)),
+                ] {
+                    t.usage[op.index()] = DirUsage { ios: i, bytes: b, cost: aggregate_cost(&model, op, i, b, true) };
+                }
+            }
+            t.last = Some((ios, bytes));
+            delivered += t.usage[0].cost + t.usage[1].cost;
+        }
+        // Charged; a group counts as held back (in the kernel: it has IO waiting) when its limit held
+        // it, or when the device was busy and it got about its fair share of what the device did — its
+        // IO then waits at the device instead of at a limit, and it is a competitor, not a donor.
+        let mut device_bound = false;
+        let charges: Vec<Charge> = paths
+            .iter()
+            .map(|rel| &self.groups[rel])
+            .filter(|t| t.present)
+            .map(|t| {
+                let cost = t.usage[0].cost + t.usage[1].cost;
+                let fair = before.groups.get(t.id.index()).map_or(0.0, |g| g.hweight_active);
+                let competing = busy && cost > 0 && cost as f64 >= FAIR_SHARE_REACHED * fair * delivered as f64;
+                let held = held_back(&t.throttle, &t.usage, elapsed_s, LIMITED_AT);
+                let fully_held = held_back(&t.throttle, &t.usage, elapsed_s, FULLY_HELD);
+                device_bound |= competing && !fully_held && t.throttle.is_limited();
+                Charge { group: t.id, abs_cost: cost, limited: competing || held }
+            })
+            .collect();
+        self.ctl.charge_period(now, &charges);
+        // 3: latency, and device-slot waits: a competing group that its own limit did not hold back
+        // was held back by the device — the kernel sees that as IOs waiting for a device slot
+        // (rq-wait), the signal that vrate promises more than the device does.
+        let rq_wait_ns = if device_bound { (elapsed_s * 1e9 * RQ_WAIT_SHARE) as u64 } else { 0 };
+        if let Some(d) = delta {
+            self.verdicts = verdicts(&d, &model, &self.qos);
+            self.ctl.record_completions(self.verdicts.met, self.verdicts.missed, rq_wait_ns);
+        }
+        // 4: plan.
+        self.ctl.tick(now);
+        // 5: limits for the next period.
+        let horizon = self.period.as_nanos() as Nanos;
+        let stats = self.ctl.stats(now);
+        for rel in &paths {
+            let t = self.groups.get_mut(rel).expect("tracked");
+            if !t.present {
+                continue;
+            }
+            let g = &stats.groups[t.id.index()];
+            let alone = g.hweight_active >= 0.999;
+            let budget = if alone { None } else { self.ctl.budget(now, t.id, horizon) };
+            let throttle = throttle_for(budget, &t.usage, &model, self.period, &t.caps);
+            match h.set_throttle(rec, rel, dev, &throttle)? {
+                ioshare_host::Written::Vanished => t.present = false,
+                _ => t.throttle = throttle,
+            }
+        }
+        Ok(())
+    }
+
+    /// The device's state now.
+    pub fn status(&self, now: Nanos) -> DeviceStatus {
+        let stats = self.ctl.stats(now);
+        let period_vtime = self.last_elapsed_s * 1e9 * ioshare_core::iocost::model::VTIME_PER_NSEC as f64;
+        let mut groups: Vec<GroupStatus> = self
+            .groups
+            .iter()
+            .filter(|(_, t)| t.present)
+            .map(|(rel, t)| {
+                let g = &stats.groups[t.id.index()];
+                let usage_share = (t.usage[0].cost + t.usage[1].cost) as f64 / period_vtime;
+                let state = if !g.active {
+                    "idle"
+                } else if g.hweight_active >= 0.999 {
+                    "alone"
+                } else if g.hweight_inuse + 1e-3 < g.hweight_active {
+                    "donating"
+                } else if t.throttle.is_limited()
+                    && usage_share >= 0.9 * g.hweight_inuse * stats.device.vrate_pct / 100.0
+                {
+                    "limited"
+                } else {
+                    "running"
+                };
+                GroupStatus {
+                    cgroup: rel.clone(),
+                    weight: t.weight,
+                    hweight_active: g.hweight_active,
+                    hweight_inuse: g.hweight_inuse,
+                    usage_share,
+                    limits: t.throttle,
+                    state,
+                }
+            })
+            .collect();
+        groups.sort_by(|a, b| a.cgroup.cmp(&b.cgroup));
+        DeviceStatus {
+            device: self.cfg.device.name.clone(),
+            dev: self.cfg.device.dev.to_string(),
+            vrate_pct: stats.device.vrate_pct,
+            busy_level: stats.device.busy_level,
+            lat_us: self.verdicts.mean_us,
+            target_us: if self.qos.rppm == 0 && self.qos.wppm == 0 {
+                [0, 0]
+            } else {
+                [self.qos.rlat_us, self.qos.wlat_us]
+            },
+            groups,
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! Helpers of the agent's root tests: a loop device over a filled file, blkio cgroups, fio readers
+//! in them, IO counts per cgroup, agent configurations, and a snapshot of every throttle file.
+
+#![allow(dead_code)] // each test binary uses part of this module
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ioshare_host::{BlkioCgroup, Capabilities, DevNum, DiskStats, LoopDevice, ThrottleKnob};
+use tempfile::NamedTempFile;
+
+/// Size of the device the readers read: large enough that the page cache of the backing file's
+/// host does not hold it all (the loop device uses direct IO, so only the host's own cache could).
+const DEVICE_MIB: u64 = 512;
+
+/// A loop device over a written (not sparse) file, plus cgroups below one test-unique parent.
+/// Field order is drop order: cgroups, device, file.
+pub struct Rig {
+    /// The cgroups, in the order asked for.
+    pub cgroups: Vec<BlkioCgroup>,
+    /// The device.
+    pub dev: LoopDevice,
+    /// Its backing file.
+    pub file: NamedTempFile,
+    /// The blkio root.
+    pub root: PathBuf,
+}
+
+impl Rig {
+    /// A rig with cgroups `names` below `ioshare-agent-test-<pid>-<test>`.
+    pub fn new(test: &str, names: &[&str]) -> Rig {
+        let mut file = tempfile::Builder::new()
+            .prefix("ioshare-agent-test-")
+            .tempfile_in(env!("CARGO_TARGET_TMPDIR"))
+            .expect("create a backing file in CARGO_TARGET_TMPDIR");
+        // Written data, not holes: reading a hole costs the disk nothing.
+        let chunk: Vec<u8> = (0..1 << 20).map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+        for _ in 0..DEVICE_MIB {
+            file.write_all(&chunk).unwrap();
+        }
+        file.as_file().sync_all().unwrap();
+        let dev = LoopDevice::attach(file.path(), true).unwrap();
+        let parent = format!("ioshare-agent-test-{}-{test}", std::process::id());
+        let cgroups: Vec<BlkioCgroup> =
+            names.iter().map(|n| BlkioCgroup::create(&format!("{parent}/{n}")).unwrap()).collect();
+        // blk-throttle counts a device's per-cgroup statistics once a rule was written for it.
+        cgroups[0].set_throttle(dev.dev(), ThrottleKnob::ReadIops, 0).unwrap();
+        let root = Capabilities::probe().blkio_v1.expect("blkio mounted");
+        Rig { cgroups, dev, file, root }
+    }
+
+    /// Cgroup `i`'s path relative to the blkio root (what the agent's configuration names).
+    pub fn rel(&self, i: usize) -> String {
+        self.cgroups[i].path().strip_prefix(&self.root).unwrap().to_string_lossy().into_owned()
+    }
+
+    /// The test-unique parent of the cgroups, relative to the root.
+    pub fn parent(&self) -> String {
+        let rel = self.rel(0);
+        rel.rsplit_once('/').map_or(rel.clone(), |(p, _)| p.to_string())
+    }
+
+    /// Starts fio 4 KiB random reads at `depth` in cgroup `i`; `extra` fio options (e.g.
+    /// `--rate_iops=500`). Killed on drop.
+    pub fn fio(&self, i: usize, depth: u32, extra: &[&str]) -> KillOnDrop {
+        let mut cmd = Command::new("fio");
+        cmd.args(["--name=r", "--rw=randread", "--bs=4k", "--ioengine=libaio", "--direct=1", "--time_based"])
+            .args(["--runtime=120", &format!("--iodepth={depth}"), "--output=/dev/null"])
+            .arg(format!("--filename={}", self.dev.path().display()))
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .arg("--thread"); // jobs as threads: fio's forked job processes call setsid() and outlive a kill
+        KillOnDrop(self.cgroups[i].spawn(cmd).expect("start fio (scripts/setup.sh installs it)"))
+    }
+
+    /// Read IOs cgroup `i` completed on the device so far.
+    pub fn ios(&self, i: usize) -> u64 {
+        self.cgroups[i].stats().unwrap().device(self.dev.dev()).map_or(0, |d| d.ios.read)
+    }
+
+    /// IOPS of each cgroup over the next `window`, and the device's mean read latency in µs.
+    pub fn rates(&self, window: Duration) -> (Vec<f64>, f64) {
+        let name = self.dev.path().file_name().unwrap().to_string_lossy().into_owned();
+        let disk = || DiskStats::read(Path::new("/sys/block"), &name).unwrap();
+        let (before, disk_before) = ((0..self.cgroups.len()).map(|i| self.ios(i)).collect::<Vec<u64>>(), disk());
+        let start = Instant::now();
+        std::thread::sleep(window);
+        let secs = start.elapsed().as_secs_f64();
+        let d = disk().since(&disk_before);
+        let lat_us = d.ticks_ms[0] as f64 * 1000.0 / d.ios[0].max(1) as f64;
+        ((0..self.cgroups.len()).map(|i| (self.ios(i) - before[i]) as f64 / secs).collect(), lat_us)
+    }
+
+    /// A configuration file in `dir`: this device with `model`, optional `qos`, cgroup `i` at
+    /// `weights[i]`, planning every `period_ms`.
+    pub fn config(&self, dir: &Path, model: &str, qos: Option<&str>, weights: &[u32], period_ms: u64) -> PathBuf {
+        let mut text = format!(
+            "period_ms = {period_ms}\n[[devices]]\npath = \"{}\"\nmodel = \"{model}\"\n",
+            self.dev.path().display()
+        );
+        if let Some(q) = qos {
+            text += &format!("qos = \"{q}\"\n");
+        }
+        for (i, w) in weights.iter().enumerate() {
+            text += &format!("[[groups]]\ncgroup = \"{}\"\nweight = {w}\n", self.rel(i));
+        }
+        let path = dir.join("agent.toml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// The device's number.
+    pub fn devnum(&self) -> DevNum {
+        self.dev.dev()
+    }
+}
+
+/// A child process killed and reaped on drop.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Rig {
+    /// Every blk-throttle limit file the agent could touch for this rig — the root's own and every
+    /// one below the rig's parent cgroup — with its contents. (Not the whole hierarchy: other
+    /// programs' cgroups come and go meanwhile.)
+    pub fn snapshot(&self) -> BTreeMap<PathBuf, String> {
+        let mut out = throttle_snapshot(&self.root.join(self.parent()));
+        for knob in [ThrottleKnob::ReadBps, ThrottleKnob::WriteBps, ThrottleKnob::ReadIops, ThrottleKnob::WriteIops] {
+            let path = self.root.join(knob.file_name());
+            out.insert(path.clone(), std::fs::read_to_string(&path).unwrap());
+        }
+        out
+    }
+}
+
+/// Every blk-throttle limit file under `dir` (recursively) with its contents.
+pub fn throttle_snapshot(dir: &Path) -> BTreeMap<PathBuf, String> {
+    let mut out = BTreeMap::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for e in entries.flatten() {
+            let path = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.push(path);
+            } else if name.starts_with("blkio.throttle.") && name.ends_with("_device") {
+                out.insert(path.clone(), std::fs::read_to_string(&path).unwrap_or_default());
+            }
+        }
+    }
+    out
+}
+
+/// Polls `cond` every 5 ms until it holds or `limit` passes; returns the time it took.
+pub fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> Option<Duration> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if cond() {
+            return Some(start.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    None
+}
