@@ -24,6 +24,12 @@ pub enum Error {
     /// A cgroup file could not be read or written.
     #[error(transparent)]
     Host(#[from] ioshare_host::Error),
+    /// The watchdog process could not be started.
+    #[error("cannot start the memory guard's watchdog (sh): {source}")]
+    Watchdog {
+        /// The error.
+        source: std::io::Error,
+    },
     /// A process could not be killed.
     #[error("cannot kill pid {pid}: {source}")]
     Kill {

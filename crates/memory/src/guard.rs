@@ -16,8 +16,8 @@
 //!   gets at most half of a core of reclaim, never a spinning one.
 //! - **Restore.** Every value the guard changes (limits, `oom_kill_disable`) is remembered with the
 //!   value it replaced and written back by [`Guard::restore`] (and on drop), so after the guard the
-//!   kernel's own killer works again everywhere it was paused. Crash safety (a `kill -9`) is the
-//!   agent's job: it journals these writes before they happen.
+//!   kernel's own killer works again everywhere it was paused. If the process dies instead (a
+//!   `kill -9`), the [`Watchdog`] started with the guard writes the same values back.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +27,7 @@ use ioshare_host::{EventFd, Memcg};
 
 use crate::error::{Error, Result};
 use crate::priority::{choose_victim, Node};
+use crate::watchdog::Watchdog;
 use crate::watermark::{MemorySettings, Watermarks};
 
 /// The most one reclaim step takes at once, bytes: the group's own allocations meanwhile meet a
@@ -92,6 +93,8 @@ pub struct Guard {
     dry_run: bool,
     /// (file, previous value) of every change, oldest first.
     changed: Vec<(Memcg, Setting, u64)>,
+    /// Restores the changes if this process dies; `None` once restored (or when nothing changed).
+    watchdog: Option<Watchdog>,
     /// Processes killed so far.
     pub kills: u64,
 }
@@ -103,6 +106,16 @@ enum Setting {
     OomKillDisable,
 }
 
+impl Setting {
+    /// The cgroup file that holds it (`oom_kill_disable` is written to `memory.oom_control`).
+    fn file(self) -> &'static str {
+        match self {
+            Setting::Limit => "memory.limit_in_bytes",
+            Setting::OomKillDisable => "memory.oom_control",
+        }
+    }
+}
+
 impl Guard {
     /// Validates every group's settings, then sets limits, pauses the kernel's OOM killer where the
     /// guard decides instead, and registers the notifications. Nothing is changed unless every
@@ -112,12 +125,35 @@ impl Guard {
             g.settings.validate()?;
         }
         let priorities = groups.iter().map(|g| (g.memcg.path().to_path_buf(), g.settings.priority)).collect();
-        let mut guard = Guard { watches: Vec::new(), priorities, dry_run, changed: Vec::new(), kills: 0 };
+        let mut guard =
+            Guard { watches: Vec::new(), priorities, dry_run, changed: Vec::new(), watchdog: None, kills: 0 };
         for group in groups {
             let watch = guard.watch(group)?;
             guard.watches.push(watch);
         }
+        guard.watchdog = guard.start_watchdog()?;
         Ok(guard)
+    }
+
+    /// A watchdog restoring, newest first, every value changed so far and the limit of every group
+    /// whose limit reclaim lowers for a moment.
+    fn start_watchdog(&self) -> Result<Option<Watchdog>> {
+        let mut restore: Vec<(PathBuf, String)> = self
+            .changed
+            .iter()
+            .rev()
+            .map(|(m, setting, previous)| (m.path().join(setting.file()), previous.to_string()))
+            .collect();
+        for w in self.watches.iter().filter(|w| w.above_high.is_some()) {
+            let file = w.group.memcg.path().join(Setting::Limit.file());
+            if !restore.iter().any(|(f, _)| *f == file) {
+                restore.push((file, w.group.memcg.limit()?.to_string()));
+            }
+        }
+        if restore.is_empty() {
+            return Ok(None);
+        }
+        Watchdog::start(&restore).map(Some)
     }
 
     fn watch(&mut self, group: GuardedGroup) -> Result<Watch> {
@@ -292,6 +328,9 @@ impl Guard {
             if let Err(e) = write(&m, setting, previous) {
                 first_error.get_or_insert(e);
             }
+        }
+        if let Some(w) = self.watchdog.take() {
+            w.disarm();
         }
         first_error.map_or(Ok(()), Err)
     }

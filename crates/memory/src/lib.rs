@@ -7,7 +7,8 @@
 //!   it, lowest priority first (ties: larger usage), never outside the ancestor's subtree;
 //! - [`watermark`]: early reclaim — background reclaim between `wmark_high` and `wmark_low`;
 //! - [`guard`]: both, on cgroup v1 (`oom_kill_disable` + OOM eventfd; usage-threshold eventfd +
-//!   reclaim by lowering the limit), restoring everything it changed when it stops.
+//!   reclaim by lowering the limit), restoring everything it changed when it stops — and, through
+//!   its [`watchdog`], when its process dies without stopping.
 //!
 //! The rules are pure functions tested exactly; the guard only reads cgroup files, kills and writes
 //! limits through `ioshare-host`'s [`ioshare_host::Memcg`].
@@ -16,6 +17,7 @@ pub mod error;
 pub mod guard;
 pub mod priority;
 pub mod size;
+pub mod watchdog;
 pub mod watermark;
 
 pub use error::{Error, Result};
