@@ -12,6 +12,7 @@
 //! cgroup = "tenants/*"             # relative to the blkio (v1) or unified (v2) root; * and ? globs
 //! weight = 300                     # 1..=10000, default 100
 //! limits = "iops-read=5000"        # optional, ioshare's limit syntax: fixed caps on every device
+//! memory = { priority = 8, wmark_ratio = 80, wmark_scale_factor = 50, limit = "2G" }   # optional
 //! ```
 //!
 //! Every error is one line, `FILE:LINE: key: what is wrong`: TOML syntax and unknown keys from the
@@ -23,6 +24,7 @@ use std::time::Duration;
 use ioshare_core::iocost::qos::QosConfig;
 use ioshare_core::{Limits, ModelConfig, ModelParams, QosParams, WEIGHT_DEFAULT, WEIGHT_MAX, WEIGHT_MIN};
 use ioshare_host::{check_pattern, DiskId};
+use ioshare_memory::MemorySettings;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -51,6 +53,8 @@ pub struct GroupConfig {
     pub weight: u32,
     /// Fixed caps (the agent never lets a cgroup exceed them).
     pub limits: Limits,
+    /// Memory isolation (priority OOM, early reclaim), if the rule asks for it.
+    pub memory: Option<MemorySettings>,
 }
 
 /// A validated configuration.
@@ -62,6 +66,8 @@ pub struct Config {
     pub devices: Vec<DeviceConfig>,
     /// Group rules, in file order (the first that matches a cgroup wins).
     pub groups: Vec<GroupConfig>,
+    /// Memory guard: log OOM decisions, kill and reclaim nothing (`ioshare agent run --dry-run`).
+    pub memory_dry_run: bool,
 }
 
 #[derive(Deserialize)]
@@ -88,6 +94,7 @@ struct RawGroup {
     cgroup: Spanned<String>,
     weight: Option<Spanned<i64>>,
     limits: Option<Spanned<String>>,
+    memory: Option<Spanned<MemorySettings>>,
 }
 
 impl Config {
@@ -175,9 +182,16 @@ impl Config {
                 }
                 None => Limits::default(),
             };
-            groups.push(GroupConfig { cgroup, weight, limits });
+            let memory = match &g.memory {
+                Some(m) => {
+                    m.get_ref().validate().map_err(|e| err(m.span().start, "memory", e.to_string()))?;
+                    Some(*m.get_ref())
+                }
+                None => None,
+            };
+            groups.push(GroupConfig { cgroup, weight, limits, memory });
         }
-        Ok(Config { period: Duration::from_millis(period_ms), devices, groups })
+        Ok(Config { period: Duration::from_millis(period_ms), devices, groups, memory_dry_run: false })
     }
 }
 
@@ -279,6 +293,24 @@ mod tests {
             let e = parse(&text).unwrap_err().to_string();
             assert!(e.starts_with(expect), "expected '{expect}', got '{e}'");
             assert!(!e.contains('\n'), "one line: {e}");
+        }
+    }
+
+    #[test]
+    fn memory_settings_are_read_and_validated_with_their_line() {
+        let with = |m: &str| good().replace("cgroup = \"system\"\n", &format!("cgroup = \"system\"\nmemory = {m}\n"));
+        let c = parse(&with("{ priority = 9, wmark_ratio = 80, limit = \"2G\" }")).unwrap();
+        let m = c.groups[1].memory.unwrap();
+        assert_eq!((m.priority, m.wmark_ratio, m.wmark_scale_factor, m.limit), (9, 80, 50, Some(2 << 30)));
+        assert!(c.groups[0].memory.is_none() && !c.memory_dry_run);
+        for (m, expect) in [
+            ("{ priority = 13 }", "agent.toml:12: memory: memory.priority = 13 is out of range"),
+            ("{ wmark_scale_factor = 0 }", "agent.toml:12: memory: memory.wmark_scale_factor = 0"),
+            ("{ limit = \"2X\" }", "agent.toml:12: memory: "),
+            ("{ priorty = 3 }", "agent.toml:12: memory: unknown field `priorty`"),
+        ] {
+            let e = parse(&with(m)).unwrap_err().to_string();
+            assert!(e.starts_with(expect), "expected '{expect}', got '{e}'");
         }
     }
 

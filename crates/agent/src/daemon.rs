@@ -29,6 +29,7 @@ use crate::config::Config;
 use crate::error::Result;
 use crate::hierarchy::{Hierarchy, Throttle};
 use crate::limits::throttle_for;
+use crate::memory::MemoryGuard;
 use crate::status::{DeviceLine, GroupLine, Status};
 use crate::userspace::DeviceLoop;
 
@@ -53,6 +54,8 @@ pub struct Agent {
     periods: u64,
     /// Whether the first discovery ran (cgroups found later are new: charged from their creation).
     discovered: bool,
+    /// Memory isolation, when a rule asks for it.
+    memory: Option<MemoryGuard>,
 }
 
 impl Agent {
@@ -86,11 +89,16 @@ impl Agent {
             start: Instant::now(),
             periods: 0,
             discovered: false,
+            memory: None,
         };
-        match agent.apply_initial() {
+        let started = MemoryGuard::start(&agent.config).map(|m| agent.memory = m);
+        match started.and_then(|()| agent.apply_initial()) {
             Ok(()) => Ok((agent, recovered)),
             Err(e) => {
                 // All or nothing: undo what was written before the failure.
+                if let Some(m) = agent.memory.take() {
+                    let _ = m.stop();
+                }
                 let _ = agent.recorder.revert();
                 Err(e)
             }
@@ -169,7 +177,10 @@ impl Agent {
             }
         }
         self.discovered = true;
-        Ok(())
+        match self.memory.as_mut() {
+            Some(m) => m.discover(&self.config),
+            None => Ok(()),
+        }
     }
 
     /// Every cgroup the rules match now, with the first rule matching it; nested matches dropped.
@@ -197,6 +208,9 @@ impl Agent {
     /// One planning period (userspace backend; the kernel backend only refreshes its status).
     pub fn period(&mut self) -> Result<()> {
         let now = self.now();
+        if let Some(m) = self.memory.as_mut() {
+            m.refresh();
+        }
         if self.backend == Backend::Userspace {
             for d in &mut self.devices {
                 d.plan(now, &self.hierarchy, &mut self.recorder, &self.sys_block)?;
@@ -282,6 +296,7 @@ impl Agent {
             periods: self.periods,
             updated_unix: SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()),
             devices,
+            memory: self.memory.as_ref().map(|m| m.lines().to_vec()).unwrap_or_default(),
         }
     }
 
@@ -305,8 +320,14 @@ impl Agent {
                 }
                 self.period()
             } else {
-                std::thread::sleep(next_discovery.min(next_period).saturating_duration_since(now).min(TICK));
-                Ok(())
+                let wait = next_discovery.min(next_period).saturating_duration_since(now).min(TICK);
+                match self.memory.as_mut() {
+                    Some(m) => m.poll(wait),
+                    None => {
+                        std::thread::sleep(wait);
+                        Ok(())
+                    }
+                }
             };
             if let Err(e) = step {
                 let _ = self.stop();
@@ -317,8 +338,11 @@ impl Agent {
     }
 
     /// Reverts everything written and removes the state and status files.
-    pub fn stop(self) -> Result<Reverted> {
+    pub fn stop(mut self) -> Result<Reverted> {
         crate::status::Status::remove(&self.state_dir);
+        if let Some(m) = self.memory.take() {
+            m.stop()?;
+        }
         Ok(self.recorder.revert()?)
     }
 }

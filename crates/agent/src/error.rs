@@ -33,6 +33,9 @@ pub enum Error {
         /// Why, and what would make it available.
         reason: String,
     },
+    /// The memory guard could not start or act.
+    #[error("memory guard: {0}")]
+    Memory(String),
     /// A host operation failed.
     #[error(transparent)]
     Host(#[from] ioshare_host::Error),

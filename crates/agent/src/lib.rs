@@ -24,6 +24,11 @@
 //! not shaped, a group that overran pays it back the next period (period-granular debt, no per-IO
 //! debt or delay), IOs are charged as random (counters do not tell sequential ones apart), latency is
 //! judged from the period's mean (see [`latency`]), and a cgroup alone is not limited at all.
+//!
+//! # Memory isolation
+//! Rules with `memory = { priority, wmark_ratio, wmark_scale_factor, limit }` put the matched cgroups
+//! under ioshare-memory's guard (priority OOM, early reclaim) on the cgroup v1 memory hierarchy
+//! ([`memory`]); `memory_dry_run` logs OOM decisions and changes nothing.
 
 pub mod check;
 pub mod config;
@@ -32,6 +37,7 @@ pub mod error;
 pub mod hierarchy;
 pub mod latency;
 pub mod limits;
+pub mod memory;
 pub mod profile;
 pub mod status;
 pub mod userspace;

@@ -64,6 +64,9 @@ pub struct Status {
     pub updated_unix: f64,
     /// Devices.
     pub devices: Vec<DeviceLine>,
+    /// Memory-guarded cgroups.
+    #[serde(default)]
+    pub memory: Vec<crate::memory::MemoryLine>,
 }
 
 impl Status {
@@ -137,6 +140,30 @@ impl fmt::Display for Status {
                 )?;
             }
         }
+        if !self.memory.is_empty() {
+            writeln!(f, "memory")?;
+            writeln!(
+                f,
+                "  {:<32} {:>4} {:>10} {:>10} {:>10} {:>10} {:>16} {:>9}",
+                "cgroup", "prio", "usage MiB", "limit MiB", "wmark-hi", "wmark-lo", "last reclaim", "OOM kills"
+            )?;
+            let mib = |v: Option<u64>| v.map_or("-".to_string(), |v| format!("{:.1}", v as f64 / 1048576.0));
+            for m in &self.memory {
+                let reclaim = m.last_reclaim.map_or("-".to_string(), |(b, ms)| format!("{} MiB {ms:.1} ms", b >> 20));
+                writeln!(
+                    f,
+                    "  {:<32} {:>4} {:>10} {:>10} {:>10} {:>10} {:>16} {:>9}",
+                    m.cgroup,
+                    m.priority,
+                    mib(Some(m.usage)),
+                    mib(m.limit),
+                    mib(m.watermarks.map(|w| w.0)),
+                    mib(m.watermarks.map(|w| w.1)),
+                    reclaim,
+                    m.oom_kills
+                )?;
+            }
+        }
         Ok(())
     }
 }
@@ -171,11 +198,21 @@ mod tests {
                     state: "limited".into(),
                 }],
             }],
+            memory: vec![crate::memory::MemoryLine {
+                cgroup: "tenants/batch".into(),
+                priority: 2,
+                usage: 300 << 20,
+                limit: Some(512 << 20),
+                watermarks: Some((400 << 20, 397 << 20)),
+                last_reclaim: Some((12 << 20, 3.5)),
+                oom_kills: 1,
+            }],
         };
         s.write(dir.path()).unwrap();
         assert_eq!(Status::read(dir.path()).unwrap(), s);
         let text = s.to_string();
         assert!(text.contains("tenants/web") && text.contains("limited") && text.contains("vrate 100.0%"), "{text}");
+        assert!(text.contains("tenants/batch") && text.contains("400.0") && text.contains("12 MiB 3.5 ms"), "{text}");
         let e = Status::read(Path::new("/nonexistent")).unwrap_err().to_string();
         assert!(e.contains("ioshare agent run"), "{e}");
     }

@@ -27,6 +27,10 @@ pub enum Command {
         /// Where the agent records what it changed (for revert) and its status.
         #[arg(long, default_value_os_t = ioshare_agent::default_state_dir())]
         state_dir: PathBuf,
+        /// Memory guard: log which process priority OOM would kill, kill and reclaim nothing (the
+        /// kernel's OOM killer stays in charge).
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Show the running agent's state: per device vrate, busy level, latency; per cgroup weight,
     /// shares, usage, limits in force, and whether it is donating or limited.
@@ -68,8 +72,8 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
                 println!("{check}");
             }
         }
-        Command::Run { config, backend, state_dir } => {
-            let config = Config::load(&config)?;
+        Command::Run { config, backend, state_dir, dry_run } => {
+            let config = Config { memory_dry_run: dry_run, ..Config::load(&config)? };
             let choice = match backend {
                 BackendArg::Auto => BackendChoice::Auto,
                 BackendArg::Kernel => BackendChoice::Kernel,

@@ -78,6 +78,7 @@ pub enum Action {
 }
 
 /// Per group: its notifications and counters.
+#[derive(Debug)]
 struct Watch {
     group: GuardedGroup,
     oom: Option<EventFd>,
@@ -87,6 +88,7 @@ struct Watch {
 }
 
 /// The running guard. Dropping it restores what it changed.
+#[derive(Debug)]
 pub struct Guard {
     watches: Vec<Watch>,
     priorities: HashMap<PathBuf, u8>,

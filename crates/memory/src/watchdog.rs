@@ -20,6 +20,7 @@ const SCRIPT: &str = r#"read -r word; [ "$word" = done ] && exit 0
 while [ $# -ge 2 ]; do [ -e "$1" ] && echo "$2" > "$1"; shift 2; done"#;
 
 /// A running watchdog; [`Watchdog::disarm`] ends it without restoring.
+#[derive(Debug)]
 pub struct Watchdog {
     child: Child,
     stdin: Option<ChildStdin>,

@@ -341,10 +341,15 @@ impl Peers {
                 cgroup: cg.path().strip_prefix(&root).unwrap_or(cg.path()).to_string_lossy().into_owned(),
                 weight: t.weight,
                 limits: Limits::default(),
+                memory: None,
             })
             .collect();
-        let config =
-            Config { period: AGENT_PERIOD, devices: vec![DeviceConfig { device, model, qos: Some(qos) }], groups };
+        let config = Config {
+            period: AGENT_PERIOD,
+            devices: vec![DeviceConfig { device, model, qos: Some(qos) }],
+            groups,
+            memory_dry_run: false,
+        };
         let (agent, _) = ioshare_agent::Agent::start(config, BackendChoice::Userspace, state)
             .map_err(|e| peer_error("starting the agent", e))?;
         Ok(agent)
