@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what ioshare needs on a fresh Debian machine (idempotent): the Rust toolchain's
-# components, and the Debian packages the tests and benchmarks use (fio for the engine's calibration).
+# components, and the Debian packages the tests and benchmarks use (fio for the engine's calibration,
+# e2fsprogs for the profile test that mounts a filesystem).
 set -euo pipefail
 
 need_apt=()
-for pkg in fio; do
+for pkg in fio e2fsprogs; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then

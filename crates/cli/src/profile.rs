@@ -102,13 +102,7 @@ fn table(p: &Profile) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let created = if p.created { ", created and removed by profile" } else { "" };
-    let _ = writeln!(
-        s,
-        "target: {} ({}{created}, {} MiB)",
-        p.measured.display(),
-        p.kind,
-        p.size >> 20
-    );
+    let _ = writeln!(s, "target: {} ({}{created}, {} MiB)", p.measured.display(), p.kind, p.size >> 20);
     if let Some(d) = &p.disk {
         let rot = match d.rotational {
             Some(true) => ", rotational",

@@ -79,7 +79,9 @@ pub enum Error {
         reason: String,
     },
     /// The path given to profile does not exist.
-    #[error("'{0}' does not exist: give a directory (profile creates and removes a file there), a file or a block device")]
+    #[error(
+        "'{0}' does not exist: give a directory (profile creates and removes a file there), a file or a block device"
+    )]
     ProfileTargetMissing(PathBuf),
     /// A loop device was asked for without root.
     #[error("--loop needs root (loop devices): run as root or drop --loop to measure the file directly")]

@@ -8,7 +8,7 @@
 
 use std::fs;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ioshare_core::iocost::line::DevNum;
 use serde::Serialize;
@@ -45,7 +45,7 @@ pub fn disk_of(path: &Path) -> Option<Disk> {
     disk_in(&dir)
 }
 
-fn disk_in(dir: &PathBuf) -> Option<Disk> {
+fn disk_in(dir: &Path) -> Option<Disk> {
     let dev = fs::read_to_string(dir.join("dev")).ok()?.trim().parse().ok()?;
     let name = dir.file_name()?.to_string_lossy().into_owned();
     let rotational = fs::read_to_string(dir.join("queue/rotational")).ok().map(|s| s.trim() == "1");
@@ -55,6 +55,7 @@ fn disk_in(dir: &PathBuf) -> Option<Disk> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn a_file_maps_to_the_disk_of_its_filesystem_and_memory_has_none() {

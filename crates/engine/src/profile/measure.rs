@@ -70,7 +70,8 @@ pub enum Step {
 
 impl Step {
     /// The six, in the kernel tool's order.
-    pub const ALL: [Step; 6] = [Step::Rbps, Step::Rseqiops, Step::Rrandiops, Step::Wbps, Step::Wseqiops, Step::Wrandiops];
+    pub const ALL: [Step; 6] =
+        [Step::Rbps, Step::Rseqiops, Step::Rrandiops, Step::Wbps, Step::Wseqiops, Step::Wrandiops];
 
     /// The coefficient's name in `io.cost.model`.
     pub fn name(self) -> &'static str {

@@ -223,23 +223,26 @@ pub fn profile(
     let temp = if created {
         let stale = TempTarget::remove_stale(target);
         if !stale.is_empty() {
-            notes.push(format!("removed {} temporary file(s) a killed run left in '{}'", stale.len(), target.display()));
+            notes.push(format!(
+                "removed {} temporary file(s) a killed run left in '{}'",
+                stale.len(),
+                target.display()
+            ));
         }
         let mib = opts.temp_size >> 20;
         Some(TempTarget::create(target, opts.temp_size, stop, |done, total| {
             if done % (64 << 20) == 0 || done == total {
-                progress(&format!("writing the temporary file ({mib} MiB): {:3.0}%", done as f64 * 100.0 / total as f64));
+                progress(&format!(
+                    "writing the temporary file ({mib} MiB): {:3.0}%",
+                    done as f64 * 100.0 / total as f64
+                ));
             }
         })?)
     } else {
         None
     };
     let file = temp.as_ref().map_or(target, |t| t.path());
-    let lo = if opts.loop_device {
-        Some(LoopDevice::attach(file, true).map_err(Error::Host)?)
-    } else {
-        None
-    };
+    let lo = if opts.loop_device { Some(LoopDevice::attach(file, true).map_err(Error::Host)?) } else { None };
     let measured = lo.as_ref().map_or(file, |l| l.path()).to_path_buf();
     let dev = if writes {
         Target::open(&measured, MIN_PROFILE_SIZE)?
@@ -278,11 +281,8 @@ pub fn profile(
     let measured_model =
         measure::measure(&dev, &plan, writes, stop, &mut |step, i, _| status(i, step.name(), &step.describe(&plan)))?;
     check_stop(stop)?;
-    let mut runs: Vec<ProfileRun> = measured_model
-        .runs
-        .iter()
-        .map(|(step, r)| profile_run(step.name(), step.describe(&plan), r))
-        .collect();
+    let mut runs: Vec<ProfileRun> =
+        measured_model.runs.iter().map(|(step, r)| profile_run(step.name(), step.describe(&plan), r)).collect();
     let model = measured_model.model;
     if !writes {
         notes.push(format!(
