@@ -19,9 +19,10 @@ which the kernel refuses while it is mounted, so a mounted device is never writt
 or device without --destructive is refused before any IO, unless --read-only asks for reads only.
 
 Method (kernel iocost_coef_gen.py, resctl-bench iocost-params): saturating sequential large reads and
-writes (rbps, wbps), sequential and random 4 KiB reads and writes at depth (seqiops, randiops); then
-4 KiB random reads (writes) capped at 90% of the measured randiops: latency target = 1.5 x the p95
-(p50 on a rotational disk) at that load; vrate min=60 max=100.")]
+writes (rbps, wbps), sequential and random 4 KiB reads and writes at depth (seqiops, randiops), each
+in interleaved rounds, the best round counting; then 4 KiB random reads (writes) capped at 90% of the
+measured randiops: latency target = 1.5 x the p95 (p50 on a rotational disk) of the median round;
+vrate min=60 max=100.")]
 pub struct Args {
     /// A directory (a temporary file is created there, written, measured and removed), a file, or a
     /// block device.
@@ -37,11 +38,15 @@ pub struct Args {
     /// the loop device.
     #[arg(long = "loop")]
     loop_device: bool,
-    /// Length of each of the 8 runs (4 with --read-only), seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = 12.0)]
+    /// Length of each round, seconds. Each of the 8 runs (4 with --read-only) is split into
+    /// --rounds interleaved rounds; the best round gives a coefficient, the median one a latency.
+    #[arg(long, value_name = "SECONDS", default_value_t = 3.0)]
     duration: f64,
-    /// Short mode: 1 s runs and a 256 MiB temporary file (about 10 s; rougher figures).
-    #[arg(long, conflicts_with_all = ["duration", "size"])]
+    /// Rounds per run.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    rounds: u32,
+    /// Short mode: one 1 s round per run and a 256 MiB temporary file (about 10 s; rougher figures).
+    #[arg(long, conflicts_with_all = ["duration", "rounds", "size"])]
     quick: bool,
     /// Size of the temporary file created in a TARGET directory, MiB.
     #[arg(long, value_name = "MIB", default_value_t = 2048)]
@@ -63,6 +68,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ProfileOptions {
             duration,
             warmup: (duration / 6).min(2 * NSEC_PER_SEC),
+            rounds: args.rounds,
             temp_size: args.size.saturating_mul(1 << 20),
             ..ProfileOptions::default()
         }
@@ -113,13 +119,13 @@ fn table(p: &Profile) -> String {
     }
     let _ = writeln!(
         s,
-        "\n{:<10} {:<42} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "\n{:<10} {:<48} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "run", "job", "IOPS", "MB/s", "p50 us", "p95 us", "p99 us"
     );
     for r in &p.runs {
         let _ = writeln!(
             s,
-            "{:<10} {:<42} {:>9.0} {:>9.1} {:>9.0} {:>9.0} {:>9.0}",
+            "{:<10} {:<48} {:>9.0} {:>9.1} {:>9.0} {:>9.0} {:>9.0}",
             r.name,
             r.job,
             r.iops,

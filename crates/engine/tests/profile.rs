@@ -1,6 +1,7 @@
 //! `profile` on real IO, short mode: a temporary file measured directly, a loop device over one
 //! (root), and the refusals that keep data safe — an existing file without `destructive`, a mounted
-//! device (root) — each checked with a checksum of the data before and after.
+//! device (root; only a read-only profile runs on it) — each checked with a checksum of the data
+//! before and after.
 //!
 //! Files live in a scratch directory under this crate's directory (a disk-backed filesystem) and are
 //! removed by guards, also when an assertion fails. Root tests skip with a printed reason otherwise.
@@ -172,5 +173,9 @@ fn a_mounted_device_is_never_written_even_with_destructive() {
     assert!(matches!(err, Error::DeviceBusy(_)), "{err}");
     assert!(err.to_string().contains("in use (mounted"), "{err}");
     assert_eq!(sha256(file.path()), before, "the mounted device's data is intact");
+    // Reading it is harmless, and allowed.
+    let p = quiet(&ProfileOptions { read_only: true, ..ProfileOptions::quick() }, dev.path()).unwrap();
+    assert!(p.kind == "block device" && !p.writes_measured, "{p:?}");
+    assert_eq!(sha256(file.path()), before, "a read-only profile of a mounted device changes nothing");
     drop(mounted);
 }

@@ -10,8 +10,10 @@
 //!    4 KiB random, reads and writes), no controller.
 //! 3. The QoS suggestion, resctl-bench's rule: 4 KiB random reads (writes) at the same depth capped
 //!    at 90% of the measured `rrandiops` (`wrandiops`); the target is 1.5 × the latency percentile
-//!    the kernel would judge — p95 on a non-rotational device, p50 on a rotational one — rounded up
-//!    to whole µs; vrate bounds min=60% max=100%, resctl's defaults.
+//!    the kernel would judge — p95 on a non-rotational device, p50 on a rotational one (as sysfs
+//!    `queue/rotational` says; virtio disks and loop devices often claim rotational) — in the
+//!    median of the interleaved rounds, rounded up to whole µs; vrate bounds min=60% max=100%,
+//!    resctl's defaults.
 //!
 //! Never destroys data: writing runs go only to the file profile created, or to a file or device
 //! the caller named with [`ProfileOptions::destructive`]; a block device is then opened with
@@ -36,6 +38,7 @@ use ioshare_host::LoopDevice;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::job::JobSpec;
 use crate::report::{LatencyUs, RunReport};
 use crate::target::{Target, TargetKind, TempTarget};
 use disk::Disk;
@@ -53,7 +56,7 @@ pub const QOS_VRATE_PCT: (u32, u32) = (60, 100);
 /// What to measure and how long.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProfileOptions {
-    /// Length of each measurement run, warm-up included, ns.
+    /// Length of each measurement round, warm-up included, ns.
     pub duration: Nanos,
     /// Leading part of each run left out, ns.
     pub warmup: Nanos,
@@ -63,6 +66,8 @@ pub struct ProfileOptions {
     pub big_block: u32,
     /// Queue depth of the bandwidth runs.
     pub big_depth: u32,
+    /// Rounds each run is split into (interleaved; see [`measure`]).
+    pub rounds: u32,
     /// Measure reads only (any target; writes derived from a built-in set).
     pub read_only: bool,
     /// Allow writing to an existing file or an unmounted block device (its data is destroyed).
@@ -74,16 +79,17 @@ pub struct ProfileOptions {
 }
 
 impl Default for ProfileOptions {
-    /// The full profile: 8 runs of 12 s (2 s warm-up) — about 100 s with writes, 50 s read-only —
-    /// on a 2 GiB temporary file (random reads over it do not stay in a device cache of a few
-    /// hundred MiB).
+    /// The full profile: 8 runs in 4 rounds of 3 s (0.5 s warm-up) — about 100 s with writes, 50 s
+    /// read-only — on a 2 GiB temporary file (random reads over it do not stay in a device cache
+    /// of a few hundred MiB).
     fn default() -> Self {
         ProfileOptions {
-            duration: 12 * NSEC_PER_SEC,
-            warmup: 2 * NSEC_PER_SEC,
+            duration: 3 * NSEC_PER_SEC,
+            warmup: NSEC_PER_SEC / 2,
             depth: 64,
             big_block: 4 << 20,
             big_depth: 16,
+            rounds: 4,
             read_only: false,
             destructive: false,
             loop_device: false,
@@ -93,11 +99,13 @@ impl Default for ProfileOptions {
 }
 
 impl ProfileOptions {
-    /// The short mode for tests and a first look: 1 s runs (0.2 s warm-up), 256 MiB temporary file.
+    /// The short mode for tests and a first look: one round of 1 s (0.2 s warm-up) per run, a
+    /// 256 MiB temporary file.
     pub fn quick() -> Self {
         ProfileOptions {
             duration: NSEC_PER_SEC,
             warmup: 200 * NSEC_PER_MSEC,
+            rounds: 1,
             temp_size: 256 << 20,
             ..ProfileOptions::default()
         }
@@ -106,7 +114,10 @@ impl ProfileOptions {
     /// Checks the options before anything is created.
     pub fn validate(&self) -> std::result::Result<(), String> {
         if self.duration < NSEC_PER_SEC / 2 || self.duration > 600 * NSEC_PER_SEC {
-            return Err("profile duration must be between 0.5 and 600 seconds per run".into());
+            return Err("profile duration must be between 0.5 and 600 seconds per round".into());
+        }
+        if !(1..=100).contains(&self.rounds) {
+            return Err("rounds must be between 1 and 100".into());
         }
         if self.warmup * 2 > self.duration {
             return Err("the warm-up must be at most half of each run".into());
@@ -134,6 +145,7 @@ impl ProfileOptions {
             depth: self.depth,
             big_block: self.big_block,
             big_depth: self.big_depth,
+            rounds: self.rounds,
         }
     }
 }
@@ -230,14 +242,17 @@ pub fn profile(
             ));
         }
         let mib = opts.temp_size >> 20;
-        Some(TempTarget::create(target, opts.temp_size, stop, |done, total| {
-            if done % (64 << 20) == 0 || done == total {
-                progress(&format!(
-                    "writing the temporary file ({mib} MiB): {:3.0}%",
-                    done as f64 * 100.0 / total as f64
-                ));
-            }
-        })?)
+        Some(
+            TempTarget::create(target, opts.temp_size, stop, |done, total| {
+                if done % (64 << 20) == 0 || done == total {
+                    progress(&format!(
+                        "writing the temporary file ({mib} MiB): {:3.0}%",
+                        done as f64 * 100.0 / total as f64
+                    ));
+                }
+            })
+            .map_err(|e| if stop.load(Ordering::Relaxed) { Error::Interrupted } else { e })?,
+        )
     } else {
         None
     };
@@ -268,7 +283,9 @@ pub fn profile(
     }
 
     let plan = opts.plan();
-    let total = if writes { 8 } else { 4 };
+    let lat_steps: Vec<Step> =
+        [Step::Rrandiops, Step::Wrandiops].into_iter().filter(|s| writes || !s.writes()).collect();
+    let total = (if writes { 6 } else { 3 } + lat_steps.len()) * plan.rounds as usize;
     let started = Instant::now();
     let mut status = |i: usize, name: &str, job: &str| {
         let left = (total - i) as u64 * opts.duration / NSEC_PER_SEC;
@@ -292,27 +309,44 @@ pub fn profile(
         ));
     }
 
+    // Latency near saturation: capped runs, interleaved rounds; the median round's percentile.
     let pct: u32 = if disk.as_ref().and_then(|d| d.rotational) == Some(true) { 50 } else { 95 };
-    let mut latency = |step: Step, randiops: u64, i: usize| -> Result<u64> {
-        let cap = ((randiops as f64 * QOS_LOAD).round() as u64).max(1);
-        let job = crate::job::JobSpec { rate_iops: Some(cap), ..step.job(&plan) };
-        let name = if step.writes() { "wlat" } else { "rlat" };
-        let what = measure::describe(&job);
-        status(i, name, &what);
-        let report = measure::run_alone(&dev, job, &plan, stop)?;
-        check_stop(stop)?;
-        let lat = &report.tenants[0].lat_us;
-        let at = if pct == 50 { lat.p50 } else { lat.p95 };
-        runs.push(profile_run(name, what, &report));
-        Ok(((at * QOS_FACTOR).ceil() as u64).max(1))
+    let percentile = |r: &RunReport| {
+        let lat = &r.tenants[0].lat_us;
+        if pct == 50 {
+            lat.p50
+        } else {
+            lat.p95
+        }
     };
-    let first = measured_model.runs.len();
-    let rlat = latency(Step::Rrandiops, model.rrandiops, first)?;
-    let wlat = if writes {
-        latency(Step::Wrandiops, model.wrandiops, first + 1)?
-    } else {
-        notes.push("write latency target not measured (--read-only): set equal to the read target".into());
-        rlat
+    let jobs: Vec<JobSpec> = lat_steps
+        .iter()
+        .map(|&step| {
+            let randiops = if step.writes() { model.wrandiops } else { model.rrandiops };
+            let cap = ((randiops as f64 * QOS_LOAD).round() as u64).max(1);
+            JobSpec { rate_iops: Some(cap), ..step.job(&plan) }
+        })
+        .collect();
+    let names = |step: Step| if step.writes() { "wlat" } else { "rlat" };
+    let first = measured_model.runs.len() * plan.rounds as usize;
+    let rounds = measure::interleaved(&dev, &plan, &jobs, stop, &mut |j, i, _| {
+        status(first + i, names(lat_steps[j]), &measure::describe(&jobs[j]))
+    })?;
+    check_stop(stop)?;
+    let mut targets = Vec::new();
+    for ((&step, job), mut reports) in lat_steps.iter().zip(&jobs).zip(rounds) {
+        reports.sort_by(|a, b| percentile(a).total_cmp(&percentile(b)));
+        let median = &reports[reports.len() / 2];
+        runs.push(profile_run(names(step), measure::describe(job), median));
+        targets.push(((percentile(median) * QOS_FACTOR).ceil() as u64).max(1));
+    }
+    let rlat = targets[0];
+    let wlat = match targets.get(1) {
+        Some(&w) => w,
+        None => {
+            notes.push("write latency target not measured (--read-only): set equal to the read target".into());
+            rlat
+        }
     };
     let qos = QosParams {
         enable: true,
