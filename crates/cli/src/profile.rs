@@ -119,20 +119,21 @@ fn table(p: &Profile) -> String {
     }
     let _ = writeln!(
         s,
-        "\n{:<10} {:<48} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        "run", "job", "IOPS", "MB/s", "p50 us", "p95 us", "p99 us"
+        "\n{:<10} {:<48} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
+        "run", "job", "IOPS", "MB/s", "p50 us", "p95 us", "p99 us", "spread"
     );
     for r in &p.runs {
         let _ = writeln!(
             s,
-            "{:<10} {:<48} {:>9.0} {:>9.1} {:>9.0} {:>9.0} {:>9.0}",
+            "{:<10} {:<48} {:>9.0} {:>9.1} {:>9.0} {:>9.0} {:>9.0} {:>6.0}%",
             r.name,
             r.job,
             r.iops,
             r.bw_bytes / 1e6,
             r.lat_us.p50,
             r.lat_us.p95,
-            r.lat_us.p99
+            r.lat_us.p99,
+            r.spread_pct
         );
     }
     let model = LinearModel::new(p.model);

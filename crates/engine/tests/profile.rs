@@ -82,6 +82,7 @@ fn assert_consistent(p: &Profile) {
         &["rbps", "rseqiops", "rrandiops", "rlat"]
     };
     assert_eq!(names, expected);
+    assert!(p.runs.iter().all(|r| (0.0..=100.0).contains(&r.spread_pct)), "{:?}", p.runs);
     let pct95 = p.qos.rppm == 950_000;
     for (run, randiops, target) in [("rlat", m.rrandiops, p.qos.rlat_us), ("wlat", m.wrandiops, p.qos.wlat_us)] {
         let Some(r) = p.runs.iter().find(|r| r.name == run) else { continue };

@@ -142,8 +142,10 @@ pub struct Measured {
     pub model: ModelParams,
     /// Whether the write runs took place.
     pub writes_measured: bool,
-    /// Each run that took place, with what it measured.
+    /// Each run that took place, with its best round.
     pub runs: Vec<(Step, RunReport)>,
+    /// For each run, how far its rounds disagreed: (best − worst) / best of the figure, percent.
+    pub spread_pct: Vec<f64>,
 }
 
 impl Measured {
@@ -199,10 +201,12 @@ pub fn measure(
             (t.iops.round() as u64).max(1)
         }
     };
+    let mut spread_pct = Vec::new();
     let runs: Vec<(Step, RunReport)> = steps
         .iter()
         .zip(rounds)
         .map(|(&step, reports)| {
+            spread_pct.push(spread(reports.iter().map(|r| figure(step, r) as f64)));
             let best = reports.into_iter().max_by_key(|r| figure(step, r)).expect("at least one round");
             (step, best)
         })
@@ -216,7 +220,17 @@ pub fn measure(
         }
         _ => with_preset_writes(ModelParams { rbps, rseqiops, rrandiops, wbps: 0, wseqiops: 0, wrandiops: 0 }),
     };
-    Ok(Measured { model, writes_measured: writes, runs })
+    Ok(Measured { model, writes_measured: writes, runs, spread_pct })
+}
+
+/// (largest − smallest) / largest of `values`, percent; 0 for fewer than two.
+pub fn spread(values: impl Iterator<Item = f64>) -> f64 {
+    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    if hi > 0.0 && lo.is_finite() {
+        (hi - lo) / hi * 100.0
+    } else {
+        0.0
+    }
 }
 
 /// `read`'s read side with a write side in the proportions of [`WRITE_RATIOS_FROM`].
@@ -242,6 +256,13 @@ mod tests {
         assert_eq!(with_preset_writes(p), p);
         let doubled = with_preset_writes(ModelParams { wbps: 0, wseqiops: 0, wrandiops: 0, ..p.scaled(2.0) });
         assert_eq!(doubled, p.scaled(2.0));
+    }
+
+    #[test]
+    fn spread_is_relative_to_the_largest() {
+        assert_eq!(spread([80.0, 100.0, 90.0].into_iter()), 20.0);
+        assert_eq!(spread([5.0].into_iter()), 0.0);
+        assert_eq!(spread(std::iter::empty()), 0.0);
     }
 
     #[test]

@@ -50,6 +50,8 @@ pub const MIN_PROFILE_SIZE: u64 = 64 << 20;
 pub const QOS_LOAD: f64 = 0.9;
 /// Latency target = this × the percentile latency at [`QOS_LOAD`] (resctl-bench: 1.5).
 pub const QOS_FACTOR: f64 = 1.5;
+/// Rounds disagreeing by more than this (percent) get a note.
+pub const SPREAD_WARN_PCT: f64 = 10.0;
 /// Suggested vrate bounds, percent (resctl-bench's `min=60 max=100`).
 pub const QOS_VRATE_PCT: (u32, u32) = (60, 100);
 
@@ -163,6 +165,9 @@ pub struct ProfileRun {
     pub bw_bytes: f64,
     /// Latency percentiles, µs.
     pub lat_us: LatencyUs,
+    /// How far the rounds disagreed, percent: (best − worst) / best of the coefficient (of the
+    /// judged percentile for `rlat`/`wlat`). High values mean a busy host or a variable device.
+    pub spread_pct: f64,
 }
 
 /// What profile found.
@@ -298,8 +303,12 @@ pub fn profile(
     let measured_model =
         measure::measure(&dev, &plan, writes, stop, &mut |step, i, _| status(i, step.name(), &step.describe(&plan)))?;
     check_stop(stop)?;
-    let mut runs: Vec<ProfileRun> =
-        measured_model.runs.iter().map(|(step, r)| profile_run(step.name(), step.describe(&plan), r)).collect();
+    let mut runs: Vec<ProfileRun> = measured_model
+        .runs
+        .iter()
+        .zip(&measured_model.spread_pct)
+        .map(|((step, r), &spread)| profile_run(step.name(), step.describe(&plan), r, spread))
+        .collect();
     let model = measured_model.model;
     if !writes {
         notes.push(format!(
@@ -337,8 +346,18 @@ pub fn profile(
     for ((&step, job), mut reports) in lat_steps.iter().zip(&jobs).zip(rounds) {
         reports.sort_by(|a, b| percentile(a).total_cmp(&percentile(b)));
         let median = &reports[reports.len() / 2];
-        runs.push(profile_run(names(step), measure::describe(job), median));
+        let spread = measure::spread(reports.iter().map(percentile));
+        runs.push(profile_run(names(step), measure::describe(job), median, spread));
         targets.push(((percentile(median) * QOS_FACTOR).ceil() as u64).max(1));
+    }
+    if let Some(worst) =
+        runs.iter().filter(|r| r.spread_pct > SPREAD_WARN_PCT).max_by(|a, b| a.spread_pct.total_cmp(&b.spread_pct))
+    {
+        notes.push(format!(
+            "rounds disagreed by up to {:.0}% ({}): the host was busy or the device varies; re-run when it is quiet, \
+             or with more --rounds",
+            worst.spread_pct, worst.name
+        ));
     }
     let rlat = targets[0];
     let wlat = match targets.get(1) {
@@ -385,7 +404,7 @@ fn check_stop(stop: &AtomicBool) -> Result<()> {
     }
 }
 
-fn profile_run(name: &'static str, job: String, r: &RunReport) -> ProfileRun {
+fn profile_run(name: &'static str, job: String, r: &RunReport, spread_pct: f64) -> ProfileRun {
     let t = &r.tenants[0];
-    ProfileRun { name, job, iops: t.iops, bw_bytes: t.bw_bytes, lat_us: t.lat_us.clone() }
+    ProfileRun { name, job, iops: t.iops, bw_bytes: t.bw_bytes, lat_us: t.lat_us.clone(), spread_pct }
 }
