@@ -24,10 +24,15 @@ pub struct Args {
     /// Length of each run in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
     duration: f64,
-    /// File or block device to run on (it is read AND overwritten; a block device must not be mounted).
-    /// Default: a temporary 2 GiB file in the current directory, removed afterwards.
+    /// File or block device to run on. It is only read unless --destructive is given: writing
+    /// scenarios (mixed-cost) are then skipped, or refused when nothing else was asked for.
+    /// Default: a temporary 2 GiB file in the current directory, written freely and removed afterwards.
     #[arg(long, value_name = "PATH|/dev/X")]
     target: Option<PathBuf>,
+    /// Let writing scenarios overwrite the data of --target (a block device must not be mounted:
+    /// it is opened exclusively, which the kernel refuses while it is mounted).
+    #[arg(long, requires = "target")]
+    destructive: bool,
     /// Print the results as JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -58,20 +63,13 @@ struct Printer {
 
 impl Printer {
     fn clear(&self) {
-        if self.tty {
-            eprint!("\r\x1b[K");
-        }
+        crate::clear_status(self.tty);
     }
 }
 
 impl Observer for Printer {
     fn progress(&mut self, line: &str) {
-        if self.tty {
-            eprint!("\r\x1b[K{line}");
-            let _ = std::io::stderr().flush();
-        } else {
-            eprintln!("{line}");
-        }
+        crate::status_line(self.tty, line);
     }
 
     fn calibrated(&mut self, target: &TargetInfo, cal: &Calibration) {
@@ -102,6 +100,7 @@ pub fn run(args: Args) -> anyhow::Result<Found> {
         weights: args.weights,
         duration: (args.duration.max(0.0) * 1e9) as u64,
         target: args.target,
+        destructive: args.destructive,
         temp_dir: PathBuf::from("."),
         kernel_peers: !args.no_kernel,
         worker: vec![exe.display().to_string(), "bench".into(), "--worker".into()],

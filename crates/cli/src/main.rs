@@ -8,6 +8,7 @@ mod agent;
 mod bench;
 mod model;
 mod observe;
+mod profile;
 mod sim;
 
 /// ioshare: IO isolation for containers and multi-tenant storage.
@@ -29,6 +30,8 @@ enum Command {
     Model(model::Args),
     /// Watch the block layer with eBPF: per-cgroup IO, seek and latency histograms per stage (root).
     Observe(observe::Args),
+    /// Measure a device's cost model and suggest latency targets (io.cost.model / io.cost.qos lines).
+    Profile(profile::Args),
     /// Run a scenario in virtual time (built-in by name, or a .toml file).
     Sim(sim::Args),
 }
@@ -53,6 +56,23 @@ pub fn chart_dir(dir: &std::path::Path) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("cannot create the chart directory '{}': {e}", dir.display()))
 }
 
+/// Shows a transient status line on stderr: rewritten in place on a terminal, one line each otherwise.
+pub fn status_line(tty: bool, line: &str) {
+    if tty {
+        eprint!("\r\x1b[K{line}");
+        let _ = std::io::Write::flush(&mut std::io::stderr());
+    } else {
+        eprintln!("{line}");
+    }
+}
+
+/// Clears the status line on a terminal.
+pub fn clear_status(tty: bool) {
+    if tty {
+        eprint!("\r\x1b[K");
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -60,6 +80,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Model(args) => model::run(args).map(|()| Found::AsExpected),
         Command::Observe(args) => observe::run(args),
+        Command::Profile(args) => profile::run(args).map(|()| Found::AsExpected),
         Command::Sim(args) => sim::run(args),
     };
     match result {

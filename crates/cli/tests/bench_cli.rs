@@ -1,4 +1,5 @@
-//! `ioshare bench` through the binary: bad targets, kernel peers (root), and Ctrl-C.
+//! `ioshare bench` through the binary: bad targets, the --destructive rule (checksums), kernel peers
+//! (root), and Ctrl-C.
 //!
 //! Real IO on a 256 MiB file in this crate's directory (a disk-backed filesystem), short runs. The
 //! kernel-peer and Ctrl-C tests need root (loop devices, cgroups) and skip with a printed reason
@@ -84,6 +85,51 @@ fn bad_targets_fail_with_one_line_and_nothing_left_behind() {
         let err = String::from_utf8_lossy(&bench(&args).stderr).to_string();
         assert!(err.contains(needle), "{args:?}: {err}");
     }
+}
+
+fn sha256(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().expect("sha256sum runs");
+    String::from_utf8_lossy(&out.stdout).split_whitespace().next().expect("a checksum").to_string()
+}
+
+#[test]
+fn a_given_target_is_only_read_without_destructive() {
+    let tmp = target();
+    let path = tmp.path().display().to_string();
+    let before = sha256(tmp.path());
+    // Only writing scenarios asked for: refused with one line before any IO.
+    let out = bench(&["--target", &path, "--scenario", "mixed-cost", "--duration", "0.5", "--no-kernel"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains("refusing to write") && err.contains("mixed-cost") && err.contains("--destructive"), "{err}");
+    assert_eq!(sha256(tmp.path()), before, "refused: data intact");
+    // With a reading scenario beside it: that one runs, the writing one is skipped and said so.
+    let out = bench(&[
+        "--target",
+        &path,
+        "--scenario",
+        "proportional",
+        "--scenario",
+        "mixed-cost",
+        "--duration",
+        "0.5",
+        "--no-kernel",
+        "--json",
+    ]);
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let names: Vec<&str> = json["scenarios"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["proportional"]);
+    let notes = json["notes"].to_string();
+    assert!(notes.contains("skipped mixed-cost") && notes.contains("--destructive"), "{notes}");
+    assert_eq!(json["calibration"]["writes_measured"], false);
+    assert_eq!(sha256(tmp.path()), before, "only read: data intact");
+    // --destructive lets it write.
+    let out =
+        bench(&["--target", &path, "--scenario", "mixed-cost", "--duration", "0.5", "--no-kernel", "--destructive"]);
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_ne!(sha256(tmp.path()), before, "written with --destructive");
 }
 
 #[test]

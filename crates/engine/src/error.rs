@@ -70,6 +70,31 @@ pub enum Error {
         /// The error the kernel returned.
         source: io::Error,
     },
+    /// Writing was asked for on a target the program did not create, without `--destructive`.
+    #[error("refusing to write to '{path}': {reason}")]
+    WouldOverwrite {
+        /// The target.
+        path: PathBuf,
+        /// Why, and the ways forward.
+        reason: String,
+    },
+    /// The path given to profile does not exist.
+    #[error(
+        "'{0}' does not exist: give a directory (profile creates and removes a file there), a file or a block device"
+    )]
+    ProfileTargetMissing(PathBuf),
+    /// A loop device was asked for without root.
+    #[error("--loop needs root (loop devices): run as root or drop --loop to measure the file directly")]
+    LoopNeedsRoot,
+    /// Options that cannot work together or are out of range.
+    #[error("{0}")]
+    InvalidOptions(String),
+    /// A loop device or other host plumbing failed.
+    #[error(transparent)]
+    Host(ioshare_host::Error),
+    /// The work was interrupted (Ctrl-C) before it finished; what it created has been removed.
+    #[error("interrupted before the measurement finished; the temporary file and loop device are removed")]
+    Interrupted,
     /// A kernel-peer run could not be set up or a worker failed.
     #[error("kernel peer: {0}")]
     KernelPeer(String),

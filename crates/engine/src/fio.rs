@@ -93,6 +93,7 @@ pub fn report(json: &Value, block_size: u32) -> Result<RunReport> {
     let lat_us = LatencyUs {
         p50: pct("50.000000"),
         p90: pct("90.000000"),
+        p95: pct("95.000000"),
         p99: pct("99.000000"),
         p999: pct("99.900000"),
         max: clat["max"].as_f64().unwrap_or(f64::NAN) / 1e3,

@@ -80,6 +80,15 @@ impl JobSpec {
         self
     }
 
+    /// Whether the job issues writes.
+    pub fn writes(&self) -> bool {
+        match self.pattern {
+            Pattern::Read | Pattern::RandRead => false,
+            Pattern::Write | Pattern::RandWrite => true,
+            Pattern::RandRw => self.read_pct < 100,
+        }
+    }
+
     /// Checks the job against a target of `target_size` bytes.
     pub fn validate(&self, tenant: &str, target_size: u64) -> Result<()> {
         let bad = |reason: String| Err(Error::InvalidJob { tenant: tenant.to_string(), reason });

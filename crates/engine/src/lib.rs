@@ -4,7 +4,9 @@
 //! one io_uring ([`ring`]); the controller is applied inline by the event loop ([`run`]): an IO
 //! enters the ring only when the controller releases it, completions feed it back, the planner ticks
 //! when it asks. [`metrics`] records per-tenant latency histograms and time series; [`report`] holds
-//! the results as plain data; [`bench`] is the scenario suite behind `ioshare bench`.
+//! the results as plain data; [`bench`] is the scenario suite behind `ioshare bench`; [`profile`]
+//! measures a device's cost model and latency targets (`ioshare profile`, and the bench's
+//! calibration).
 
 pub mod bench;
 pub mod buffer;
@@ -13,6 +15,7 @@ pub mod fio;
 pub mod interrupt;
 pub mod job;
 pub mod metrics;
+pub mod profile;
 pub mod report;
 pub mod ring;
 pub mod run;

@@ -103,6 +103,7 @@ impl TenantMetrics {
             LatencyUs {
                 p50: us(h.value_at_quantile(0.5)),
                 p90: us(h.value_at_quantile(0.9)),
+                p95: us(h.value_at_quantile(0.95)),
                 p99: us(h.value_at_quantile(0.99)),
                 p999: us(h.value_at_quantile(0.999)),
                 max: us(h.max()),

@@ -9,6 +9,8 @@ pub struct LatencyUs {
     pub p50: f64,
     /// 90th percentile.
     pub p90: f64,
+    /// 95th percentile (the kernel's usual latency target percentile for SSDs).
+    pub p95: f64,
     /// 99th percentile.
     pub p99: f64,
     /// 99.9th percentile.

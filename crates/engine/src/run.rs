@@ -198,6 +198,12 @@ pub fn run<C: Controller + ?Sized>(
         }
         for job in &spec.jobs {
             job.validate(&spec.name, target.size())?;
+            if job.writes() && !target.writable() {
+                return Err(Error::InvalidJob {
+                    tenant: spec.name.clone(),
+                    reason: format!("it writes, but '{}' was opened read-only", target.path().display()),
+                });
+            }
             max_bs = max_bs.max(job.block_size);
             jobs.push(JobState {
                 tenant: t,

@@ -5,6 +5,12 @@
 //! read-write with O_DIRECT (block devices also with O_EXCL, which the kernel refuses while a device
 //! is mounted, so a mounted disk is never overwritten); a file is not on tmpfs/ramfs (which accept
 //! O_DIRECT since Linux 6.6 but are memory); a first direct read succeeds; the size is large enough.
+//!
+//! Whether a caller may write at all is its decision (bench and profile write only to what they
+//! created or what the user named with `--destructive`); a target opened with
+//! [`Target::open_read_only`] has a read-only descriptor, so a write reaching it fails with EBADF
+//! instead of changing data. Reading a mounted device is harmless, so read-only opens are not
+//! exclusive.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
@@ -36,22 +42,39 @@ pub struct Target {
     path: PathBuf,
     size: u64,
     kind: TargetKind,
+    writable: bool,
+}
+
+/// How a target is opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Access {
+    /// Read-write; block devices exclusively (refused while mounted or held).
+    Exclusive,
+    /// Read-write, shared with other processes of this program.
+    Shared,
+    /// Read-only.
+    ReadOnly,
 }
 
 impl Target {
     /// Opens `path` for direct reads and writes; fails with a one-line reason when it cannot serve as
     /// a device under test or is smaller than `min_size` bytes.
     pub fn open(path: &Path, min_size: u64) -> Result<Target> {
-        Self::open_with(path, min_size, true)
+        Self::open_with(path, min_size, Access::Exclusive)
+    }
+
+    /// Like [`Target::open`] but read-only: writes through it fail, and a block device may be in use.
+    pub fn open_read_only(path: &Path, min_size: u64) -> Result<Target> {
+        Self::open_with(path, min_size, Access::ReadOnly)
     }
 
     /// Like [`Target::open`] but without the exclusive open of block devices, for several processes
     /// sharing a device this program set up (the bench's kernel-peer workers on its loop device).
     pub fn open_shared(path: &Path, min_size: u64) -> Result<Target> {
-        Self::open_with(path, min_size, false)
+        Self::open_with(path, min_size, Access::Shared)
     }
 
-    fn open_with(path: &Path, min_size: u64, exclusive: bool) -> Result<Target> {
+    fn open_with(path: &Path, min_size: u64, access: Access) -> Result<Target> {
         let meta = fs::metadata(path).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => Error::TargetMissing(path.to_path_buf()),
             io::ErrorKind::PermissionDenied => Error::PermissionDenied(path.to_path_buf()),
@@ -72,12 +95,13 @@ impl Target {
             }
         }
         let mut flags = libc::O_DIRECT;
-        if kind == TargetKind::BlockDevice && exclusive {
+        if kind == TargetKind::BlockDevice && access == Access::Exclusive {
             flags |= libc::O_EXCL;
         }
+        let writable = access != Access::ReadOnly;
         let mut file = OpenOptions::new()
             .read(true)
-            .write(true)
+            .write(writable)
             .custom_flags(flags)
             .open(path)
             .map_err(|e| open_error(path, kind, e))?;
@@ -93,7 +117,7 @@ impl Target {
             }
             _ => Error::os(format!("cannot read '{}'", path.display()), e),
         })?;
-        Ok(Target { file, path: path.to_path_buf(), size, kind })
+        Ok(Target { file, path: path.to_path_buf(), size, kind, writable })
     }
 
     /// The path it was opened from.
@@ -109,6 +133,11 @@ impl Target {
     /// File or block device.
     pub fn kind(&self) -> TargetKind {
         self.kind
+    }
+
+    /// Whether it was opened for writing.
+    pub fn writable(&self) -> bool {
+        self.writable
     }
 
     /// The O_DIRECT file descriptor.

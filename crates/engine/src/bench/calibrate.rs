@@ -4,8 +4,12 @@
 //! Why measure rather than scale a built-in model: a file on a virtual disk behaves like no built-in
 //! set (here sequential and random 4 KiB reads cost about the same, writes may be cheaper than reads
 //! thanks to a host cache), and the mixed-cost scenario is only meaningful with the device's own
-//! ratios. The kernel's `iocost_coef_gen` saturates the device with the same six jobs; this does it
-//! in 0.6 s each (a later profiling command will measure longer and more carefully). Latency targets
+//! ratios. The kernel's `iocost_coef_gen` saturates the device with the same six jobs; this runs
+//! `ioshare profile`'s measurement ([`crate::profile::measure`]) with two 0.3 s rounds per step at QD32 (profile
+//! measures longer, at the kernel tool's QD64, and derives its latency targets by resctl-bench's
+//! rule at 90% load). On a target bench may not overwrite (given without `--destructive`) the
+//! write side is not measured but derived from the read side as profile's `--read-only` does, and
+//! the write latency target is the read one. Latency targets
 //! follow the shape of resctl-bench's (1.5 × a percentile measured under load), judged at the median:
 //! 1.5 × the read and write p50 at saturation (queue depth 32), so that IOCost lowers vrate when the
 //! device is driven well past the depth that saturates it. Why p50 and not resctl's p95: the kernel
@@ -14,23 +18,20 @@
 //! jumps with the host that is too few: vrate swung 70–104% and two 2:1 readers split 1.6:1; at p50
 //! (5 ms periods) 1.92–1.95:1.
 //!
-//! A step that comes out implausibly low — under a tenth of the 4 KiB random-read rate, in IOPS for
-//! the 4 KiB steps or bytes/s for the 1 MiB ones, which no disk's sequential or write path is — is
-//! measured again (up to [`TRIES`] times, the best kept): in the QEMU lab guest a stalled vCPU once
-//! made the sequential-read step report 1 IOPS, and the resulting model charged about a second of
-//! device time for every random read that happened to land near the previous one, so IOCost held
-//! every IO for seconds.
+//! Each step runs in two interleaved rounds of 0.3 s and the better round counts (profile's rule):
+//! in the QEMU lab guest a stalled vCPU once made a single sequential-read run report 1 IOPS, and the
+//! resulting model charged about a second of device time for every random read that happened to land
+//! near the previous one, so IOCost held all IOs for seconds. A stall now costs one round, not the
+//! step.
 
 use std::sync::atomic::AtomicBool;
 
 use ioshare_core::iocost::qos::QosParams;
-use ioshare_core::{ModelConfig, ModelParams, NoControl, NSEC_PER_MSEC};
+use ioshare_core::{ModelConfig, ModelParams, NSEC_PER_MSEC};
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::job::{JobSpec, Pattern, TenantSpec};
-use crate::report::RunReport;
-use crate::run::{run, RunOptions};
+use crate::profile::measure::{self, Plan, Step};
 use crate::target::Target;
 
 /// What the suite measured about the target.
@@ -46,72 +47,51 @@ pub struct Calibration {
     pub model: ModelParams,
     /// The model as an `io.cost.model` line.
     pub model_line: String,
+    /// Whether the write coefficients were measured (false: derived from the reads, the target
+    /// being one bench may not write to).
+    pub writes_measured: bool,
     /// Latency QoS for IOCost.
     pub qos: QosParams,
 }
 
-/// Length of each measurement run.
-const STEP: u64 = 600 * NSEC_PER_MSEC;
 /// Queue depth of the 4 KiB measurements: where virtual and flash disks reach their IOPS.
 const DEPTH: u32 = 32;
+/// The measurement: per step two interleaved rounds of 0.3 s (50 ms warm-up each), large reads and
+/// writes of 1 MiB at QD8.
+const PLAN: Plan = Plan {
+    duration: 300 * NSEC_PER_MSEC,
+    warmup: 50 * NSEC_PER_MSEC,
+    depth: DEPTH,
+    big_block: 1 << 20,
+    big_depth: 8,
+    rounds: 2,
+};
 /// Latency percentile IOCost judges, ppm (p50; see the module comment).
 const LAT_PPM: u32 = 500_000;
 /// Latency target = this × the p50 at saturation (SPEC §7's "× 1.5").
 const LAT_FACTOR: f64 = 1.5;
-/// How often an implausibly low step is measured (see the module comment).
-const TRIES: usize = 3;
-/// A step below this share of the random-read rate is implausible.
-const PLAUSIBLE: f64 = 0.1;
 
-fn measure_one(target: &Target, job: JobSpec, stop: &AtomicBool) -> Result<RunReport> {
-    let tenants = [TenantSpec::new("calibrate", 100, job)];
-    let opts = RunOptions { duration: STEP, warmup: STEP / 6, sample_every: STEP, device_depth: 0 };
-    run(target, &tenants, &mut NoControl::new(), &opts, stop)
-}
-
-/// Measures `job`, again while its bytes/s stay below `floor` (at most [`TRIES`] runs); the best run.
-fn measure_plausible(target: &Target, job: JobSpec, floor: f64, stop: &AtomicBool) -> Result<RunReport> {
-    let mut best = measure_one(target, job.clone(), stop)?;
-    for _ in 1..TRIES {
-        if best.tenants[0].bw_bytes >= floor || stop.load(std::sync::atomic::Ordering::Relaxed) {
-            break;
-        }
-        let again = measure_one(target, job.clone(), stop)?;
-        if again.tenants[0].bw_bytes > best.tenants[0].bw_bytes {
-            best = again;
-        }
-    }
-    Ok(best)
-}
-
-/// Measures the target (about 4 s).
+/// Measures the target (about 4 s; 2 s without writes). Writes only if the target is writable.
 pub fn measure(target: &Target, stop: &AtomicBool) -> Result<Calibration> {
-    let iops = |r: &RunReport| (r.tenants[0].iops.round() as u64).max(1);
-    let bps = |r: &RunReport| (r.tenants[0].bw_bytes.round() as u64).max(4096);
-    let rrand = measure_one(target, JobSpec::new(Pattern::RandRead, 4096, DEPTH), stop)?;
-    let floor = rrand.tenants[0].bw_bytes * PLAUSIBLE;
-    let step = |job: JobSpec| measure_plausible(target, job, floor, stop);
-    let rseq = step(JobSpec::new(Pattern::Read, 4096, DEPTH))?;
-    let rbig = step(JobSpec::new(Pattern::Read, 1 << 20, 8))?;
-    let wrand = step(JobSpec::new(Pattern::RandWrite, 4096, DEPTH))?;
-    let wseq = step(JobSpec::new(Pattern::Write, 4096, DEPTH))?;
-    let wbig = step(JobSpec::new(Pattern::Write, 1 << 20, 8))?;
-    let model = ModelParams {
-        rbps: bps(&rbig),
-        rseqiops: iops(&rseq),
-        rrandiops: iops(&rrand),
-        wbps: bps(&wbig),
-        wseqiops: iops(&wseq),
-        wrandiops: iops(&wrand),
-    };
+    let m = measure::measure(target, &PLAN, target.writable(), stop, &mut |_, _, _| {})?;
+    let p50 = |step| m.report(step).map(|r| ((r.tenants[0].lat_us.p50 * LAT_FACTOR).ceil() as u64).max(1));
+    let rrand = m.report(Step::Rrandiops).expect("reads are always measured");
+    let rlat_us = p50(Step::Rrandiops).expect("reads are always measured");
     let qos = QosParams {
         rppm: LAT_PPM,
-        rlat_us: ((rrand.tenants[0].lat_us.p50 * LAT_FACTOR).ceil() as u64).max(1),
+        rlat_us,
         wppm: LAT_PPM,
-        wlat_us: ((wrand.tenants[0].lat_us.p50 * LAT_FACTOR).ceil() as u64).max(1),
+        wlat_us: p50(Step::Wrandiops).unwrap_or(rlat_us),
         ..QosParams::default()
     };
     let model_line =
-        ModelConfig { device: None, ctrl: ioshare_core::iocost::line::Ctrl::User, params: model }.to_string();
-    Ok(Calibration { max_iops: rrand.tenants[0].iops, device_depth: DEPTH, model, model_line, qos })
+        ModelConfig { device: None, ctrl: ioshare_core::iocost::line::Ctrl::User, params: m.model }.to_string();
+    Ok(Calibration {
+        max_iops: rrand.tenants[0].iops,
+        device_depth: DEPTH,
+        model: m.model,
+        model_line,
+        writes_measured: m.writes_measured,
+        qos,
+    })
 }

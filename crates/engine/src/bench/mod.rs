@@ -2,6 +2,12 @@
 //! promises — proportional split, work conservation, fairness in device cost, limits, overhead — with
 //! ioshare's controllers and (as root) the kernel's own BFQ and blk-throttle side by side.
 //!
+//! Never destroys data: writing scenarios (and the calibration's write runs) write only to the
+//! temporary file the suite created, or to a target given with `--destructive` (a block device
+//! then opened with O_EXCL, refused while mounted). A target given without it is opened read-only;
+//! the writing scenarios are skipped with a note, and if nothing else was asked for the suite
+//! refuses with one line before any IO.
+//!
 //! The suite: open the target (or create and fill a temporary file in the working directory), measure
 //! the device quickly ([`calibrate`]: the cost model and latency targets IOCost needs, and the maximum
 //! IOPS the verdicts refer to), then run each scenario ([`scenario`]) once per controller and judge
@@ -24,7 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use ioshare_core::{Nanos, NSEC_PER_SEC};
 use serde::Serialize;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::report::RunReport;
 use crate::target::{Target, TargetKind, TempTarget};
 use calibrate::Calibration;
@@ -47,6 +53,9 @@ pub struct BenchOptions {
     pub duration: Nanos,
     /// The device or file to run on; `None` = a temporary file in `temp_dir`.
     pub target: Option<PathBuf>,
+    /// Whether writing scenarios may overwrite `target` (without it, a given target is only read:
+    /// writing scenarios are skipped, and refused when they are all that was asked for).
+    pub destructive: bool,
     /// Where the temporary target is created.
     pub temp_dir: PathBuf,
     /// Whether to run the kernel's controllers as peers (needs root; skipped with a note otherwise).
@@ -63,6 +72,7 @@ impl Default for BenchOptions {
             weights: (200, 100),
             duration: 5 * NSEC_PER_SEC,
             target: None,
+            destructive: false,
             temp_dir: PathBuf::from("."),
             kernel_peers: true,
             worker: Vec::new(),
@@ -205,6 +215,22 @@ pub fn validate(opts: &BenchOptions) -> std::result::Result<(), String> {
 /// Runs the suite. Returns the report (partial, with `interrupted` set, when `stop` was raised);
 /// every temporary file, loop device and cgroup is removed before it returns, on every path.
 pub fn run_suite(opts: &BenchOptions, stop: &AtomicBool, obs: &mut dyn Observer) -> Result<SuiteReport> {
+    let mut cases = cases_to_run(opts);
+    let mut skipped = Vec::new();
+    if let (Some(path), false) = (&opts.target, opts.destructive) {
+        skipped = cases.iter().filter(|c| c.scenario.writes()).map(|c| c.name).collect();
+        cases.retain(|c| !c.scenario.writes());
+        if cases.is_empty() {
+            return Err(Error::WouldOverwrite {
+                path: path.clone(),
+                reason: format!(
+                    "{} writes, and bench did not create this target: pass --destructive to let bench overwrite it, \
+                     or omit --target to use a temporary file",
+                    skipped.join(", ")
+                ),
+            });
+        }
+    }
     let leftovers = remove_leftovers(opts);
     let temp;
     let (path, temporary) = match &opts.target {
@@ -222,7 +248,11 @@ pub fn run_suite(opts: &BenchOptions, stop: &AtomicBool, obs: &mut dyn Observer)
             (temp.path().to_path_buf(), true)
         }
     };
-    let target = Target::open(&path, MIN_TARGET_SIZE)?;
+    let target = if temporary || opts.destructive {
+        Target::open(&path, MIN_TARGET_SIZE)?
+    } else {
+        Target::open_read_only(&path, MIN_TARGET_SIZE)?
+    };
     let info = TargetInfo {
         path: path.clone(),
         size: target.size(),
@@ -243,6 +273,20 @@ pub fn run_suite(opts: &BenchOptions, stop: &AtomicBool, obs: &mut dyn Observer)
         notes: Vec::new(),
         fidelity: Vec::new(),
     };
+    if !skipped.is_empty() {
+        suite.notes.push(format!(
+            "skipped {} (it writes, and bench did not create '{}'): pass --destructive to let bench overwrite it",
+            skipped.join(", "),
+            path.display()
+        ));
+    }
+    if !suite.calibration.writes_measured {
+        suite.notes.push(format!(
+            "the target was only read: the model's write coefficients are the measured reads × the write:read \
+             ratios of {}",
+            crate::profile::measure::WRITE_RATIOS_FROM
+        ));
+    }
     let mut peers = if opts.kernel_peers { kernel::Peers::prepare(&path, &opts.worker) } else { Ok(None) };
     match &peers {
         Err(note) => suite.notes.push(note.clone()),
@@ -253,7 +297,6 @@ pub fn run_suite(opts: &BenchOptions, stop: &AtomicBool, obs: &mut dyn Observer)
         let list: Vec<String> = leftovers.iter().map(|p| p.display().to_string()).collect();
         suite.notes.push(format!("removed what an earlier, killed run left behind: {}", list.join(", ")));
     }
-    let cases = cases_to_run(opts);
     let mut clock = Progress::new(
         cases.iter().map(|c| c.scenario.planned_runs(peers.as_ref().ok().and_then(|p| p.as_ref()))).sum(),
     );

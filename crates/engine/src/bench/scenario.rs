@@ -126,6 +126,12 @@ impl Scenario {
         }
     }
 
+    /// Whether its tenants write (it then needs a target bench may overwrite: its own temporary
+    /// file, or one given with `--destructive`).
+    pub fn writes(self) -> bool {
+        matches!(self, Scenario::MixedCost)
+    }
+
     /// What it shows.
     pub fn description(self) -> &'static str {
         match self {
@@ -641,6 +647,7 @@ mod tests {
             device_depth: 32,
             model: ModelParams::SSD_DFL,
             model_line: String::new(),
+            writes_measured: true,
             qos: QosParams::default(),
         }
     }

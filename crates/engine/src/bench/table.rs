@@ -13,7 +13,8 @@ pub fn header(target: &TargetInfo, cal: &Calibration) -> String {
     let tmp = if target.temporary { ", temporary" } else { "" };
     let _ = writeln!(s, "target: {} ({}, {size:.2} GiB{tmp})", target.path.display(), target.kind);
     let _ = writeln!(s, "device: {:.0} IOPS max (4 KiB random reads, QD32)", cal.max_iops);
-    let _ = writeln!(s, "iocost model: {}", cal.model_line);
+    let derived = if cal.writes_measured { "" } else { " (write side derived: the target was only read)" };
+    let _ = writeln!(s, "iocost model: {}{derived}", cal.model_line);
     let q = &cal.qos;
     let _ = writeln!(
         s,

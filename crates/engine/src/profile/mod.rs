@@ -1,0 +1,410 @@
+//! `ioshare profile`: measure a device's IOCost model and suggest latency targets, the way the
+//! kernel's `iocost_coef_gen.py` and resctl-bench's `iocost-params` do, on the engine.
+//!
+//! Steps:
+//! 1. The target: a directory gets a temporary file of [`ProfileOptions::temp_size`] bytes, written
+//!    in full (so reads reach the device) and removed afterwards; a file or block device is measured
+//!    in place. With [`ProfileOptions::loop_device`] (root) a loop device with direct IO is put over
+//!    the file and that is measured, so the lines name the loop device.
+//! 2. The model: the six saturating runs of [`measure`] (large sequential, 4 KiB sequential and
+//!    4 KiB random, reads and writes), no controller.
+//! 3. The QoS suggestion, resctl-bench's rule: 4 KiB random reads (writes) at the same depth capped
+//!    at 90% of the measured `rrandiops` (`wrandiops`); the target is 1.5 × the latency percentile
+//!    the kernel would judge — p95 on a non-rotational device, p50 on a rotational one (as sysfs
+//!    `queue/rotational` says; virtio disks and loop devices often claim rotational) — in the
+//!    median of the interleaved rounds, rounded up to whole µs; vrate bounds min=60% max=100%,
+//!    resctl's defaults.
+//!
+//! Never destroys data: writing runs go only to the file profile created, or to a file or device
+//! the caller named with [`ProfileOptions::destructive`]; a block device is then opened with
+//! O_EXCL, which the kernel refuses while it is mounted. An existing file or device without
+//! `destructive` is refused before any IO unless [`ProfileOptions::read_only`] asks for reads only;
+//! then the target is opened read-only and the write coefficients are derived from the reads and
+//! the write:read ratios of a built-in set ([`measure::WRITE_RATIOS_FROM`]), and said so.
+
+pub mod disk;
+pub mod measure;
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use ioshare_core::iocost::line::Ctrl;
+use ioshare_core::{ModelConfig, ModelParams, Nanos, QosConfig, QosParams, NSEC_PER_MSEC, NSEC_PER_SEC};
+use ioshare_host::LoopDevice;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::job::JobSpec;
+use crate::report::{LatencyUs, RunReport};
+use crate::target::{Target, TargetKind, TempTarget};
+use disk::Disk;
+use measure::{Plan, Step};
+
+/// Smallest target profile measures (large sequential runs must not wrap every few milliseconds).
+pub const MIN_PROFILE_SIZE: u64 = 64 << 20;
+/// Share of the measured random IOPS the latency runs are capped at (resctl-bench: 90%).
+pub const QOS_LOAD: f64 = 0.9;
+/// Latency target = this × the percentile latency at [`QOS_LOAD`] (resctl-bench: 1.5).
+pub const QOS_FACTOR: f64 = 1.5;
+/// Rounds disagreeing by more than this (percent) get a note.
+pub const SPREAD_WARN_PCT: f64 = 10.0;
+/// Suggested vrate bounds, percent (resctl-bench's `min=60 max=100`).
+pub const QOS_VRATE_PCT: (u32, u32) = (60, 100);
+
+/// What to measure and how long.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProfileOptions {
+    /// Length of each measurement round, warm-up included, ns.
+    pub duration: Nanos,
+    /// Leading part of each run left out, ns.
+    pub warmup: Nanos,
+    /// Queue depth of the 4 KiB runs (the kernel tool's default: 64).
+    pub depth: u32,
+    /// Block size of the bandwidth runs, bytes.
+    pub big_block: u32,
+    /// Queue depth of the bandwidth runs.
+    pub big_depth: u32,
+    /// Rounds each run is split into (interleaved; see [`measure`]).
+    pub rounds: u32,
+    /// Measure reads only (any target; writes derived from a built-in set).
+    pub read_only: bool,
+    /// Allow writing to an existing file or an unmounted block device (its data is destroyed).
+    pub destructive: bool,
+    /// Measure through a loop device (direct IO) over the file; needs root.
+    pub loop_device: bool,
+    /// Size of the temporary file created when the target is a directory, bytes.
+    pub temp_size: u64,
+}
+
+impl Default for ProfileOptions {
+    /// The full profile: 8 runs in 4 rounds of 3 s (0.5 s warm-up) — about 100 s with writes, 50 s
+    /// read-only — on a 2 GiB temporary file (random reads over it do not stay in a device cache
+    /// of a few hundred MiB).
+    fn default() -> Self {
+        ProfileOptions {
+            duration: 3 * NSEC_PER_SEC,
+            warmup: NSEC_PER_SEC / 2,
+            depth: 64,
+            big_block: 4 << 20,
+            big_depth: 16,
+            rounds: 4,
+            read_only: false,
+            destructive: false,
+            loop_device: false,
+            temp_size: 2 << 30,
+        }
+    }
+}
+
+impl ProfileOptions {
+    /// The short mode for tests and a first look: one round of 1 s (0.2 s warm-up) per run, a
+    /// 256 MiB temporary file.
+    pub fn quick() -> Self {
+        ProfileOptions {
+            duration: NSEC_PER_SEC,
+            warmup: 200 * NSEC_PER_MSEC,
+            rounds: 1,
+            temp_size: 256 << 20,
+            ..ProfileOptions::default()
+        }
+    }
+
+    /// Checks the options before anything is created.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.duration < NSEC_PER_SEC / 2 || self.duration > 600 * NSEC_PER_SEC {
+            return Err("profile duration must be between 0.5 and 600 seconds per round".into());
+        }
+        if !(1..=100).contains(&self.rounds) {
+            return Err("rounds must be between 1 and 100".into());
+        }
+        if self.warmup * 2 > self.duration {
+            return Err("the warm-up must be at most half of each run".into());
+        }
+        if !(1..=1024).contains(&self.depth) || !(1..=256).contains(&self.big_depth) {
+            return Err("queue depths must be between 1 and 1024 (4 KiB runs) and 1 and 256 (bandwidth runs)".into());
+        }
+        if self.big_block < 64 << 10 || self.big_block > 16 << 20 || self.big_block % 4096 != 0 {
+            return Err("the bandwidth runs' block size must be a multiple of 4 KiB from 64 KiB to 16 MiB".into());
+        }
+        if self.temp_size < MIN_PROFILE_SIZE {
+            return Err(format!("the temporary file must hold at least {} MiB", MIN_PROFILE_SIZE >> 20));
+        }
+        if self.read_only && self.destructive {
+            return Err("--read-only and --destructive contradict each other: give one".into());
+        }
+        Ok(())
+    }
+
+    /// The measurement plan.
+    pub fn plan(&self) -> Plan {
+        Plan {
+            duration: self.duration,
+            warmup: self.warmup,
+            depth: self.depth,
+            big_block: self.big_block,
+            big_depth: self.big_depth,
+            rounds: self.rounds,
+        }
+    }
+}
+
+/// One measurement run, as reported.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProfileRun {
+    /// What it determined (`rbps` … `wrandiops`, `rlat`, `wlat`).
+    pub name: &'static str,
+    /// The job (`4 KiB random reads at QD64`).
+    pub job: String,
+    /// IOs per second.
+    pub iops: f64,
+    /// Bytes per second.
+    pub bw_bytes: f64,
+    /// Latency percentiles, µs.
+    pub lat_us: LatencyUs,
+    /// How far the rounds disagreed, percent: (best − worst) / best of the coefficient (of the
+    /// judged percentile for `rlat`/`wlat`). High values mean a busy host or a variable device.
+    pub spread_pct: f64,
+}
+
+/// What profile found.
+#[derive(Clone, Debug, Serialize)]
+pub struct Profile {
+    /// The path given.
+    pub target: PathBuf,
+    /// What IO went to: the target, the temporary file, or the loop device.
+    pub measured: PathBuf,
+    /// `file`, `block device`, or `loop device over a file`.
+    pub kind: &'static str,
+    /// Size of what was measured, bytes.
+    pub size: u64,
+    /// Whether profile created (and removed) the file.
+    pub created: bool,
+    /// The whole disk the lines are for, when there is one.
+    pub disk: Option<Disk>,
+    /// The cost model.
+    pub model: ModelParams,
+    /// It as an `io.cost.model` line (with `MAJ:MIN` when the disk is known).
+    pub model_line: String,
+    /// Whether the write coefficients were measured (false: derived, see the notes).
+    pub writes_measured: bool,
+    /// The suggested latency targets and vrate bounds.
+    pub qos: QosParams,
+    /// They as an `io.cost.qos` line.
+    pub qos_line: String,
+    /// Every run, in order.
+    pub runs: Vec<ProfileRun>,
+    /// What the reader should know (derived values, the disk the lines name).
+    pub notes: Vec<String>,
+}
+
+/// Measures `target` (a directory, file or block device; see the module comment). `progress` gets
+/// a status line before each run and while a temporary file is written. Everything profile created
+/// (temporary file, loop device) is removed before it returns, on every path; an interrupt
+/// (`stop`) ends it with [`Error::Interrupted`].
+pub fn profile(
+    target: &Path,
+    opts: &ProfileOptions,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Profile> {
+    opts.validate().map_err(Error::InvalidOptions)?;
+    let meta = fs::metadata(target).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => Error::ProfileTargetMissing(target.to_path_buf()),
+        io::ErrorKind::PermissionDenied => Error::PermissionDenied(target.to_path_buf()),
+        _ => Error::os(format!("cannot inspect '{}'", target.display()), e),
+    })?;
+    if opts.loop_device && meta.file_type().is_block_device() {
+        return Err(Error::InvalidOptions(format!(
+            "--loop puts a loop device over a file, and '{}' is a block device: drop --loop",
+            target.display()
+        )));
+    }
+    if opts.loop_device && !ioshare_host::is_root() {
+        return Err(Error::LoopNeedsRoot);
+    }
+    let created = meta.is_dir();
+    if !created && !opts.read_only && !opts.destructive {
+        return Err(Error::WouldOverwrite {
+            path: target.to_path_buf(),
+            reason: "profile writes, and it did not create this target: pass --destructive to let it overwrite the \
+                     data, --read-only to measure reads only, or give a directory to profile a file created there"
+                .into(),
+        });
+    }
+    let writes = !opts.read_only;
+    let mut notes = Vec::new();
+    let temp = if created {
+        let stale = TempTarget::remove_stale(target);
+        if !stale.is_empty() {
+            notes.push(format!(
+                "removed {} temporary file(s) a killed run left in '{}'",
+                stale.len(),
+                target.display()
+            ));
+        }
+        let mib = opts.temp_size >> 20;
+        Some(
+            TempTarget::create(target, opts.temp_size, stop, |done, total| {
+                if done % (64 << 20) == 0 || done == total {
+                    progress(&format!(
+                        "writing the temporary file ({mib} MiB): {:3.0}%",
+                        done as f64 * 100.0 / total as f64
+                    ));
+                }
+            })
+            .map_err(|e| if stop.load(Ordering::Relaxed) { Error::Interrupted } else { e })?,
+        )
+    } else {
+        None
+    };
+    let file = temp.as_ref().map_or(target, |t| t.path());
+    let lo = if opts.loop_device { Some(LoopDevice::attach(file, true).map_err(Error::Host)?) } else { None };
+    let measured = lo.as_ref().map_or(file, |l| l.path()).to_path_buf();
+    let dev = if writes {
+        Target::open(&measured, MIN_PROFILE_SIZE)?
+    } else {
+        Target::open_read_only(&measured, MIN_PROFILE_SIZE)?
+    };
+    let kind = match (dev.kind(), lo.is_some()) {
+        (_, true) => "loop device over a file",
+        (TargetKind::BlockDevice, _) => "block device",
+        (TargetKind::File, _) => "file",
+    };
+    let disk = disk::disk_of(&measured);
+    match (&disk, dev.kind(), lo.is_some()) {
+        (None, _, _) => notes.push(format!(
+            "'{}' is on no block device this host can name: the lines have no MAJ:MIN; prefix the disk's",
+            measured.display()
+        )),
+        (Some(d), TargetKind::File, false) => notes.push(format!(
+            "measured through the filesystem; the lines are for the disk under it, {} ({})",
+            d.name, d.dev
+        )),
+        _ => {}
+    }
+
+    let plan = opts.plan();
+    let lat_steps: Vec<Step> =
+        [Step::Rrandiops, Step::Wrandiops].into_iter().filter(|s| writes || !s.writes()).collect();
+    let total = (if writes { 6 } else { 3 } + lat_steps.len()) * plan.rounds as usize;
+    let started = Instant::now();
+    let mut status = |i: usize, name: &str, job: &str| {
+        let left = (total - i) as u64 * opts.duration / NSEC_PER_SEC;
+        progress(&format!(
+            "[run {}/{total} · {:.0}s elapsed · ~{left}s left] {name}: {job}",
+            i + 1,
+            started.elapsed().as_secs_f64()
+        ));
+    };
+    let measured_model =
+        measure::measure(&dev, &plan, writes, stop, &mut |step, i, _| status(i, step.name(), &step.describe(&plan)))?;
+    check_stop(stop)?;
+    let mut runs: Vec<ProfileRun> = measured_model
+        .runs
+        .iter()
+        .zip(&measured_model.spread_pct)
+        .map(|((step, r), &spread)| profile_run(step.name(), step.describe(&plan), r, spread))
+        .collect();
+    let model = measured_model.model;
+    if !writes {
+        notes.push(format!(
+            "write coefficients not measured (--read-only): the measured read side × the write:read ratios of the \
+             built-in set {}",
+            measure::WRITE_RATIOS_FROM
+        ));
+    }
+
+    // Latency near saturation: capped runs, interleaved rounds; the median round's percentile.
+    let pct: u32 = if disk.as_ref().and_then(|d| d.rotational) == Some(true) { 50 } else { 95 };
+    let percentile = |r: &RunReport| {
+        let lat = &r.tenants[0].lat_us;
+        if pct == 50 {
+            lat.p50
+        } else {
+            lat.p95
+        }
+    };
+    let jobs: Vec<JobSpec> = lat_steps
+        .iter()
+        .map(|&step| {
+            let randiops = if step.writes() { model.wrandiops } else { model.rrandiops };
+            let cap = ((randiops as f64 * QOS_LOAD).round() as u64).max(1);
+            JobSpec { rate_iops: Some(cap), ..step.job(&plan) }
+        })
+        .collect();
+    let names = |step: Step| if step.writes() { "wlat" } else { "rlat" };
+    let first = measured_model.runs.len() * plan.rounds as usize;
+    let rounds = measure::interleaved(&dev, &plan, &jobs, stop, &mut |j, i, _| {
+        status(first + i, names(lat_steps[j]), &measure::describe(&jobs[j]))
+    })?;
+    check_stop(stop)?;
+    let mut targets = Vec::new();
+    for ((&step, job), mut reports) in lat_steps.iter().zip(&jobs).zip(rounds) {
+        reports.sort_by(|a, b| percentile(a).total_cmp(&percentile(b)));
+        let median = &reports[reports.len() / 2];
+        let spread = measure::spread(reports.iter().map(percentile));
+        runs.push(profile_run(names(step), measure::describe(job), median, spread));
+        targets.push(((percentile(median) * QOS_FACTOR).ceil() as u64).max(1));
+    }
+    if let Some(worst) =
+        runs.iter().filter(|r| r.spread_pct > SPREAD_WARN_PCT).max_by(|a, b| a.spread_pct.total_cmp(&b.spread_pct))
+    {
+        notes.push(format!(
+            "rounds disagreed by up to {:.0}% ({}): the host was busy or the device varies; re-run when it is quiet, \
+             or with more --rounds",
+            worst.spread_pct, worst.name
+        ));
+    }
+    let rlat = targets[0];
+    let wlat = match targets.get(1) {
+        Some(&w) => w,
+        None => {
+            notes.push("write latency target not measured (--read-only): set equal to the read target".into());
+            rlat
+        }
+    };
+    let qos = QosParams {
+        enable: true,
+        rppm: pct * 10_000,
+        rlat_us: rlat,
+        wppm: pct * 10_000,
+        wlat_us: wlat,
+        min_ppm: QOS_VRATE_PCT.0 * 10_000,
+        max_ppm: QOS_VRATE_PCT.1 * 10_000,
+    };
+    let device = disk.as_ref().map(|d| d.dev);
+    let model_line = ModelConfig { device, ctrl: Ctrl::User, params: model }.to_string();
+    let qos_line = QosConfig { device, ctrl: Ctrl::User, params: qos }.to_string();
+    Ok(Profile {
+        target: target.to_path_buf(),
+        measured,
+        kind,
+        size: dev.size(),
+        created,
+        disk,
+        model,
+        model_line,
+        writes_measured: writes,
+        qos,
+        qos_line,
+        runs,
+        notes,
+    })
+}
+
+fn check_stop(stop: &AtomicBool) -> Result<()> {
+    if stop.load(Ordering::Relaxed) {
+        Err(Error::Interrupted)
+    } else {
+        Ok(())
+    }
+}
+
+fn profile_run(name: &'static str, job: String, r: &RunReport, spread_pct: f64) -> ProfileRun {
+    let t = &r.tenants[0];
+    ProfileRun { name, job, iops: t.iops, bw_bytes: t.bw_bytes, lat_us: t.lat_us.clone(), spread_pct }
+}
