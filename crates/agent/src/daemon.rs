@@ -25,7 +25,7 @@ use ioshare_core::{LinearModel, ModelConfig, Nanos};
 use ioshare_host::{find_cgroups, Recorder, Reverted};
 
 use crate::check::{Backend, BackendChoice, Check};
-use crate::config::Config;
+use crate::config::{Config, DeviceConfig, GroupConfig};
 use crate::error::Result;
 use crate::hierarchy::{Hierarchy, Throttle};
 use crate::limits::throttle_for;
@@ -162,13 +162,7 @@ impl Agent {
                     }
                     for d in &self.config.devices {
                         let dev = d.device.dev;
-                        let caps = throttle_for(
-                            None,
-                            &Default::default(),
-                            &LinearModel::new(d.model),
-                            self.config.period,
-                            &g.limits,
-                        );
+                        let caps = fixed_caps(d, g, self.config.period);
                         self.hierarchy.set_weight(&mut self.recorder, rel, dev, g.weight)?;
                         self.hierarchy.set_throttle(&mut self.recorder, rel, dev, &caps)?;
                     }
@@ -268,13 +262,7 @@ impl Agent {
                         .iter()
                         .map(|(rel, &rule)| {
                             let g = &self.config.groups[rule];
-                            let caps = throttle_for(
-                                None,
-                                &Default::default(),
-                                &LinearModel::new(d.model),
-                                self.config.period,
-                                &g.limits,
-                            );
+                            let caps = fixed_caps(d, g, self.config.period);
                             GroupLine {
                                 cgroup: rel.clone(),
                                 weight: g.weight,
@@ -345,6 +333,12 @@ impl Agent {
         }
         Ok(self.recorder.revert()?)
     }
+}
+
+/// Kernel backend: the blk-throttle caps of rule `g` on device `d` — its fixed limits only (the
+/// kernel's iocost does the sharing).
+fn fixed_caps(d: &DeviceConfig, g: &GroupConfig, period: Duration) -> Throttle {
+    throttle_for(None, &Default::default(), &LinearModel::new(d.model), period, &g.limits)
 }
 
 /// Reverts what a killed agent recorded in `state_dir` (`ioshare agent revert`); `None` if there
