@@ -24,25 +24,21 @@
 
 pub mod disk;
 pub mod measure;
+mod prepare;
+mod qos;
 
-use std::fs;
-use std::io;
-use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use ioshare_core::iocost::line::Ctrl;
 use ioshare_core::{ModelConfig, ModelParams, Nanos, QosConfig, QosParams, NSEC_PER_MSEC, NSEC_PER_SEC};
-use ioshare_host::LoopDevice;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::job::JobSpec;
 use crate::report::{LatencyUs, RunReport};
-use crate::target::{Target, TargetKind, TempTarget};
 use disk::Disk;
-use measure::{Plan, Step};
+use measure::Plan;
 
 /// Smallest target profile measures (large sequential runs must not wrap every few milliseconds).
 pub const MIN_PROFILE_SIZE: u64 = 64 << 20;
@@ -212,85 +208,10 @@ pub fn profile(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Profile> {
     opts.validate().map_err(Error::InvalidOptions)?;
-    let meta = fs::metadata(target).map_err(|e| match e.kind() {
-        io::ErrorKind::NotFound => Error::ProfileTargetMissing(target.to_path_buf()),
-        io::ErrorKind::PermissionDenied => Error::PermissionDenied(target.to_path_buf()),
-        _ => Error::os(format!("cannot inspect '{}'", target.display()), e),
-    })?;
-    if opts.loop_device && meta.file_type().is_block_device() {
-        return Err(Error::InvalidOptions(format!(
-            "--loop puts a loop device over a file, and '{}' is a block device: drop --loop",
-            target.display()
-        )));
-    }
-    if opts.loop_device && !ioshare_host::is_root() {
-        return Err(Error::LoopNeedsRoot);
-    }
-    let created = meta.is_dir();
-    if !created && !opts.read_only && !opts.destructive {
-        return Err(Error::WouldOverwrite {
-            path: target.to_path_buf(),
-            reason: "profile writes, and it did not create this target: pass --destructive to let it overwrite the \
-                     data, --read-only to measure reads only, or give a directory to profile a file created there"
-                .into(),
-        });
-    }
+    let mut prepared = prepare::prepare(target, opts, stop, progress)?;
     let writes = !opts.read_only;
-    let mut notes = Vec::new();
-    let temp = if created {
-        let stale = TempTarget::remove_stale(target);
-        if !stale.is_empty() {
-            notes.push(format!(
-                "removed {} temporary file(s) a killed run left in '{}'",
-                stale.len(),
-                target.display()
-            ));
-        }
-        let mib = opts.temp_size >> 20;
-        Some(
-            TempTarget::create(target, opts.temp_size, stop, |done, total| {
-                if done % (64 << 20) == 0 || done == total {
-                    progress(&format!(
-                        "writing the temporary file ({mib} MiB): {:3.0}%",
-                        done as f64 * 100.0 / total as f64
-                    ));
-                }
-            })
-            .map_err(|e| if stop.load(Ordering::Relaxed) { Error::Interrupted } else { e })?,
-        )
-    } else {
-        None
-    };
-    let file = temp.as_ref().map_or(target, |t| t.path());
-    let lo = if opts.loop_device { Some(LoopDevice::attach(file, true).map_err(Error::Host)?) } else { None };
-    let measured = lo.as_ref().map_or(file, |l| l.path()).to_path_buf();
-    let dev = if writes {
-        Target::open(&measured, MIN_PROFILE_SIZE)?
-    } else {
-        Target::open_read_only(&measured, MIN_PROFILE_SIZE)?
-    };
-    let kind = match (dev.kind(), lo.is_some()) {
-        (_, true) => "loop device over a file",
-        (TargetKind::BlockDevice, _) => "block device",
-        (TargetKind::File, _) => "file",
-    };
-    let disk = disk::disk_of(&measured);
-    match (&disk, dev.kind(), lo.is_some()) {
-        (None, _, _) => notes.push(format!(
-            "'{}' is on no block device this host can name: the lines have no MAJ:MIN; prefix the disk's",
-            measured.display()
-        )),
-        (Some(d), TargetKind::File, false) => notes.push(format!(
-            "measured through the filesystem; the lines are for the disk under it, {} ({})",
-            d.name, d.dev
-        )),
-        _ => {}
-    }
-
     let plan = opts.plan();
-    let lat_steps: Vec<Step> =
-        [Step::Rrandiops, Step::Wrandiops].into_iter().filter(|s| writes || !s.writes()).collect();
-    let total = (if writes { 6 } else { 3 } + lat_steps.len()) * plan.rounds as usize;
+    let total = if writes { 8 } else { 4 } * plan.rounds as usize;
     let started = Instant::now();
     let mut status = |i: usize, name: &str, job: &str| {
         let left = (total - i) as u64 * opts.duration / NSEC_PER_SEC;
@@ -300,16 +221,18 @@ pub fn profile(
             started.elapsed().as_secs_f64()
         ));
     };
-    let measured_model =
-        measure::measure(&dev, &plan, writes, stop, &mut |step, i, _| status(i, step.name(), &step.describe(&plan)))?;
+    let dev = &prepared.dev;
+    let measured =
+        measure::measure(dev, &plan, writes, stop, &mut |step, i, _| status(i, step.name(), &step.describe(&plan)))?;
     check_stop(stop)?;
-    let mut runs: Vec<ProfileRun> = measured_model
+    let mut runs: Vec<ProfileRun> = measured
         .runs
         .iter()
-        .zip(&measured_model.spread_pct)
+        .zip(&measured.spread_pct)
         .map(|((step, r), &spread)| profile_run(step.name(), step.describe(&plan), r, spread))
         .collect();
-    let model = measured_model.model;
+    let model = measured.model;
+    let mut notes = std::mem::take(&mut prepared.notes);
     if !writes {
         notes.push(format!(
             "write coefficients not measured (--read-only): the measured read side × the write:read ratios of the \
@@ -317,38 +240,13 @@ pub fn profile(
             measure::WRITE_RATIOS_FROM
         ));
     }
-
-    // Latency near saturation: capped runs, interleaved rounds; the median round's percentile.
-    let pct: u32 = if disk.as_ref().and_then(|d| d.rotational) == Some(true) { 50 } else { 95 };
-    let percentile = |r: &RunReport| {
-        let lat = &r.tenants[0].lat_us;
-        if pct == 50 {
-            lat.p50
-        } else {
-            lat.p95
-        }
-    };
-    let jobs: Vec<JobSpec> = lat_steps
-        .iter()
-        .map(|&step| {
-            let randiops = if step.writes() { model.wrandiops } else { model.rrandiops };
-            let cap = ((randiops as f64 * QOS_LOAD).round() as u64).max(1);
-            JobSpec { rate_iops: Some(cap), ..step.job(&plan) }
-        })
-        .collect();
-    let names = |step: Step| if step.writes() { "wlat" } else { "rlat" };
-    let first = measured_model.runs.len() * plan.rounds as usize;
-    let rounds = measure::interleaved(&dev, &plan, &jobs, stop, &mut |j, i, _| {
-        status(first + i, names(lat_steps[j]), &measure::describe(&jobs[j]))
-    })?;
-    check_stop(stop)?;
-    let mut targets = Vec::new();
-    for ((&step, job), mut reports) in lat_steps.iter().zip(&jobs).zip(rounds) {
-        reports.sort_by(|a, b| percentile(a).total_cmp(&percentile(b)));
-        let median = &reports[reports.len() / 2];
-        let spread = measure::spread(reports.iter().map(percentile));
-        runs.push(profile_run(names(step), measure::describe(job), median, spread));
-        targets.push(((percentile(median) * QOS_FACTOR).ceil() as u64).max(1));
+    let rotational = prepared.disk.as_ref().and_then(|d| d.rotational) == Some(true);
+    let first = measured.runs.len() * plan.rounds as usize;
+    let (qos, lat_runs) =
+        qos::suggest(dev, &plan, &model, rotational, writes, stop, &mut |i, name, job| status(first + i, name, job))?;
+    runs.extend(lat_runs);
+    if !writes {
+        notes.push("write latency target not measured (--read-only): set equal to the read target".into());
     }
     if let Some(worst) =
         runs.iter().filter(|r| r.spread_pct > SPREAD_WARN_PCT).max_by(|a, b| a.spread_pct.total_cmp(&b.spread_pct))
@@ -359,44 +257,25 @@ pub fn profile(
             worst.spread_pct, worst.name
         ));
     }
-    let rlat = targets[0];
-    let wlat = match targets.get(1) {
-        Some(&w) => w,
-        None => {
-            notes.push("write latency target not measured (--read-only): set equal to the read target".into());
-            rlat
-        }
-    };
-    let qos = QosParams {
-        enable: true,
-        rppm: pct * 10_000,
-        rlat_us: rlat,
-        wppm: pct * 10_000,
-        wlat_us: wlat,
-        min_ppm: QOS_VRATE_PCT.0 * 10_000,
-        max_ppm: QOS_VRATE_PCT.1 * 10_000,
-    };
-    let device = disk.as_ref().map(|d| d.dev);
-    let model_line = ModelConfig { device, ctrl: Ctrl::User, params: model }.to_string();
-    let qos_line = QosConfig { device, ctrl: Ctrl::User, params: qos }.to_string();
+    let device = prepared.disk.as_ref().map(|d| d.dev);
     Ok(Profile {
         target: target.to_path_buf(),
-        measured,
-        kind,
+        measured: prepared.measured.clone(),
+        kind: prepared.kind,
         size: dev.size(),
-        created,
-        disk,
+        created: prepared.created,
+        disk: prepared.disk.clone(),
         model,
-        model_line,
+        model_line: ModelConfig { device, ctrl: Ctrl::User, params: model }.to_string(),
         writes_measured: writes,
         qos,
-        qos_line,
+        qos_line: QosConfig { device, ctrl: Ctrl::User, params: qos }.to_string(),
         runs,
         notes,
     })
 }
 
-fn check_stop(stop: &AtomicBool) -> Result<()> {
+pub(crate) fn check_stop(stop: &AtomicBool) -> Result<()> {
     if stop.load(Ordering::Relaxed) {
         Err(Error::Interrupted)
     } else {
@@ -404,7 +283,7 @@ fn check_stop(stop: &AtomicBool) -> Result<()> {
     }
 }
 
-fn profile_run(name: &'static str, job: String, r: &RunReport, spread_pct: f64) -> ProfileRun {
+pub(crate) fn profile_run(name: &'static str, job: String, r: &RunReport, spread_pct: f64) -> ProfileRun {
     let t = &r.tenants[0];
     ProfileRun { name, job, iops: t.iops, bw_bytes: t.bw_bytes, lat_us: t.lat_us.clone(), spread_pct }
 }
