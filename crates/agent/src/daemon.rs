@@ -218,34 +218,7 @@ impl Agent {
     pub fn status(&self) -> Status {
         let now = self.now();
         let devices = match self.backend {
-            Backend::Userspace => self
-                .devices
-                .iter()
-                .map(|d| {
-                    let s = d.status(now);
-                    DeviceLine {
-                        device: s.device,
-                        dev: s.dev,
-                        vrate_pct: s.vrate_pct,
-                        busy_level: s.busy_level,
-                        lat_us: s.lat_us,
-                        target_us: s.target_us,
-                        groups: s
-                            .groups
-                            .into_iter()
-                            .map(|g| GroupLine {
-                                cgroup: g.cgroup,
-                                weight: g.weight,
-                                hweight_active: g.hweight_active,
-                                hweight_inuse: g.hweight_inuse,
-                                usage_share: g.usage_share,
-                                limits: limits_array(&g.limits),
-                                state: g.state.to_string(),
-                            })
-                            .collect(),
-                    }
-                })
-                .collect(),
+            Backend::Userspace => self.devices.iter().map(|d| d.status(now)).collect(),
             Backend::Kernel => self
                 .config
                 .devices
@@ -269,7 +242,7 @@ impl Agent {
                                 hweight_active: 0.0,
                                 hweight_inuse: 0.0,
                                 usage_share: 0.0,
-                                limits: limits_array(&caps),
+                                limits: caps.as_array(),
                                 state: "kernel".into(),
                             }
                         })
@@ -349,10 +322,6 @@ pub fn revert(state_dir: &Path) -> Result<Option<Reverted>> {
     let reverted = ioshare_host::revert_state_dir(state_dir, &roots)?;
     crate::status::Status::remove(state_dir);
     Ok(reverted)
-}
-
-fn limits_array(t: &Throttle) -> [u64; 4] {
-    [t.riops, t.wiops, t.rbps, t.wbps]
 }
 
 /// A flag set by SIGTERM or SIGINT (installed once), for [`Agent::run`].

@@ -36,6 +36,11 @@ pub struct Throttle {
 }
 
 impl Throttle {
+    /// The four limits as the status file lists them: riops, wiops, rbps, wbps.
+    pub fn as_array(&self) -> [u64; 4] {
+        [self.riops, self.wiops, self.rbps, self.wbps]
+    }
+
     /// Whether any limit is set.
     pub fn is_limited(&self) -> bool {
         *self != Throttle::default()

@@ -23,10 +23,10 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::status::{DeviceLine, GroupLine};
 use ioshare_core::iocost::aggregate::{aggregate_cost, Charge};
 use ioshare_core::{Controller, GroupId, GroupSettings, IoCost, Limits, LinearModel, Nanos, Op, QosParams};
 use ioshare_host::{DiskStats, Recorder, RwCounts};
-use serde::Serialize;
 
 use crate::config::DeviceConfig;
 use crate::error::Result;
@@ -56,44 +56,6 @@ struct Tracked {
     usage: [DirUsage; 2],
     throttle: Throttle,
     present: bool,
-}
-
-/// One cgroup's state on a device, for the status file.
-#[derive(Clone, Debug, Serialize)]
-pub struct GroupStatus {
-    /// Cgroup path relative to the root.
-    pub cgroup: String,
-    /// Configured weight.
-    pub weight: u32,
-    /// Share by weight among the active groups.
-    pub hweight_active: f64,
-    /// Share after donation.
-    pub hweight_inuse: f64,
-    /// Device time used last period at the model's prices, share of the period's length.
-    pub usage_share: f64,
-    /// Limits in force (0 = none).
-    pub limits: Throttle,
-    /// `idle`, `alone`, `donating`, `limited` (used its budget: would wait) or `running`.
-    pub state: &'static str,
-}
-
-/// One device's state, for the status file.
-#[derive(Clone, Debug, Serialize)]
-pub struct DeviceStatus {
-    /// Device name.
-    pub device: String,
-    /// `MAJ:MIN`.
-    pub dev: String,
-    /// vrate, percent of the model.
-    pub vrate_pct: f64,
-    /// Busy level.
-    pub busy_level: i32,
-    /// Mean latency of last period net of size, µs, [read, write].
-    pub lat_us: [f64; 2],
-    /// Latency targets, µs, [read, write] (0: none).
-    pub target_us: [u64; 2],
-    /// Groups.
-    pub groups: Vec<GroupStatus>,
 }
 
 /// Share of a period the device must have had IO in flight to count as busy.
@@ -282,10 +244,10 @@ impl DeviceLoop {
     }
 
     /// The device's state now.
-    pub fn status(&self, now: Nanos) -> DeviceStatus {
+    pub fn status(&self, now: Nanos) -> DeviceLine {
         let stats = self.ctl.stats(now);
         let period_vtime = self.last_elapsed_s * 1e9 * ioshare_core::iocost::model::VTIME_PER_NSEC as f64;
-        let mut groups: Vec<GroupStatus> = self
+        let mut groups: Vec<GroupLine> = self
             .groups
             .iter()
             .filter(|(_, t)| t.present)
@@ -305,19 +267,19 @@ impl DeviceLoop {
                 } else {
                     "running"
                 };
-                GroupStatus {
+                GroupLine {
                     cgroup: rel.clone(),
                     weight: t.weight,
                     hweight_active: g.hweight_active,
                     hweight_inuse: g.hweight_inuse,
                     usage_share,
-                    limits: t.throttle,
-                    state,
+                    limits: t.throttle.as_array(),
+                    state: state.into(),
                 }
             })
             .collect();
         groups.sort_by(|a, b| a.cgroup.cmp(&b.cgroup));
-        DeviceStatus {
+        DeviceLine {
             device: self.cfg.device.name.clone(),
             dev: self.cfg.device.dev.to_string(),
             vrate_pct: stats.device.vrate_pct,
