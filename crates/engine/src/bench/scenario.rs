@@ -85,8 +85,6 @@ struct Plan {
     subjects: Vec<Ctl>,
     kernel: Vec<KernelSetup>,
     rounds: usize,
-    /// Whether fio runs the (single) tenant's job in every round, as a reference engine.
-    fio_reference: bool,
     notes: Vec<String>,
 }
 
@@ -174,7 +172,7 @@ impl Scenario {
             Scenario::WorkConserving => (4, 1, 2 + frontier::DEPTHS.len(), 2, true),
             Scenario::MixedCost => (2, 1, 0, 1, true),
             Scenario::Limits => (2, 1, 0, 1, false),
-            Scenario::Overhead => (4, OVERHEAD_ROUNDS, if fio::available() { OVERHEAD_ROUNDS } else { 0 }, 2, false),
+            Scenario::Overhead => (4, OVERHEAD_ROUNDS, OVERHEAD_ROUNDS * usize::from(fio::available()), 2, false),
             Scenario::Donation => (2, 1, 0, 1, true),
         }
     }
@@ -201,7 +199,6 @@ impl Scenario {
                     KernelSetup::Agent { model: ctx.calibration.model, qos: ctx.calibration.qos },
                 ],
                 rounds: 1,
-                fio_reference: false,
                 notes,
             },
             Scenario::WorkConserving => Plan {
@@ -225,7 +222,6 @@ impl Scenario {
                     KernelSetup::IoCost,
                 ],
                 rounds: 1,
-                fio_reference: false,
                 notes,
             },
             Scenario::MixedCost => {
@@ -242,7 +238,6 @@ impl Scenario {
                     subjects: vec![Ctl::IoCost],
                     kernel: vec![KernelSetup::Bfq, KernelSetup::IoCost],
                     rounds: 1,
-                    fio_reference: false,
                     notes,
                 }
             }
@@ -260,7 +255,6 @@ impl Scenario {
                     subjects: vec![Ctl::TokenBucket, Ctl::LeakyBucket],
                     kernel: vec![KernelSetup::ReadIopsLimits(vec![limit])],
                     rounds: 1,
-                    fio_reference: false,
                     notes,
                 }
             }
@@ -272,7 +266,6 @@ impl Scenario {
                 subjects: vec![Ctl::IoCost, Ctl::TokenBucket, Ctl::LeakyBucket],
                 kernel: vec![KernelSetup::Plain, KernelSetup::Bfq],
                 rounds: OVERHEAD_ROUNDS,
-                fio_reference: true,
                 notes,
             },
             Scenario::Donation => {
@@ -290,7 +283,6 @@ impl Scenario {
                     subjects: vec![Ctl::IoCost],
                     kernel: vec![KernelSetup::Bfq, KernelSetup::IoCost],
                     rounds: 1,
-                    fio_reference: false,
                     notes,
                 }
             }
@@ -327,8 +319,10 @@ impl Scenario {
         let mut rounds: Vec<Vec<RunReport>> = vec![Vec::new(); plan.ioshare.len()];
         let mut fio_rounds: Vec<RunReport> = Vec::new();
         let mut notes = plan.notes;
-        let fio_job = plan.fio_reference.then(|| &plan.tenants[0].jobs[0]).filter(|_| fio::available());
-        if plan.fio_reference && fio_job.is_none() {
+        // The overhead scenario's single job also runs under fio in every round, as a reference engine.
+        let fio_reference = self == Scenario::Overhead;
+        let fio_job = fio_reference.then(|| &plan.tenants[0].jobs[0]).filter(|_| fio::available());
+        if fio_reference && fio_job.is_none() {
             notes.push("fio is not installed: no reference run (./scripts/setup.sh installs it)".into());
         }
         'rounds: for _ in 0..plan.rounds {
@@ -759,7 +753,6 @@ mod tests {
         }
         assert!(Scenario::by_name("nope").is_none());
         assert_eq!(Scenario::WorkConserving.planned_runs(None), 4 + 2 + frontier::DEPTHS.len());
-        let fio_rounds = if fio::available() { OVERHEAD_ROUNDS } else { 0 };
-        assert_eq!(Scenario::Overhead.planned_runs(None), 12 + fio_rounds);
+        assert_eq!(Scenario::Overhead.planned_runs(None), 12 + OVERHEAD_ROUNDS * usize::from(fio::available()));
     }
 }
