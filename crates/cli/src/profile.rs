@@ -8,6 +8,7 @@ use anyhow::bail;
 use ioshare_core::iocost::model::vtime_to_ns;
 use ioshare_core::{LinearModel, NSEC_PER_SEC};
 use ioshare_engine::interrupt;
+use ioshare_engine::profile::measure::Plan;
 use ioshare_engine::profile::{self, Profile, ProfileOptions};
 
 /// Arguments of `ioshare profile`.
@@ -65,16 +66,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ProfileOptions::quick()
     } else {
         let duration = (args.duration.max(0.0) * 1e9) as u64;
+        let full = ProfileOptions::default();
         ProfileOptions {
-            duration,
-            warmup: (duration / 6).min(2 * NSEC_PER_SEC),
-            rounds: args.rounds,
+            plan: Plan { duration, warmup: (duration / 6).min(2 * NSEC_PER_SEC), rounds: args.rounds, ..full.plan },
             temp_size: args.size.saturating_mul(1 << 20),
-            ..ProfileOptions::default()
+            ..full
         }
     };
     let opts = ProfileOptions {
-        depth: args.depth,
+        plan: Plan { depth: args.depth, ..base.plan },
         read_only: args.read_only,
         destructive: args.destructive,
         loop_device: args.loop_device,

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use ioshare_core::iocost::line::Ctrl;
-use ioshare_core::{ModelConfig, ModelParams, Nanos, QosConfig, QosParams, NSEC_PER_MSEC, NSEC_PER_SEC};
+use ioshare_core::{ModelConfig, ModelParams, QosConfig, QosParams, NSEC_PER_MSEC, NSEC_PER_SEC};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -54,18 +54,9 @@ pub const QOS_VRATE_PCT: (u32, u32) = (60, 100);
 /// What to measure and how long.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProfileOptions {
-    /// Length of each measurement round, warm-up included, ns.
-    pub duration: Nanos,
-    /// Leading part of each run left out, ns.
-    pub warmup: Nanos,
-    /// Queue depth of the 4 KiB runs (the kernel tool's default: 64).
-    pub depth: u32,
-    /// Block size of the bandwidth runs, bytes.
-    pub big_block: u32,
-    /// Queue depth of the bandwidth runs.
-    pub big_depth: u32,
-    /// Rounds each run is split into (interleaved; see [`measure`]).
-    pub rounds: u32,
+    /// How long and how deep the runs are (4 KiB runs at the kernel tool's QD64 by default), in
+    /// interleaved rounds (see [`measure`]).
+    pub plan: Plan,
     /// Measure reads only (any target; writes derived from a built-in set).
     pub read_only: bool,
     /// Allow writing to an existing file or an unmounted block device (its data is destroyed).
@@ -82,12 +73,14 @@ impl Default for ProfileOptions {
     /// of a few hundred MiB).
     fn default() -> Self {
         ProfileOptions {
-            duration: 3 * NSEC_PER_SEC,
-            warmup: NSEC_PER_SEC / 2,
-            depth: 64,
-            big_block: 4 << 20,
-            big_depth: 16,
-            rounds: 4,
+            plan: Plan {
+                duration: 3 * NSEC_PER_SEC,
+                warmup: NSEC_PER_SEC / 2,
+                depth: 64,
+                big_block: 4 << 20,
+                big_depth: 16,
+                rounds: 4,
+            },
             read_only: false,
             destructive: false,
             loop_device: false,
@@ -100,30 +93,30 @@ impl ProfileOptions {
     /// The short mode for tests and a first look: one round of 1 s (0.2 s warm-up) per run, a
     /// 256 MiB temporary file.
     pub fn quick() -> Self {
+        let full = ProfileOptions::default();
         ProfileOptions {
-            duration: NSEC_PER_SEC,
-            warmup: 200 * NSEC_PER_MSEC,
-            rounds: 1,
+            plan: Plan { duration: NSEC_PER_SEC, warmup: 200 * NSEC_PER_MSEC, rounds: 1, ..full.plan },
             temp_size: 256 << 20,
-            ..ProfileOptions::default()
+            ..full
         }
     }
 
     /// Checks the options before anything is created.
     pub fn validate(&self) -> std::result::Result<(), String> {
-        if self.duration < NSEC_PER_SEC / 2 || self.duration > 600 * NSEC_PER_SEC {
+        let p = &self.plan;
+        if p.duration < NSEC_PER_SEC / 2 || p.duration > 600 * NSEC_PER_SEC {
             return Err("profile duration must be between 0.5 and 600 seconds per round".into());
         }
-        if !(1..=100).contains(&self.rounds) {
+        if !(1..=100).contains(&p.rounds) {
             return Err("rounds must be between 1 and 100".into());
         }
-        if self.warmup * 2 > self.duration {
+        if p.warmup * 2 > p.duration {
             return Err("the warm-up must be at most half of each run".into());
         }
-        if !(1..=1024).contains(&self.depth) || !(1..=256).contains(&self.big_depth) {
+        if !(1..=1024).contains(&p.depth) || !(1..=256).contains(&p.big_depth) {
             return Err("queue depths must be between 1 and 1024 (4 KiB runs) and 1 and 256 (bandwidth runs)".into());
         }
-        if self.big_block < 64 << 10 || self.big_block > 16 << 20 || self.big_block % 4096 != 0 {
+        if p.big_block < 64 << 10 || p.big_block > 16 << 20 || p.big_block % 4096 != 0 {
             return Err("the bandwidth runs' block size must be a multiple of 4 KiB from 64 KiB to 16 MiB".into());
         }
         if self.temp_size < MIN_PROFILE_SIZE {
@@ -133,18 +126,6 @@ impl ProfileOptions {
             return Err("--read-only and --destructive contradict each other: give one".into());
         }
         Ok(())
-    }
-
-    /// The measurement plan.
-    pub fn plan(&self) -> Plan {
-        Plan {
-            duration: self.duration,
-            warmup: self.warmup,
-            depth: self.depth,
-            big_block: self.big_block,
-            big_depth: self.big_depth,
-            rounds: self.rounds,
-        }
     }
 }
 
@@ -210,11 +191,11 @@ pub fn profile(
     opts.validate().map_err(Error::InvalidOptions)?;
     let mut prepared = prepare::prepare(target, opts, stop, progress)?;
     let writes = !opts.read_only;
-    let plan = opts.plan();
+    let plan = opts.plan;
     let total = if writes { 8 } else { 4 } * plan.rounds as usize;
     let started = Instant::now();
     let mut status = |i: usize, name: &str, job: &str| {
-        let left = (total - i) as u64 * opts.duration / NSEC_PER_SEC;
+        let left = (total - i) as u64 * opts.plan.duration / NSEC_PER_SEC;
         progress(&format!(
             "[run {}/{total} · {:.0}s elapsed · ~{left}s left] {name}: {job}",
             i + 1,
