@@ -51,14 +51,7 @@ fn observe_without_root_says_so() {
 
 /// Skips (returns true, printing why) unless root on a kernel with BTF.
 fn skip(test: &str) -> bool {
-    if ioshare_host::skip_unless_root(test) {
-        return true;
-    }
-    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
-        eprintln!("skipping {test}: the kernel has no BTF (/sys/kernel/btf/vmlinux), which observe needs");
-        return true;
-    }
-    false
+    ioshare_observe::skip_unless_traceable(test)
 }
 
 /// A child killed and reaped when dropped, so a failing test leaves none behind.

@@ -47,6 +47,29 @@ impl std::fmt::Debug for Observer {
     }
 }
 
+/// Whether this process can trace the block layer: root, on a kernel with BTF.
+pub fn can_trace() -> Result<()> {
+    if !ioshare_host::is_root() {
+        return Err(Error::NotRoot);
+    }
+    if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        return Err(Error::NoBtf);
+    }
+    Ok(())
+}
+
+/// For tests that trace: returns `true` (skip) and prints `skipping <test>: <why>` unless
+/// [`can_trace`].
+pub fn skip_unless_traceable(test: &str) -> bool {
+    match can_trace() {
+        Ok(()) => false,
+        Err(why) => {
+            eprintln!("skipping {test}: {why}");
+            true
+        }
+    }
+}
+
 impl Observer {
     /// Loads and attaches the programs, counting IO on the whole disk `device` (`(major, minor)`) only,
     /// or on every device.
@@ -59,12 +82,7 @@ impl Observer {
 
     /// [`Observer::start`] with the attach style forced (`None`: tp_btf, falling back to raw_tp).
     pub fn start_as(device: Option<(u32, u32)>, mode: Option<AttachMode>) -> Result<Observer> {
-        if !ioshare_host::is_root() {
-            return Err(Error::NotRoot);
-        }
-        if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
-            return Err(Error::NoBtf);
-        }
+        can_trace()?;
         // libbpf prints every refusal (and the verifier's log) to stderr; the errors are reported
         // through `Error::Load`, and the full log only on request.
         if std::env::var_os(DEBUG_ENV).is_none() {

@@ -22,14 +22,7 @@ const SECTOR: u64 = 512;
 
 /// Skips (returns true, printing why) unless root on a kernel with BTF.
 fn skip(test: &str) -> bool {
-    if ioshare_host::skip_unless_root(test) {
-        return true;
-    }
-    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
-        eprintln!("skipping {test}: the kernel has no BTF (/sys/kernel/btf/vmlinux), which observe needs");
-        return true;
-    }
-    false
+    ioshare_observe::skip_unless_traceable(test)
 }
 
 /// Not a test of its own: the IO process of the tests below. With `IOSHARE_OBSERVE_CHILD` =
