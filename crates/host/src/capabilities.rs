@@ -122,6 +122,17 @@ impl Capabilities {
         }
     }
 
+    /// Whether cgroup v2 has the `memory` controller (the lab guest; not this host, where memory is
+    /// bound to v1).
+    pub fn memory_v2(&self) -> bool {
+        self.v2_controllers.iter().any(|c| c == "memory")
+    }
+
+    /// The cgroup v1 memory hierarchy's mount point, if there is one.
+    pub fn memory_v1(&self) -> Option<&PathBuf> {
+        self.v1_mounts.iter().find(|(c, _)| c == "memory").map(|(_, p)| p)
+    }
+
     /// How the hierarchies are laid out.
     pub fn layout(&self) -> CgroupLayout {
         match (self.v1_mounts.iter().any(|(c, _)| !c.starts_with("name=") && c != "systemd"), &self.cgroup_v2) {

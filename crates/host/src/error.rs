@@ -127,6 +127,9 @@ pub enum Error {
     /// A directory that is not a cgroup v1 memory cgroup.
     #[error("{} is not a cgroup v1 memory cgroup (no memory.usage_in_bytes): give a directory under the memory hierarchy", .0.display())]
     NotAMemcg(PathBuf),
+    /// A directory that is not a cgroup v2 cgroup with the memory controller.
+    #[error("{} is not a cgroup v2 cgroup with the memory controller (no memory.current): give a cgroup whose parent enables +memory", .0.display())]
+    NotAMemcg2(PathBuf),
     /// A memory limit below what the group uses and the kernel could not reclaim.
     #[error("cannot set the memory limit of {} to {bytes} bytes: the group uses more and the kernel could not reclaim enough (EBUSY)", cgroup.display())]
     LimitBelowUsage {

@@ -52,6 +52,8 @@
 //!     .set(path, Entry, line) -> Written             // previous line stored (synced) before the write
 //!     .touch(path, Entry)  .revert() -> Reverted     // a killed writer's state reverted at open
 //! revert_state_dir(dir, roots) -> Option<Reverted>   // `ioshare agent revert`
+//! Memcg (v1 memory: usage, limit, oom_control, eventfds), Memcg2 (v2 memory: current, max, high,
+//!     events, pressure + PSI triggers, oom.group, reclaim), PollFile (POLLPRI on a kernfs/PSI file)
 //! IoMax (io.max line: FromStr/Display, parse_file/format_file), IoWeight (io.weight file: FromStr/Display)
 //! is_root() -> bool; skip_unless_root(test) -> bool   // prints "skipping <test>: needs root (...)"
 //! ```
@@ -79,6 +81,7 @@ mod io_weight;
 mod loop_device;
 mod loop_sys;
 mod memcg;
+mod memcg2;
 mod privilege;
 mod recorder;
 mod scheduler;
@@ -98,5 +101,6 @@ pub use io_weight::{IoWeight, IO_WEIGHT_DEFAULT, IO_WEIGHT_MAX, IO_WEIGHT_MIN};
 pub use ioshare_core::iocost::line::DevNum;
 pub use loop_device::LoopDevice;
 pub use memcg::{EventFd, MemCgroup, Memcg, OomControl};
+pub use memcg2::{format_limit, parse_limit, Memcg2, MemoryEvents, PollFile, Pressure, PressureLine, Stall};
 pub use privilege::{is_root, skip_unless_root};
 pub use recorder::{check_under, revert_state_dir, Change, Entry, Recorder, Reverted, Written, STATE_FILE};

@@ -19,14 +19,13 @@
 //!   kernel's own killer works again everywhere it was paused. If the process dies instead (a
 //!   `kill -9`), the [`Watchdog`] started with the guard writes the same values back.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use ioshare_host::{EventFd, Memcg};
 
 use crate::error::{Error, Result};
-use crate::priority::{choose_victim, Node};
+use crate::kill::{kill_next, Ranks};
 use crate::watchdog::Watchdog;
 use crate::watermark::{MemorySettings, Watermarks};
 
@@ -36,8 +35,6 @@ pub const RECLAIM_STEP: u64 = 16 << 20;
 /// The shortest time between two reclaim rounds of a group. A round also waits as long as the
 /// previous one took, so reclaim takes at most half of one core however fast a group refills.
 pub const RECLAIM_INTERVAL: Duration = Duration::from_millis(1);
-/// How long the guard waits for a killed process to leave its cgroup.
-const KILL_WAIT: Duration = Duration::from_secs(2);
 
 /// A group the guard looks after.
 #[derive(Clone, Debug)]
@@ -75,6 +72,33 @@ pub enum Action {
         /// How long it took.
         took: Duration,
     },
+    /// The kernel's own OOM killer killed in `group` (cgroup v2: `memory.events` `oom_kill` rose).
+    KernelKilled {
+        /// The group.
+        group: PathBuf,
+        /// Processes killed since the last look.
+        count: u64,
+    },
+}
+
+impl Action {
+    /// The guarded group the action concerns.
+    pub fn group(&self) -> &Path {
+        match self {
+            Action::Killed { group, .. } | Action::Reclaimed { group, .. } | Action::KernelKilled { group, .. } => group,
+        }
+    }
+}
+
+/// A file a guard changed: the value it replaced and the one it wrote (for the agent's journal).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Changed {
+    /// The cgroup file.
+    pub file: PathBuf,
+    /// Its value before the guard, as written back.
+    pub previous: String,
+    /// The value the guard wrote.
+    pub new: String,
 }
 
 /// Per group: its notifications and counters.
@@ -91,10 +115,10 @@ struct Watch {
 #[derive(Debug)]
 pub struct Guard {
     watches: Vec<Watch>,
-    priorities: HashMap<PathBuf, u8>,
+    ranks: Ranks,
     dry_run: bool,
-    /// (file, previous value) of every change, oldest first.
-    changed: Vec<(Memcg, Setting, u64)>,
+    /// (group, setting, previous value, value written) of every change, oldest first.
+    changed: Vec<(Memcg, Setting, u64, u64)>,
     /// Restores the changes if this process dies; `None` once restored (or when nothing changed).
     watchdog: Option<Watchdog>,
     /// Processes killed so far.
@@ -126,9 +150,11 @@ impl Guard {
         for g in &groups {
             g.settings.validate()?;
         }
-        let priorities = groups.iter().map(|g| (g.memcg.path().to_path_buf(), g.settings.priority)).collect();
-        let mut guard =
-            Guard { watches: Vec::new(), priorities, dry_run, changed: Vec::new(), watchdog: None, kills: 0 };
+        let ranks = Ranks {
+            priorities: groups.iter().map(|g| (g.memcg.path().to_path_buf(), g.settings.priority)).collect(),
+            whole: groups.iter().filter(|g| g.settings.oom_group).map(|g| g.memcg.path().to_path_buf()).collect(),
+        };
+        let mut guard = Guard { watches: Vec::new(), ranks, dry_run, changed: Vec::new(), watchdog: None, kills: 0 };
         for group in groups {
             let watch = guard.watch(group)?;
             guard.watches.push(watch);
@@ -144,7 +170,7 @@ impl Guard {
             .changed
             .iter()
             .rev()
-            .map(|(m, setting, previous)| (m.path().join(setting.file()), previous.to_string()))
+            .map(|(m, setting, previous, _)| (m.path().join(setting.file()), previous.to_string()))
             .collect();
         for w in self.watches.iter().filter(|w| w.above_high.is_some()) {
             let file = w.group.memcg.path().join(Setting::Limit.file());
@@ -187,8 +213,9 @@ impl Guard {
             Setting::Limit => m.limit()?,
             Setting::OomKillDisable => m.oom_control()?.oom_kill_disable as u64,
         };
-        if !self.changed.iter().any(|(c, s, _)| c == m && *s == setting) {
-            self.changed.push((m.clone(), setting, previous));
+        match self.changed.iter_mut().find(|(c, s, _, _)| c == m && *s == setting) {
+            Some(c) => c.3 = value,
+            None => self.changed.push((m.clone(), setting, previous, value)),
         }
         write(m, setting, value)
     }
@@ -232,54 +259,15 @@ impl Guard {
         let group = self.watches[i].group.memcg.clone();
         let mut actions = Vec::new();
         let mut failed: Vec<PathBuf> = Vec::new();
-        loop {
-            if !self.dry_run && !group.oom_control()?.under_oom {
-                return Ok(actions);
-            }
-            let tree = self.snapshot(&group)?;
-            let Some(victim) = choose_victim(&tree, &|p: &Path| failed.iter().any(|f| f == p)) else {
-                return Ok(actions);
-            };
-            let victim_cg = Memcg::at(&victim.path)?;
-            let Some((pid, rss)) = largest_process(&victim_cg)? else {
-                failed.push(victim.path.clone());
-                continue;
-            };
-            actions.push(Action::Killed {
-                group: group.path().to_path_buf(),
-                victim: victim.path.clone(),
-                pid,
-                rss,
-                dry_run: self.dry_run,
-            });
+        while self.dry_run || group.oom_control()?.under_oom {
+            let Some(action) = kill_next(&group, &self.ranks, &mut failed, self.dry_run)? else { break };
+            actions.push(action);
             if self.dry_run {
-                return Ok(actions);
-            }
-            // SAFETY: kill(2) with a pid read from the cgroup; a pid that has exited meanwhile fails
-            // with ESRCH, which the next round sees as a process gone.
-            if unsafe { libc::kill(pid as i32, libc::SIGKILL) } != 0 {
-                let e = std::io::Error::last_os_error();
-                if e.raw_os_error() != Some(libc::ESRCH) {
-                    return Err(Error::Kill { pid, source: e });
-                }
+                break;
             }
             self.kills += 1;
-            wait_gone(&victim_cg, pid);
         }
-    }
-
-    /// The subtree of `root` as the priority rule sees it.
-    fn snapshot(&self, root: &Memcg) -> Result<Node> {
-        // A cgroup that vanished has nothing below it to choose.
-        let children = root.children().unwrap_or_default();
-        let children = children.iter().filter_map(|c| self.snapshot(c).ok()).collect();
-        Ok(Node {
-            path: root.path().to_path_buf(),
-            priority: self.priorities.get(root.path()).copied().unwrap_or(0),
-            usage: root.usage()?,
-            procs: root.procs()?.len(),
-            children,
-        })
+        Ok(actions)
     }
 
     /// One reclaim round of group `i` if its usage is above its high watermark and the last round is
@@ -320,10 +308,22 @@ impl Guard {
         Ok(Some(Action::Reclaimed { group: m.path().to_path_buf(), from, to: usage, took }))
     }
 
+    /// Every file the guard changed so far, oldest first.
+    pub fn changes(&self) -> Vec<Changed> {
+        self.changed
+            .iter()
+            .map(|(m, setting, previous, new)| Changed {
+                file: m.path().join(setting.file()),
+                previous: previous.to_string(),
+                new: new.to_string(),
+            })
+            .collect()
+    }
+
     /// Writes back every value the guard changed, newest first; a group that vanished is skipped.
     pub fn restore(&mut self) -> Result<()> {
         let mut first_error = None;
-        while let Some((m, setting, previous)) = self.changed.pop() {
+        while let Some((m, setting, previous, _)) = self.changed.pop() {
             if !m.path().exists() {
                 continue;
             }
@@ -357,25 +357,4 @@ fn write(m: &Memcg, setting: Setting, value: u64) -> Result<()> {
 /// Limits at or above this read as "no limit" (the kernel shows a page-rounded `i64::MAX`).
 fn unlimited_threshold() -> u64 {
     1 << 62
-}
-
-/// The process of `m` itself with the largest resident set, with it in bytes.
-fn largest_process(m: &Memcg) -> Result<Option<(u32, u64)>> {
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
-    let rss = |pid: u32| -> u64 {
-        std::fs::read_to_string(format!("/proc/{pid}/statm"))
-            .ok()
-            .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
-            .map_or(0, |pages| pages * page)
-    };
-    Ok(m.procs()?.into_iter().map(|p| (p, rss(p))).max_by_key(|&(_, r)| r))
-}
-
-/// Waits (bounded) until `pid` has left `m`: the kernel frees its memory as it exits.
-fn wait_gone(m: &Memcg, pid: u32) {
-    let deadline = Instant::now() + KILL_WAIT;
-    while Instant::now() < deadline && m.procs().is_ok_and(|p| p.contains(&pid)) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }

@@ -8,20 +8,28 @@
 //! - [`watermark`]: early reclaim — background reclaim between `wmark_high` and `wmark_low`;
 //! - [`guard`]: both, on cgroup v1 (`oom_kill_disable` + OOM eventfd; usage-threshold eventfd +
 //!   reclaim by lowering the limit), restoring everything it changed when it stops — and, through
-//!   its [`watchdog`], when its process dies without stopping.
+//!   its [`watchdog`], when its process dies without stopping;
+//! - [`guard2`]: both on cgroup v2, acting before the kernel's OOM killer (`memory.high` headroom, a
+//!   PSI `full` trigger, `memory.events` as the fallback) and reclaiming through `memory.reclaim`;
+//! - [`kill`]: the kill by priority both guards share; [`any`]: either guard behind one type.
 //!
 //! The rules are pure functions tested exactly; the guard only reads cgroup files, kills and writes
 //! limits through `ioshare-host`'s [`ioshare_host::Memcg`].
 
+pub mod any;
 pub mod error;
 pub mod guard;
+pub mod guard2;
+pub mod kill;
 pub mod priority;
 pub mod size;
 pub mod watchdog;
 pub mod watermark;
 
+pub use any::AnyGuard;
 pub use error::{Error, Result};
-pub use guard::{Action, Guard, GuardedGroup};
+pub use guard::{Action, Changed, Guard, GuardedGroup};
+pub use guard2::{Guard2, GuardedGroup2};
 pub use priority::{choose_victim, Node, PRIORITY_MAX};
 pub use size::parse_size;
 pub use watermark::{MemorySettings, Watermarks};

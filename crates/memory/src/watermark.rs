@@ -30,6 +30,21 @@ pub struct MemorySettings {
     /// A hard limit to set on the group (`"2G"`, or bytes); `None` keeps the group's own limit.
     #[serde(default, deserialize_with = "size_or_bytes")]
     pub limit: Option<u64>,
+    /// The group is one unit (a container): a kill takes all its processes, and on cgroup v2 the
+    /// kernel's own OOM killer is told so too (`memory.oom.group`).
+    #[serde(default)]
+    pub oom_group: bool,
+    /// cgroup v2: kill by priority when the group's PSI `full` memory stall exceeds this share of a
+    /// [`crate::guard2::PRESSURE_WINDOW`], percent (1..=100, default 10).
+    #[serde(default = "default_pressure")]
+    pub oom_pressure: u32,
+}
+
+/// The default `oom_pressure`, percent.
+pub const OOM_PRESSURE_DEFAULT: u32 = 10;
+
+fn default_pressure() -> u32 {
+    OOM_PRESSURE_DEFAULT
 }
 
 /// A size given as a string (`"2G"`) or a number of bytes.
@@ -51,9 +66,17 @@ fn default_scale() -> u32 {
 }
 
 impl Default for MemorySettings {
-    /// Priority 0, no early reclaim, the default scale factor, the group's own limit.
+    /// Priority 0, no early reclaim, the default scale factor, the group's own limit, processes
+    /// killed one at a time, the default pressure threshold.
     fn default() -> Self {
-        MemorySettings { priority: 0, wmark_ratio: 0, wmark_scale_factor: SCALE_FACTOR_DEFAULT, limit: None }
+        MemorySettings {
+            priority: 0,
+            wmark_ratio: 0,
+            wmark_scale_factor: SCALE_FACTOR_DEFAULT,
+            limit: None,
+            oom_group: false,
+            oom_pressure: OOM_PRESSURE_DEFAULT,
+        }
     }
 }
 
@@ -72,6 +95,9 @@ impl MemorySettings {
                 value: self.wmark_scale_factor as u64,
                 range: "1..=1000",
             });
+        }
+        if !(1..=100).contains(&self.oom_pressure) {
+            return Err(Error::Setting { key: "oom_pressure", value: self.oom_pressure as u64, range: "1..=100" });
         }
         Ok(())
     }
@@ -120,19 +146,19 @@ mod tests {
 
     #[test]
     fn settings_are_validated_naming_the_key() {
-        let ok = MemorySettings { priority: 12, wmark_ratio: 100, wmark_scale_factor: 1000, limit: None };
+        let ok = MemorySettings { priority: 12, wmark_ratio: 100, wmark_scale_factor: 1000, ..Default::default() };
         assert!(ok.validate().is_ok());
         for (bad, key) in [
             (MemorySettings { priority: 13, ..ok }, "priority"),
             (MemorySettings { wmark_ratio: 101, ..ok }, "wmark_ratio"),
             (MemorySettings { wmark_scale_factor: 0, ..ok }, "wmark_scale_factor"),
+            (MemorySettings { oom_pressure: 0, ..ok }, "oom_pressure"),
         ] {
             let e = bad.validate().unwrap_err().to_string();
             assert!(e.contains(key), "{e}");
         }
         let parsed: MemorySettings = toml_like("priority = 3\nwmark_ratio = 80");
-        let want =
-            MemorySettings { priority: 3, wmark_ratio: 80, wmark_scale_factor: SCALE_FACTOR_DEFAULT, limit: None };
+        let want = MemorySettings { priority: 3, wmark_ratio: 80, ..Default::default() };
         assert_eq!(parsed, want);
     }
 

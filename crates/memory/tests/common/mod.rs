@@ -1,0 +1,125 @@
+//! What the memory root tests share: a test cgroup on either hierarchy (v1 `memory` here, v2 in the
+//! lab guest), a memory holder process (this test binary run again, so the guest needs nothing but
+//! the binary), and a page-cache writer (fio). Each test binary uses part of it.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ioshare_host::{Cgroup2, MemCgroup};
+
+pub const MIB: u64 = 1 << 20;
+/// Bounds every wait of the tests; the kernel acts in milliseconds.
+pub const WAIT: Duration = Duration::from_secs(30);
+/// Set for the child that runs `hold_memory_child`: MiB to hold.
+const HOLD_ENV: &str = "IOSHARE_MEMORY_TEST_HOLD_MIB";
+
+/// Not a test by itself: the memory holder. Writes `HOLD_ENV` MiB of anonymous memory page by page
+/// from user space, says so, and sleeps until killed.
+#[test]
+#[ignore = "helper: run in a child process by the memory tests"]
+fn hold_memory_child() {
+    let Some(mib) = std::env::var(HOLD_ENV).ok().and_then(|m| m.parse::<usize>().ok()) else { return };
+    let mut block = vec![0u8; mib << 20];
+    for page in block.chunks_mut(4096) {
+        page[0] = 1;
+    }
+    std::hint::black_box(&block);
+    std::thread::sleep(Duration::from_secs(300));
+}
+
+/// A test cgroup on the v1 memory hierarchy or on cgroup v2 (with `+memory` on the way down),
+/// removed on drop.
+pub enum Group {
+    V1(MemCgroup),
+    V2(Cgroup2),
+}
+
+impl Group {
+    /// Creates `name` below this process's cgroup; `v2` picks the hierarchy.
+    pub fn create(v2: bool, name: &str) -> Group {
+        if v2 {
+            Group::V2(Cgroup2::create(name, &["memory"]).unwrap())
+        } else {
+            Group::V1(MemCgroup::create(name).unwrap())
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        match self {
+            Group::V1(g) => g.memcg().path(),
+            Group::V2(g) => g.path(),
+        }
+    }
+
+    pub fn usage(&self) -> u64 {
+        usage_of(self.path())
+    }
+
+    pub fn spawn(&self, cmd: Command) -> Child {
+        match self {
+            Group::V1(g) => g.spawn(cmd).unwrap(),
+            Group::V2(g) => g.spawn(cmd).unwrap(),
+        }
+    }
+}
+
+/// Usage of the cgroup at `dir`, either hierarchy.
+pub fn usage_of(dir: &Path) -> u64 {
+    let file = if dir.join("memory.current").exists() { "memory.current" } else { "memory.usage_in_bytes" };
+    std::fs::read_to_string(dir.join(file)).unwrap().trim().parse().unwrap()
+}
+
+/// A child process killed and reaped when dropped.
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Proc {
+    pub fn alive(&mut self) -> bool {
+        self.0.try_wait().unwrap().is_none()
+    }
+}
+
+/// A process in `g` holding `mib` MiB of anonymous memory.
+pub fn holder(g: &Group, mib: u64) -> Proc {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--ignored", "--exact", "common::hold_memory_child", "--test-threads=1"]);
+    cmd.env(HOLD_ENV, mib.to_string()).stdout(Stdio::null()).stderr(Stdio::null());
+    Proc(g.spawn(cmd))
+}
+
+/// Waits until `g` is charged at least `bytes`.
+pub fn wait_usage(g: &Group, bytes: u64) {
+    let deadline = Instant::now() + WAIT;
+    while g.usage() < bytes {
+        assert!(Instant::now() < deadline, "{} never reached {bytes} bytes", g.path().display());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A steady writer in `g`: fio writing `mib` MiB through the page cache at `rate_mib` MiB/s, to a
+/// block device the lab guest offers (`$LAB_DISK`, a disk of its own) or else to a temporary file
+/// here (setup.sh installs fio). The temporary file lives as long as the returned guard.
+pub fn page_cache_writer(g: &Group, mib: u64, rate_mib: u64) -> (Proc, Option<tempfile::NamedTempFile>) {
+    let (target, file) = match std::env::var("LAB_DISK") {
+        Ok(disk) => (disk, None),
+        Err(_) => {
+            let f = tempfile::NamedTempFile::new_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+            (f.path().display().to_string(), Some(f))
+        }
+    };
+    let mut cmd = Command::new("fio");
+    cmd.args(["--name=steady", "--rw=write", "--bs=1M", "--ioengine=psync", "--direct=0", "--output=/dev/null"])
+        .arg(format!("--size={mib}M"))
+        .arg(format!("--rate={rate_mib}m"))
+        .arg(format!("--filename={target}"));
+    cmd.stdout(Stdio::null());
+    (Proc(g.spawn(cmd)), file)
+}
