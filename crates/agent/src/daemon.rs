@@ -75,7 +75,9 @@ impl Agent {
         state_dir: &Path,
         sys_block: &Path,
     ) -> Result<(Agent, Option<Reverted>)> {
-        let (recorder, recovered) = Recorder::open(state_dir, vec![hierarchy.root.clone()])?;
+        let mut roots = vec![hierarchy.root.clone()];
+        roots.extend(MemoryGuard::hierarchy().map(|(root, _)| root).filter(|r| *r != hierarchy.root));
+        let (recorder, recovered) = Recorder::open(state_dir, roots)?;
         let devices = config.devices.iter().map(|d| DeviceLoop::new(d.clone(), config.period)).collect();
         let mut agent = Agent {
             config,
@@ -91,7 +93,7 @@ impl Agent {
             discovered: false,
             memory: None,
         };
-        let started = MemoryGuard::start(&agent.config).map(|m| agent.memory = m);
+        let started = MemoryGuard::start(&agent.config, &mut agent.recorder).map(|m| agent.memory = m);
         match started.and_then(|()| agent.apply_initial()) {
             Ok(()) => Ok((agent, recovered)),
             Err(e) => {
@@ -172,7 +174,7 @@ impl Agent {
         }
         self.discovered = true;
         match self.memory.as_mut() {
-            Some(m) => m.discover(&self.config),
+            Some(m) => m.discover(&self.config, &mut self.recorder),
             None => Ok(()),
         }
     }
@@ -315,10 +317,12 @@ fn fixed_caps(d: &DeviceConfig, g: &GroupConfig, period: Duration) -> Throttle {
 }
 
 /// Reverts what a killed agent recorded in `state_dir` (`ioshare agent revert`); `None` if there
-/// was nothing to revert. Only files under this host's blkio (v1) and unified (v2) roots are touched.
+/// was nothing to revert. Only files under this host's blkio and memory (v1) and unified (v2) roots
+/// are touched.
 pub fn revert(state_dir: &Path) -> Result<Option<Reverted>> {
     let caps = ioshare_host::Capabilities::probe();
-    let roots: Vec<PathBuf> = caps.blkio_v1.into_iter().chain(caps.cgroup_v2).collect();
+    let memory = caps.memory_v1().cloned();
+    let roots: Vec<PathBuf> = caps.blkio_v1.into_iter().chain(caps.cgroup_v2).chain(memory).collect();
     let reverted = ioshare_host::revert_state_dir(state_dir, &roots)?;
     crate::status::Status::remove(state_dir);
     Ok(reverted)

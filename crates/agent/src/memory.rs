@@ -1,19 +1,20 @@
 //! Memory isolation in the agent: the groups whose rule carries `memory = { ... }` are put under an
-//! [`ioshare_memory::Guard`] on the cgroup v1 `memory` hierarchy (priority OOM, early reclaim).
+//! [`ioshare_memory::AnyGuard`] (priority OOM, early reclaim) on the host's memory hierarchy: cgroup
+//! v1 `memory` where it is bound to v1 (this host), cgroup v2 where v2 has the `memory` controller.
 //!
 //! The guard covers a fixed set of cgroups, so when discovery finds the matched set changed (a
 //! container started or went away) the guard is stopped — restoring what it changed — and started
 //! again over the new set. Priorities apply to every matched cgroup, nested ones included: priority
 //! OOM walks the tree. Between periods the agent waits in [`MemoryGuard::poll`] (the guard's
-//! eventfds) instead of sleeping, so an OOM is handled within milliseconds. The guard's own
-//! watchdog restores its changes if the agent dies; cgroup v2 hosts are not covered yet (the
-//! agent says so at start).
+//! eventfds, PSI triggers) instead of sleeping, so an OOM is handled within milliseconds. Every file
+//! the guard changes is journaled in the agent's [`Recorder`] (so `ioshare agent revert` restores it
+//! after a `kill -9`), and the guard's own watchdog restores them at once when the agent dies.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ioshare_host::{find_cgroups, Memcg};
-use ioshare_memory::{Action, Guard, GuardedGroup, MemorySettings};
+use ioshare_host::{find_cgroups, Capabilities, Memcg, Memcg2, Recorder};
+use ioshare_memory::{Action, AnyGuard, MemorySettings};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
@@ -36,37 +37,65 @@ pub struct MemoryLine {
     pub last_reclaim: Option<(u64, f64)>,
     /// Processes the agent killed in an OOM of this cgroup.
     pub oom_kills: u64,
+    /// Processes the kernel's own OOM killer killed in it while the agent watched (cgroup v2).
+    #[serde(default)]
+    pub kernel_kills: u64,
+    /// PSI memory pressure, `some` and `full` avg10 percent (cgroup v2; `None` on v1).
+    #[serde(default)]
+    pub pressure: Option<(f64, f64)>,
 }
 
 /// The agent's memory guard and what it has done.
 #[derive(Debug)]
 pub struct MemoryGuard {
     root: PathBuf,
+    /// The hierarchy is cgroup v2.
+    v2: bool,
     dry_run: bool,
     groups: Vec<(String, MemorySettings)>,
-    guard: Option<Guard>,
+    guard: Option<AnyGuard>,
     lines: Vec<MemoryLine>,
 }
 
 impl MemoryGuard {
-    /// A guard over the config's memory rules, or `None` when no rule has one. Fails when rules have
-    /// memory settings but the host has no cgroup v1 memory hierarchy.
-    pub fn start(config: &Config) -> Result<Option<MemoryGuard>> {
+    /// The memory hierarchy's root on this host and whether it is cgroup v2 (`None`: no memory
+    /// controller anywhere). Needed before the recorder opens: writes are allowed below it.
+    pub fn hierarchy() -> Option<(PathBuf, bool)> {
+        let caps = Capabilities::probe();
+        match caps.memory_v1() {
+            Some(root) => Some((root.clone(), false)),
+            None if caps.memory_v2() => caps.cgroup_v2.map(|root| (root, true)),
+            None => None,
+        }
+    }
+
+    /// A guard over the config's memory rules, or `None` when no rule has one; every change it makes
+    /// is journaled in `recorder`. Fails when rules have memory settings but the host has no memory
+    /// controller.
+    pub fn start(config: &Config, recorder: &mut Recorder) -> Result<Option<MemoryGuard>> {
         if !config.groups.iter().any(|g| g.memory.is_some()) {
             return Ok(None);
         }
-        let caps = ioshare_host::Capabilities::probe();
-        let root = caps.v1_mounts.iter().find(|(c, _)| c == "memory").map(|(_, p)| p.clone()).ok_or_else(|| {
-            Error::Memory("memory settings need the cgroup v1 memory hierarchy, which this host lacks (cgroup v2 memory is not supported by the agent yet)".into())
+        let (root, v2) = Self::hierarchy().ok_or_else(|| {
+            Error::Memory(
+                "memory settings need a memory controller (cgroup v1 memory, or cgroup v2 with memory), which this host lacks"
+                    .into(),
+            )
         })?;
-        let mut g =
-            MemoryGuard { root, dry_run: config.memory_dry_run, groups: Vec::new(), guard: None, lines: Vec::new() };
-        g.discover(config)?;
+        let mut g = MemoryGuard {
+            root,
+            v2,
+            dry_run: config.memory_dry_run,
+            groups: Vec::new(),
+            guard: None,
+            lines: Vec::new(),
+        };
+        g.discover(config, recorder)?;
         Ok(Some(g))
     }
 
     /// Matches the memory rules again; restarts the guard when the set of cgroups changed.
-    pub fn discover(&mut self, config: &Config) -> Result<()> {
+    pub fn discover(&mut self, config: &Config, recorder: &mut Recorder) -> Result<()> {
         let mut found: Vec<(String, MemorySettings)> = Vec::new();
         for rule in &config.groups {
             let Some(settings) = rule.memory else { continue };
@@ -82,14 +111,17 @@ impl MemoryGuard {
         if let Some(mut old) = self.guard.take() {
             old.restore().map_err(|e| Error::Memory(e.to_string()))?;
         }
-        let mut guarded = Vec::new();
-        for (rel, settings) in &found {
-            // A cgroup that vanished between matching and opening is skipped, not an error.
-            if let Ok(memcg) = Memcg::at(&self.root.join(rel)) {
-                guarded.push(GuardedGroup { memcg, settings: *settings });
-            }
+        // A cgroup that vanished between matching and opening is skipped, not an error.
+        let guarded: Vec<(PathBuf, MemorySettings)> = found
+            .iter()
+            .map(|(rel, s)| (self.root.join(rel), *s))
+            .filter(|(dir, _)| if self.v2 { Memcg2::at(dir).is_ok() } else { Memcg::at(dir).is_ok() })
+            .collect();
+        let guard = AnyGuard::start(&guarded, self.v2, self.dry_run).map_err(|e| Error::Memory(e.to_string()))?;
+        for c in guard.changes() {
+            recorder.note(&c.file, &c.previous, &c.new)?;
         }
-        self.guard = Some(Guard::start(guarded, self.dry_run).map_err(|e| Error::Memory(e.to_string()))?);
+        self.guard = Some(guard);
         self.lines = found
             .iter()
             .map(|(rel, s)| MemoryLine {
@@ -100,6 +132,8 @@ impl MemoryGuard {
                 watermarks: None,
                 last_reclaim: None,
                 oom_kills: 0,
+                kernel_kills: 0,
+                pressure: None,
             })
             .collect();
         self.groups = found;
@@ -116,17 +150,15 @@ impl MemoryGuard {
         let actions = guard.poll(timeout).map_err(|e| Error::Memory(e.to_string()))?;
         for a in actions {
             eprintln!("ioshare agent: memory: {}", describe(&a));
-            let (group, reclaim) = match &a {
-                Action::Killed { group, .. } => (group, None),
-                Action::Reclaimed { group, from, to, took } => {
-                    (group, Some((from.saturating_sub(*to), took.as_secs_f64() * 1e3)))
-                }
-            };
+            let group = a.group();
             let rel = group.strip_prefix(&self.root).unwrap_or(group).to_string_lossy().into_owned();
             if let Some(line) = self.lines.iter_mut().find(|l| l.cgroup == rel) {
-                match reclaim {
-                    Some(r) => line.last_reclaim = Some(r),
-                    None => line.oom_kills += u64::from(!self.dry_run),
+                match &a {
+                    Action::Killed { .. } => line.oom_kills += u64::from(!self.dry_run),
+                    Action::Reclaimed { from, to, took, .. } => {
+                        line.last_reclaim = Some((from.saturating_sub(*to), took.as_secs_f64() * 1e3))
+                    }
+                    Action::KernelKilled { count, .. } => line.kernel_kills += count,
                 }
             }
         }
@@ -136,9 +168,17 @@ impl MemoryGuard {
     /// Reads usage and limits for the status.
     pub fn refresh(&mut self) {
         for (line, (_, settings)) in self.lines.iter_mut().zip(&self.groups) {
-            let Ok(m) = Memcg::at(&self.root.join(&line.cgroup)) else { continue };
-            line.usage = m.usage().unwrap_or(0);
-            line.limit = m.limit().ok().filter(|&l| l < 1 << 62);
+            let dir = self.root.join(&line.cgroup);
+            if self.v2 {
+                let Ok(m) = Memcg2::at(&dir) else { continue };
+                line.usage = m.current().unwrap_or(0);
+                line.limit = m.max().ok().flatten();
+                line.pressure = m.pressure().ok().map(|p| (p.some.avg10, p.full.avg10));
+            } else {
+                let Ok(m) = Memcg::at(&dir) else { continue };
+                line.usage = m.usage().unwrap_or(0);
+                line.limit = m.limit().ok().filter(|&l| l < 1 << 62);
+            }
             line.watermarks = line.limit.and_then(|l| settings.watermarks(l)).map(|w| (w.high, w.low));
         }
     }
@@ -168,6 +208,9 @@ fn describe(a: &Action) -> String {
         ),
         Action::Reclaimed { group, from, to, took } => {
             format!("reclaimed {} MiB in {} ({took:?})", from.saturating_sub(*to) >> 20, group.display())
+        }
+        Action::KernelKilled { group, count } => {
+            format!("the kernel's OOM killer killed {count} process(es) in {}", group.display())
         }
     }
 }

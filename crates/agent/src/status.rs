@@ -144,15 +144,25 @@ impl fmt::Display for Status {
             writeln!(f, "memory")?;
             writeln!(
                 f,
-                "  {:<32} {:>4} {:>10} {:>10} {:>10} {:>10} {:>16} {:>9}",
-                "cgroup", "prio", "usage MiB", "limit MiB", "wmark-hi", "wmark-lo", "last reclaim", "OOM kills"
+                "  {:<32} {:>4} {:>10} {:>10} {:>10} {:>10} {:>16} {:>9} {:>12} {:>13}",
+                "cgroup",
+                "prio",
+                "usage MiB",
+                "limit MiB",
+                "wmark-hi",
+                "wmark-lo",
+                "last reclaim",
+                "OOM kills",
+                "kernel kills",
+                "PSI some/full"
             )?;
             let mib = |v: Option<u64>| v.map_or("-".to_string(), |v| format!("{:.1}", v as f64 / 1048576.0));
             for m in &self.memory {
                 let reclaim = m.last_reclaim.map_or("-".to_string(), |(b, ms)| format!("{} MiB {ms:.1} ms", b >> 20));
+                let psi = m.pressure.map_or("-".to_string(), |(some, full)| format!("{some:.1}/{full:.1}%"));
                 writeln!(
                     f,
-                    "  {:<32} {:>4} {:>10} {:>10} {:>10} {:>10} {:>16} {:>9}",
+                    "  {:<32} {:>4} {:>10} {:>10} {:>10} {:>10} {:>16} {:>9} {:>12} {:>13}",
                     m.cgroup,
                     m.priority,
                     mib(Some(m.usage)),
@@ -160,7 +170,9 @@ impl fmt::Display for Status {
                     mib(m.watermarks.map(|w| w.0)),
                     mib(m.watermarks.map(|w| w.1)),
                     reclaim,
-                    m.oom_kills
+                    m.oom_kills,
+                    m.kernel_kills,
+                    psi
                 )?;
             }
         }
@@ -206,6 +218,8 @@ mod tests {
                 watermarks: Some((400 << 20, 397 << 20)),
                 last_reclaim: Some((12 << 20, 3.5)),
                 oom_kills: 1,
+                kernel_kills: 0,
+                pressure: Some((2.5, 0.75)),
             }],
         };
         s.write(dir.path()).unwrap();
@@ -213,6 +227,7 @@ mod tests {
         let text = s.to_string();
         assert!(text.contains("tenants/web") && text.contains("limited") && text.contains("vrate 100.0%"), "{text}");
         assert!(text.contains("tenants/batch") && text.contains("400.0") && text.contains("12 MiB 3.5 ms"), "{text}");
+        assert!(text.contains("2.5/0.8%"), "PSI some/full shown: {text}");
         let e = Status::read(Path::new("/nonexistent")).unwrap_err().to_string();
         assert!(e.contains("ioshare agent run"), "{e}");
     }

@@ -18,6 +18,11 @@
 //!   cgroup is skipped: a cgroup that goes away is not an error, mid-period or at revert.
 //! - Every path must lie under one of the cgroup roots given at open (the discovered mount points);
 //!   anything else is refused before any write.
+//! - Memory settings are whole-file values ([`Entry::Memory`]: `memory.limit_in_bytes`,
+//!   `memory.oom_control`'s `oom_kill_disable`, `memory.max`, `memory.high`, `memory.oom.group`)
+//!   written by the memory guard, which keeps the value it replaced; [`Recorder::note`] journals
+//!   them. They are written back unconditionally at revert (the guard's own reclaim moves a v1 limit
+//!   for a moment, so "changed since" means nothing for them).
 //!
 //! The state file is JSON lines: a header `{"pid":N}` then one record per change.
 
@@ -47,6 +52,8 @@ pub enum Entry {
     IoWeightDefault,
     /// A device's line of the root's `io.cost.model` or `io.cost.qos`.
     IoCost(DevNum),
+    /// A memory cgroup file's whole value (written by the memory guard, journaled by [`Recorder::note`]).
+    Memory,
 }
 
 impl Entry {
@@ -54,6 +61,7 @@ impl Entry {
     fn key(self) -> String {
         match self {
             Entry::IoWeightDefault => "default".to_string(),
+            Entry::Memory => "memory".to_string(),
             Entry::Throttle(d) | Entry::IoMax(d) | Entry::IoWeightDevice(d) | Entry::IoCost(d) => d.to_string(),
         }
     }
@@ -74,6 +82,7 @@ impl Entry {
                 .find(|l| l.starts_with("default "))
                 .map_or_else(|| format!("default {}", crate::IO_WEIGHT_DEFAULT), str::to_string),
             Entry::IoCost(d) => line_of(d).unwrap_or_else(|| format!("{d} ctrl=auto")),
+            Entry::Memory => text.trim().to_string(),
         }
     }
 }
@@ -192,6 +201,27 @@ impl Recorder {
         }
     }
 
+    /// Journals a change someone else wrote (the memory guard): `path` held `previous` and now holds
+    /// `new`; revert writes `previous` back ([`Entry::Memory`]). Synced before returning.
+    pub fn note(&mut self, path: &Path, previous: &str, new: &str) -> Result<()> {
+        check_under(path, &self.roots)?;
+        let key = Entry::Memory.key();
+        let change = match self.changes.iter().position(|c| c.path == path && c.key == key) {
+            Some(i) if self.changes[i].new == new => return Ok(()),
+            Some(i) => {
+                self.changes[i].new = new.to_string();
+                self.changes[i].clone()
+            }
+            None => {
+                let c = Change { path: path.to_path_buf(), key, previous: previous.to_string(), new: new.to_string() };
+                self.changes.push(c.clone());
+                c
+            }
+        };
+        let record = serde_json::to_string(&change).expect("change serialises");
+        writeln!(self.file, "{record}").and_then(|()| self.file.sync_data()).map_err(|e| state_error(&self.state, e))
+    }
+
     /// Writes `entry`'s current line back to `path` unchanged (nothing to record): some kernel files
     /// act on being written at all, e.g. blk-throttle starts counting a device's per-cgroup
     /// statistics once a rule for it was written, even `MAJ:MIN 0`.
@@ -273,7 +303,7 @@ fn revert_changes(changes: &[Change], roots: &[PathBuf]) -> Reverted {
         };
         let entry = entry_of(&c.key, &c.path);
         let now = entry.current(&text);
-        if !same_setting(entry, &now, &c.new) && !same_setting(entry, &now, &c.previous) {
+        if entry != Entry::Memory && !same_setting(entry, &now, &c.new) && !same_setting(entry, &now, &c.previous) {
             out.changed_by_others.push((c.clone(), now));
             continue;
         }
@@ -291,6 +321,7 @@ fn entry_of(key: &str, path: &Path) -> Entry {
     let dev = key.parse::<DevNum>().unwrap_or(DevNum { major: 0, minor: 0 });
     match name {
         _ if key == "default" => Entry::IoWeightDefault,
+        _ if key == "memory" => Entry::Memory,
         "io.max" => Entry::IoMax(dev),
         "io.weight" => Entry::IoWeightDevice(dev),
         "io.cost.model" | "io.cost.qos" => Entry::IoCost(dev),
@@ -358,6 +389,28 @@ mod tests {
             let err = check_under(Path::new(bad), &roots).unwrap_err().to_string();
             assert!(err.contains("outside"), "{bad}: {err}");
         }
+    }
+
+    /// A memory setting the guard wrote is journaled and written back at a crash's recovery, even
+    /// when the file holds something else by then.
+    #[test]
+    fn memory_notes_are_reverted_unconditionally() {
+        let root = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let file = root.path().join("memory.high");
+        let roots = vec![root.path().to_path_buf()];
+        let (mut rec, _) = Recorder::open(state.path(), roots.clone()).unwrap();
+        std::fs::write(&file, "1000").unwrap();
+        rec.note(&file, "max", "1000").unwrap();
+        rec.note(&file, "max", "1000").unwrap();
+        assert_eq!(rec.changes().len(), 1, "one entry per file");
+        assert!(rec.note(Path::new("/etc/x"), "1", "2").is_err(), "outside the roots");
+        std::fs::write(&file, "900").unwrap();
+        std::mem::forget(rec);
+        let (rec, recovered) = Recorder::open(state.path(), roots).unwrap();
+        assert_eq!(recovered.unwrap().restored, 1);
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "max");
+        rec.revert().unwrap();
     }
 
     /// Plain files stand in for kernel files: record, change again, revert, and a crash's recovery.

@@ -163,21 +163,15 @@ impl Guard {
         Ok(guard)
     }
 
-    /// A watchdog restoring, newest first, every value changed so far and the limit of every group
-    /// whose limit reclaim lowers for a moment.
+    /// A watchdog restoring, newest first, every value changed so far (the limits reclaim lowers
+    /// for a moment included).
     fn start_watchdog(&self) -> Result<Option<Watchdog>> {
-        let mut restore: Vec<(PathBuf, String)> = self
+        let restore: Vec<(PathBuf, String)> = self
             .changed
             .iter()
             .rev()
             .map(|(m, setting, previous, _)| (m.path().join(setting.file()), previous.to_string()))
             .collect();
-        for w in self.watches.iter().filter(|w| w.above_high.is_some()) {
-            let file = w.group.memcg.path().join(Setting::Limit.file());
-            if !restore.iter().any(|(f, _)| *f == file) {
-                restore.push((file, w.group.memcg.limit()?.to_string()));
-            }
-        }
         if restore.is_empty() {
             return Ok(None);
         }
@@ -201,7 +195,14 @@ impl Guard {
         };
         let above_high = match group.settings.watermarks(limit) {
             Some(_) if !limited => return Err(Error::NoLimit(m.path().display().to_string())),
-            Some(w) => Some((m.usage_event(w.high)?, w)),
+            Some(w) => {
+                // Reclaim lowers the limit for a moment: recorded (unchanged) so that it is restored
+                // should the guard die mid-round.
+                if !self.changed.iter().any(|(c, s, _, _)| c == m && *s == Setting::Limit) {
+                    self.changed.push((m.clone(), Setting::Limit, limit, limit));
+                }
+                Some((m.usage_event(w.high)?, w))
+            }
             None => None,
         };
         Ok(Watch { group, oom, above_high, last_reclaim: None })

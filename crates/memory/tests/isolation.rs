@@ -309,5 +309,6 @@ fn v2_tests_pass_in_the_lab_guest() {
     assert!(out.status.success(), "the v2 tests failed in the lab guest");
     // Each v2 test ran for real in the guest (none skipped there).
     assert!(!stdout.contains("skipping v2_"), "a v2 test skipped in the guest");
-    assert!(stdout.contains("test result: ok. 5 passed"), "all v2 tests ran");
+    // Three v2 tests and this runner (which returns at once in the guest).
+    assert!(stdout.contains("test result: ok. 4 passed"), "all v2 tests ran");
 }
