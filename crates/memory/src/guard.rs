@@ -85,7 +85,9 @@ impl Action {
     /// The guarded group the action concerns.
     pub fn group(&self) -> &Path {
         match self {
-            Action::Killed { group, .. } | Action::Reclaimed { group, .. } | Action::KernelKilled { group, .. } => group,
+            Action::Killed { group, .. } | Action::Reclaimed { group, .. } | Action::KernelKilled { group, .. } => {
+                group
+            }
         }
     }
 }

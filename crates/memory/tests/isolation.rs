@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{holder, page_cache_writer, usage_of, wait_usage, Group, Proc, MIB, WAIT};
+use common::{allocation_times, allocator, holder, page_cache_writer, usage_of, wait_usage, Group, Proc, MIB, WAIT};
 use ioshare_host::{skip_unless_root, Capabilities};
 use ioshare_memory::{Action, AnyGuard, MemorySettings};
 
@@ -35,7 +35,10 @@ fn can_run(test: &str, v2: bool) -> bool {
     }
     let caps = Capabilities::probe();
     let (ok, what) = if v2 {
-        (caps.memory_v2(), "cgroup v2 has no memory controller here (v2_tests_pass_in_the_lab_guest runs it in the lab)")
+        (
+            caps.memory_v2(),
+            "cgroup v2 has no memory controller here (v2_tests_pass_in_the_lab_guest runs it in the lab)",
+        )
     } else {
         (caps.memory_v1().is_some(), "no cgroup v1 memory hierarchy here")
     };
@@ -182,7 +185,8 @@ fn v2_the_lowest_priority_leaf_dies_and_nothing_else() {
 /// charge. It picks by size (the hog, the largest process), not by priority.
 fn kernel_alone(v2: bool) {
     let mut tree = Tree::build(v2, "kernel");
-    let (file, value) = if v2 { ("memory.max", LIMIT.to_string()) } else { ("memory.limit_in_bytes", LIMIT.to_string()) };
+    let (file, value) =
+        if v2 { ("memory.max", LIMIT.to_string()) } else { ("memory.limit_in_bytes", LIMIT.to_string()) };
     std::fs::write(tree.a.join(file), value).unwrap();
     tree.fill(LIMIT);
     let deadline = Instant::now() + WAIT;
@@ -280,6 +284,71 @@ fn usage_stays_below_the_high_watermark_under_a_page_cache_writer() {
 fn v2_usage_stays_below_the_high_watermark_under_a_page_cache_writer() {
     if can_run("v2_usage_stays_below_the_high_watermark_under_a_page_cache_writer", true) {
         early_reclaim(true);
+    }
+}
+
+/// Direct reclaim in the group's own allocations so far: charges that hit the limit, each of which
+/// reclaimed in the allocating task (v1 `memory.failcnt`, v2 `memory.events` `max`; the guard's
+/// own reclaim is not counted in either).
+fn limit_hits(dir: &Path) -> u64 {
+    if dir.join("memory.events").exists() {
+        let text = std::fs::read_to_string(dir.join("memory.events")).unwrap();
+        return text.lines().find_map(|l| l.strip_prefix("max ")?.trim().parse().ok()).unwrap();
+    }
+    std::fs::read_to_string(dir.join("memory.failcnt")).unwrap().trim().parse().unwrap()
+}
+
+/// The experiment (not a test: timings; run with `--ignored --nocapture experiment_`): a
+/// latency-sensitive allocator beside a page-cache-heavy writer in one 128 MiB group, without and
+/// with early reclaim (`wmark_ratio = 80`): the allocator's p50/p99/max per 1 MiB allocation and
+/// the charges that hit the limit (direct reclaim in the group's tasks).
+#[test]
+#[ignore = "experiment: timings, run by hand (README, Memory isolation)"]
+fn experiment_allocation_latency() {
+    let v2 = Capabilities::probe().memory_v2();
+    if !can_run("experiment_allocation_latency", v2) {
+        return;
+    }
+    const GROUP_LIMIT: u64 = 128 * MIB;
+    const SECS: u64 = 8;
+    let settings = MemorySettings { wmark_ratio: 80, limit: Some(GROUP_LIMIT), ..MemorySettings::default() };
+    let top = format!("ioshare-memory-test-{}-latency", std::process::id());
+    println!(
+        "allocation latency beside a page-cache writer ({}, {} MiB group, {SECS} s)",
+        if v2 { "cgroup v2" } else { "cgroup v1" },
+        GROUP_LIMIT >> 20
+    );
+    println!("{:<22} {:>9} {:>9} {:>9} {:>8} {:>11}", "run", "p50 µs", "p99 µs", "max µs", "allocs", "limit hits");
+    for watermarks in [false, true] {
+        let g = Group::create(v2, &format!("{top}/{}", if watermarks { "wmark" } else { "plain" }));
+        let mut guard = if watermarks {
+            Some(AnyGuard::start(&[(g.path().to_path_buf(), settings)], v2, false).unwrap())
+        } else {
+            let file = if v2 { "memory.max" } else { "memory.limit_in_bytes" };
+            std::fs::write(g.path().join(file), GROUP_LIMIT.to_string()).unwrap();
+            None
+        };
+        let (mut writer, _file) = page_cache_writer(&g, 1024, 96);
+        // Let the cache fill the group first.
+        wait_usage(&g, GROUP_LIMIT * 7 / 10);
+        let hits = limit_hits(g.path());
+        let alloc = allocator(&g, SECS);
+        let end = Instant::now() + Duration::from_secs(SECS + 1);
+        while Instant::now() < end && writer.alive() {
+            match guard.as_mut() {
+                Some(guard) => drop(guard.poll(Duration::from_millis(5)).unwrap()),
+                None => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+        let hits = limit_hits(g.path()) - hits;
+        let times = allocation_times(alloc);
+        drop(writer);
+        drop(guard);
+        let q = |p: f64| {
+            times.get(((times.len() as f64 * p) as usize).min(times.len().saturating_sub(1))).copied().unwrap_or(0)
+        };
+        let name = if watermarks { "wmark_ratio 80" } else { "no watermarks" };
+        println!("{name:<22} {:>9} {:>9} {:>9} {:>8} {hits:>11}", q(0.5), q(0.99), q(1.0), times.len());
     }
 }
 

@@ -14,6 +14,10 @@ pub const MIB: u64 = 1 << 20;
 pub const WAIT: Duration = Duration::from_secs(30);
 /// Set for the child that runs `hold_memory_child`: MiB to hold.
 const HOLD_ENV: &str = "IOSHARE_MEMORY_TEST_HOLD_MIB";
+/// Set for the child that runs `allocate_child`: seconds to run.
+const ALLOC_ENV: &str = "IOSHARE_MEMORY_TEST_ALLOCATE_SECS";
+/// What the latency-sensitive allocator allocates at a time.
+pub const ALLOC_CHUNK: usize = 1 << 20;
 
 /// Not a test by itself: the memory holder. Writes `HOLD_ENV` MiB of anonymous memory page by page
 /// from user space, says so, and sleeps until killed.
@@ -27,6 +31,56 @@ fn hold_memory_child() {
     }
     std::hint::black_box(&block);
     std::thread::sleep(Duration::from_secs(300));
+}
+
+/// Not a test by itself: the latency-sensitive allocator. Every 2 ms it allocates [`ALLOC_CHUNK`],
+/// writes every page (each page fault charges its memory cgroup: at the limit, the fault reclaims
+/// first) and frees it, timing each; prints the times in microseconds, one per line, at the end.
+#[test]
+#[ignore = "helper: run in a child process by the allocation-latency experiment"]
+fn allocate_child() {
+    let Some(secs) = std::env::var(ALLOC_ENV).ok().and_then(|m| m.parse::<u64>().ok()) else { return };
+    let end = Instant::now() + Duration::from_secs(secs);
+    let mut times = Vec::new();
+    while Instant::now() < end {
+        let start = Instant::now();
+        // Fresh pages from the kernel each time (mmap/munmap, not the allocator's reused heap), so
+        // every page is a fault that charges the group.
+        // SAFETY: an anonymous private mapping of ALLOC_CHUNK bytes, written within its bounds and
+        // unmapped once; nothing else refers to it.
+        unsafe {
+            let prot = libc::PROT_READ | libc::PROT_WRITE;
+            let p = libc::mmap(std::ptr::null_mut(), ALLOC_CHUNK, prot, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
+            assert_ne!(p, libc::MAP_FAILED, "mmap failed");
+            for off in (0..ALLOC_CHUNK).step_by(4096) {
+                p.cast::<u8>().add(off).write_volatile(1);
+            }
+            libc::munmap(p, ALLOC_CHUNK);
+        }
+        times.push(start.elapsed().as_micros());
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let text: Vec<String> = times.iter().map(|t| t.to_string()).collect();
+    println!("ALLOC {}", text.join(" "));
+}
+
+/// Runs the allocator in `g` for `secs` seconds; its allocation times, microseconds.
+pub fn allocator(g: &Group, secs: u64) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--ignored", "--exact", "common::allocate_child", "--nocapture", "--test-threads=1"]);
+    cmd.env(ALLOC_ENV, secs.to_string()).stdout(Stdio::piped()).stderr(Stdio::null());
+    g.spawn(cmd)
+}
+
+/// The allocation times an [`allocator`] printed, microseconds, sorted.
+pub fn allocation_times(child: Child) -> Vec<u64> {
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The harness prints the test's name before the line on the same line.
+    let line = text.lines().find_map(|l| Some(&l[l.find("ALLOC ")? + 6..])).unwrap_or("");
+    let mut times: Vec<u64> = line.split_whitespace().filter_map(|t| t.parse().ok()).collect();
+    times.sort_unstable();
+    times
 }
 
 /// A test cgroup on the v1 memory hierarchy or on cgroup v2 (with `+memory` on the way down),
