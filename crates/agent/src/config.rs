@@ -13,6 +13,8 @@
 //! weight = 300                     # 1..=10000, default 100
 //! limits = "iops-read=5000"        # optional, ioshare's limit syntax: fixed caps on every device
 //! memory = { priority = 8, wmark_ratio = 80, wmark_scale_factor = 50, limit = "2G" }   # optional
+//!                                  # also oom_group = true (kill the group whole), oom_pressure = 10
+//!                                  # (cgroup v2: % of PSI memory full that triggers priority OOM)
 //! ```
 //!
 //! Every error is one line, `FILE:LINE: key: what is wrong`: TOML syntax and unknown keys from the

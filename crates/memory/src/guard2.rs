@@ -249,14 +249,17 @@ impl Guard2 {
         if now.oom_kill > o.last.oom_kill {
             actions.push(Action::KernelKilled { group: m.path().to_path_buf(), count: now.oom_kill - o.last.oom_kill });
         }
-        let signal = psi || now.oom > o.last.oom || (o.trigger.is_none() && now.high > o.last.high);
+        let oom = now.oom > o.last.oom;
+        let signal = psi || oom || (o.trigger.is_none() && now.high > o.last.high);
         o.last = now;
         let act_at = o.act_at;
         if !signal {
             return Ok(actions);
         }
         let mut failed = Vec::new();
-        while m.current()? >= act_at {
+        // A dry run leaves `memory.high` alone, so the kernel acts at `memory.max` first: its `oom`
+        // event is when the guard would have chosen.
+        while m.current()? >= act_at || (self.dry_run && oom) {
             let Some(action) = kill_next(&m, &self.ranks, &mut failed, self.dry_run)? else { break };
             actions.push(action);
             if self.dry_run {

@@ -8,6 +8,8 @@
 //!   killer picks by size (`the_kernel_alone_*`: the experiment's other half).
 //! - Early reclaim: a steady page-cache writer in a group with `wmark_ratio = 80`; with the guard
 //!   most usage samples are at or below `wmark_high`, more than without.
+//! - A guard whose process is killed with SIGKILL (no destructor runs) leaves nothing changed: its
+//!   watchdog writes the previous values back.
 //!
 //! The v2 tests run where cgroup v2 has `memory` (the lab guest); on this host
 //! `v2_tests_pass_in_the_lab_guest` boots the guest once and runs them there (this very binary,
@@ -287,6 +289,74 @@ fn v2_usage_stays_below_the_high_watermark_under_a_page_cache_writer() {
     }
 }
 
+/// Set for the child that runs [`guard_holder_child`]: the memory cgroup to guard.
+const HOLDER_ENV: &str = "IOSHARE_MEMORY_TEST_GUARD_HOLDER";
+const HOLDER_LIMIT: u64 = 48 * MIB;
+
+/// The files a guard changes on a group with a limit, early reclaim and priority OOM.
+fn guarded_files(dir: &Path) -> Vec<String> {
+    let files: &[&str] = if dir.join("memory.max").exists() {
+        &["memory.max", "memory.high"]
+    } else {
+        &["memory.limit_in_bytes", "memory.oom_control"]
+    };
+    files.iter().map(|f| std::fs::read_to_string(dir.join(f)).unwrap().lines().next().unwrap().to_string()).collect()
+}
+
+/// Not a test by itself: the child of `a_killed_guard_leaves_nothing_changed`. It guards the cgroup
+/// named in `HOLDER_ENV` (a limit, early reclaim, priority OOM), says so, and waits to be killed.
+#[test]
+#[ignore = "helper: run in a child process by a_killed_guard_leaves_nothing_changed"]
+fn guard_holder_child() {
+    let Ok(dir) = std::env::var(HOLDER_ENV) else { return };
+    let v2 = Path::new(&dir).join("memory.max").exists();
+    let settings = MemorySettings { wmark_ratio: 80, limit: Some(HOLDER_LIMIT), ..MemorySettings::default() };
+    let _guard = AnyGuard::start(&[(PathBuf::from(dir), settings)], v2, false).unwrap();
+    println!("guarding");
+    std::io::Write::flush(&mut std::io::stdout()).unwrap();
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+fn killed_guard(v2: bool) {
+    use std::io::{BufRead, BufReader};
+    let g = Group::create(v2, &format!("ioshare-memory-test-{}-killed/g", std::process::id()));
+    let before = guarded_files(g.path());
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "guard_holder_child", "--nocapture", "--test-threads=1"])
+        .env(HOLDER_ENV, g.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let ready = out.lines().map_while(Result::ok).any(|l| l.contains("guarding"));
+    let guarded = guarded_files(g.path());
+    child.kill().unwrap(); // SIGKILL: the guard's destructor never runs
+    child.wait().unwrap();
+    assert!(ready, "the child never started its guard");
+    assert_eq!(guarded[0].split_whitespace().last(), Some("50331648"), "the 48 MiB limit set");
+    assert_ne!(guarded, before, "the guard changed the group ({guarded:?})");
+    // The watchdog sees the pipe close at once; allow 5 s for it to be scheduled on a busy machine.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while guarded_files(g.path()) != before && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(guarded_files(g.path()), before, "everything back to what it was");
+}
+
+#[test]
+fn a_killed_guard_leaves_nothing_changed() {
+    if can_run("a_killed_guard_leaves_nothing_changed", false) {
+        killed_guard(false);
+    }
+}
+
+#[test]
+fn v2_a_killed_guard_leaves_nothing_changed() {
+    if can_run("v2_a_killed_guard_leaves_nothing_changed", true) {
+        killed_guard(true);
+    }
+}
+
 /// Direct reclaim in the group's own allocations so far: charges that hit the limit, each of which
 /// reclaimed in the allocating task (v1 `memory.failcnt`, v2 `memory.events` `max`; the guard's
 /// own reclaim is not counted in either).
@@ -378,6 +448,6 @@ fn v2_tests_pass_in_the_lab_guest() {
     assert!(out.status.success(), "the v2 tests failed in the lab guest");
     // Each v2 test ran for real in the guest (none skipped there).
     assert!(!stdout.contains("skipping v2_"), "a v2 test skipped in the guest");
-    // Three v2 tests and this runner (which returns at once in the guest).
-    assert!(stdout.contains("test result: ok. 4 passed"), "all v2 tests ran");
+    // Four v2 tests and this runner (which returns at once in the guest).
+    assert!(stdout.contains("test result: ok. 5 passed"), "all v2 tests ran");
 }
