@@ -9,7 +9,8 @@
 //! - It writes a PSI trigger `full <oom_pressure % of the window> <window>` to the group's
 //!   `memory.pressure`: when the group's tasks stall on memory for that share of a
 //!   [`PRESSURE_WINDOW`], `poll` wakes, and if usage is at or above the `memory.high` it acts at, the
-//!   guard kills by the same priority walk as on v1 ([`crate::kill::kill_next`]) until usage is below.
+//!   guard kills by the same priority walk as on v1 ([`crate::kill::kill_next`]): one victim per
+//!   wake-up, so a group still over the mark after a kill is dealt with a window later.
 //! - `memory.events` is the fallback signal (it is polled too): `oom` rising means the kernel got to
 //!   `memory.max` first (the guard then walks as well, if usage is still high), `oom_kill` rising is
 //!   reported as the kernel's own kill ([`Action::KernelKilled`]). Without PSI the `high` event
@@ -256,16 +257,15 @@ impl Guard2 {
         if !signal {
             return Ok(actions);
         }
-        let mut failed = Vec::new();
-        // A dry run leaves `memory.high` alone, so the kernel acts at `memory.max` first: its `oom`
-        // event is when the guard would have chosen.
-        while m.current()? >= act_at || (self.dry_run && oom) {
-            let Some(action) = kill_next(&m, &self.ranks, &mut failed, self.dry_run)? else { break };
-            actions.push(action);
-            if self.dry_run {
-                break;
+        // One victim per signal: the killed process's memory takes a moment to be uncharged, and a
+        // group still over the mark stalls again, which fires the trigger again one window later
+        // (as oomd waits after each kill). A dry run leaves `memory.high` alone, so the kernel acts at
+        // `memory.max` first: its `oom` event is when the guard would have chosen.
+        if m.current()? >= act_at || (self.dry_run && oom) {
+            if let Some(action) = kill_next(&m, &self.ranks, &mut Vec::new(), self.dry_run)? {
+                actions.push(action);
+                self.kills += u64::from(!self.dry_run);
             }
-            self.kills += 1;
         }
         Ok(actions)
     }

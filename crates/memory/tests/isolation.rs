@@ -183,37 +183,49 @@ fn v2_the_lowest_priority_leaf_dies_and_nothing_else() {
     }
 }
 
-/// The experiment's other half: the same tree with the limit alone, the kernel's OOM killer in
-/// charge. It picks by size (the hog, the largest process), not by priority.
+/// The experiment's other half, and `--dry-run`: the same tree with the guard in a dry run (it sets
+/// the limit and nothing else), so the kernel's OOM killer is in charge. The kernel picks by size
+/// (the hog, the largest process), not by priority; the guard names batch and kills nothing.
 fn kernel_alone(v2: bool) {
     let mut tree = Tree::build(v2, "kernel");
-    let (file, value) =
-        if v2 { ("memory.max", LIMIT.to_string()) } else { ("memory.limit_in_bytes", LIMIT.to_string()) };
-    std::fs::write(tree.a.join(file), value).unwrap();
+    let mut guard = AnyGuard::start(&tree.guarded(), v2, true).unwrap();
     tree.fill(LIMIT);
     let deadline = Instant::now() + WAIT;
+    let mut actions = Vec::new();
     while tree.dead().is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
+        actions.extend(guard.poll(Duration::from_millis(200)).unwrap());
+    }
+    for _ in 0..5 {
+        actions.extend(guard.poll(Duration::from_millis(50)).unwrap());
     }
     let dead = tree.dead();
     eprintln!(
-        "priority OOM tree, {}: the kernel alone killed {dead:?} (the rule names batch)",
+        "priority OOM tree, {}: the kernel alone killed {dead:?}; the guard in a dry run: {actions:?}",
         if v2 { "cgroup v2" } else { "cgroup v1" }
     );
     assert!(kernel_kills(&tree.a) >= 1, "the kernel's OOM killer acted");
     assert!(!dead.is_empty() && !dead.contains(&"batch"), "the kernel chose by size, not by priority: {dead:?}");
+    let named: Vec<&PathBuf> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Killed { victim, dry_run: true, .. } => Some(victim),
+            _ => None,
+        })
+        .collect();
+    assert!(!named.is_empty() && named.iter().all(|v| *v == tree.batch.path()), "the dry run names batch: {actions:?}");
+    assert_eq!(guard.kills(), 0, "a dry run kills nothing");
 }
 
 #[test]
-fn the_kernel_alone_kills_by_size() {
-    if can_run("the_kernel_alone_kills_by_size", false) {
+fn the_kernel_alone_kills_by_size_and_a_dry_run_names_the_rules_victim() {
+    if can_run("the_kernel_alone_kills_by_size_and_a_dry_run_names_the_rules_victim", false) {
         kernel_alone(false);
     }
 }
 
 #[test]
-fn v2_the_kernel_alone_kills_by_size() {
-    if can_run("v2_the_kernel_alone_kills_by_size", true) {
+fn v2_the_kernel_alone_kills_by_size_and_a_dry_run_names_the_rules_victim() {
+    if can_run("v2_the_kernel_alone_kills_by_size_and_a_dry_run_names_the_rules_victim", true) {
         kernel_alone(true);
     }
 }
