@@ -108,7 +108,7 @@ pub fn kill_next<G: MemoryGroup>(
         };
         let victim_cg = G::open(&victim.path)?;
         let mut procs = processes_by_size(&victim_cg)?;
-        if !ranks.whole.iter().any(|w| *w == victim.path) {
+        if !ranks.whole.contains(&victim.path) {
             procs.truncate(1);
         }
         let Some(&(pid, _)) = procs.first() else {
@@ -154,7 +154,7 @@ fn processes_by_size<G: MemoryGroup>(g: &G) -> Result<Vec<(u32, u64)>> {
             .map_or(0, |pages| pages * page)
     };
     let mut procs: Vec<(u32, u64)> = g.pids()?.into_iter().map(|p| (p, rss(p))).collect();
-    procs.sort_by(|a, b| b.1.cmp(&a.1));
+    procs.sort_by_key(|&(_, rss)| std::cmp::Reverse(rss));
     Ok(procs)
 }
 
