@@ -55,6 +55,8 @@
 //! Memcg (v1 memory: usage, limit, oom_control, eventfds), Memcg2 (v2 memory: current, max, high,
 //!     events, pressure + PSI triggers, oom.group, reclaim), PollFile (POLLPRI on a kernfs/PSI file)
 //! IoMax (io.max line: FromStr/Display, parse_file/format_file), IoWeight (io.weight file: FromStr/Display)
+//! run_tests_in_lab(test, filter, lab_args) -> Option<LabRun>; in_lab()  // a test binary's own tests
+//!                                                    // run again in the cgroup v2 lab guest
 //! is_root() -> bool; skip_unless_root(test) -> bool   // prints "skipping <test>: needs root (...)"
 //! ```
 //! Errors are [`Error`]: one line each, naming what is wrong and how to fix it.
@@ -78,6 +80,7 @@ mod error;
 mod io_max;
 mod io_stat;
 mod io_weight;
+mod lab;
 mod loop_device;
 mod loop_sys;
 mod memcg;
@@ -99,8 +102,11 @@ pub use io_max::IoMax;
 pub use io_stat::parse_io_stat;
 pub use io_weight::{IoWeight, IO_WEIGHT_DEFAULT, IO_WEIGHT_MAX, IO_WEIGHT_MIN};
 pub use ioshare_core::iocost::line::DevNum;
+pub use lab::{in_lab, run_tests_in_lab, LabRun, IN_LAB_ENV};
 pub use loop_device::LoopDevice;
 pub use memcg::{EventFd, MemCgroup, Memcg, OomControl};
-pub use memcg2::{format_limit, parse_limit, Memcg2, MemoryEvents, PollFile, Pressure, PressureLine, Stall};
+pub use memcg2::{
+    format_limit, parse_limit, AnyMemCgroup, Memcg2, MemoryEvents, PollFile, Pressure, PressureLine, Stall,
+};
 pub use privilege::{is_root, skip_unless_root};
 pub use recorder::{check_under, revert_state_dir, Change, Entry, Recorder, Reverted, Written, STATE_FILE};

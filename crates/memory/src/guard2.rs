@@ -42,6 +42,8 @@ pub const PRESSURE_WINDOW: Duration = Duration::from_secs(1);
 /// `memory.high` is set this far below `memory.max`, thousandths of the limit: room in which the
 /// kernel throttles instead of killing while the guard chooses.
 pub const HIGH_HEADROOM_PERMILLE: u64 = 50;
+/// The page size `memory.high` is rounded down to.
+const PAGE: u64 = 4096;
 /// How often usage is compared with the watermarks.
 pub const WATERMARK_CHECK: Duration = Duration::from_millis(5);
 
@@ -157,7 +159,8 @@ impl Guard2 {
         }
         let oom = match max {
             Some(max) => {
-                let mark = max - max * HIGH_HEADROOM_PERMILLE / 1000;
+                // Page-aligned, as the kernel keeps it (so `act_at` is what the file then shows).
+                let mark = (max - max * HIGH_HEADROOM_PERMILLE / 1000) / PAGE * PAGE;
                 let act_at = match m.high()? {
                     Some(h) if h <= mark => h,
                     _ if self.dry_run => max,

@@ -22,11 +22,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{allocation_times, allocator, holder, page_cache_writer, usage_of, wait_usage, Group, Proc, MIB, WAIT};
-use ioshare_host::{skip_unless_root, Capabilities};
+use ioshare_host::{in_lab, run_tests_in_lab, skip_unless_root, Capabilities};
 use ioshare_memory::{Action, AnyGuard, MemorySettings};
 
-/// Set in the guest copy of this binary (so it does not start a guest itself).
-const IN_LAB: &str = "IOSHARE_MEMORY_TEST_IN_LAB";
 /// The priority OOM ancestor's limit.
 const LIMIT: u64 = 100 * MIB;
 
@@ -257,8 +255,8 @@ fn early_reclaim(v2: bool) {
     let top = format!("ioshare-memory-test-{}-reclaim", std::process::id());
 
     let plain = Group::create(v2, &format!("{top}/plain"));
+    plain.set_limit(GROUP_LIMIT);
     let file = if v2 { "memory.max" } else { "memory.limit_in_bytes" };
-    std::fs::write(plain.path().join(file), GROUP_LIMIT.to_string()).unwrap();
     let (share_plain, _) = run_writer(&plain, high, None);
 
     let guarded = Group::create(v2, &format!("{top}/guarded"));
@@ -406,8 +404,7 @@ fn experiment_allocation_latency() {
         let mut guard = if watermarks {
             Some(AnyGuard::start(&[(g.path().to_path_buf(), settings)], v2, false).unwrap())
         } else {
-            let file = if v2 { "memory.max" } else { "memory.limit_in_bytes" };
-            std::fs::write(g.path().join(file), GROUP_LIMIT.to_string()).unwrap();
+            g.set_limit(GROUP_LIMIT);
             None
         };
         let (mut writer, _file) = page_cache_writer(&g, 1024, 96);
@@ -438,28 +435,14 @@ fn experiment_allocation_latency() {
 /// there, one at a time. Skips where the lab cannot run (no qemu or guest kernel: scripts/setup.sh).
 #[test]
 fn v2_tests_pass_in_the_lab_guest() {
-    if std::env::var_os(IN_LAB).is_some() || Capabilities::probe().memory_v2() {
+    if in_lab() || Capabilities::probe().memory_v2() {
         return; // the guest copy, or a v2 host: the v2 tests run directly
     }
-    let lab = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/lab");
-    let check = Command::new(&lab).arg("--check").output().expect("scripts/lab runs");
-    if !check.status.success() {
-        eprintln!("skipping v2_tests_pass_in_the_lab_guest: {}", String::from_utf8_lossy(&check.stderr).trim());
-        return;
-    }
-    let exe = std::env::current_exe().unwrap();
-    let name = exe.file_name().unwrap().to_string_lossy().into_owned();
-    let out = Command::new(&lab)
-        .args(["--no-ioshare", "--mem", "512", "--disk-size", "1G", "--timeout", "300", "--add"])
-        .arg(&exe)
-        .args(["--", "env", &format!("{IN_LAB}=1"), &name, "v2_", "--test-threads=1", "--nocapture"])
-        .output()
-        .expect("scripts/lab runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    eprintln!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "the v2 tests failed in the lab guest");
+    let args = ["--mem", "512", "--disk-size", "1G"];
+    let Some(run) = run_tests_in_lab("v2_tests_pass_in_the_lab_guest", "v2_", &args) else { return };
+    assert!(run.success, "the v2 tests failed in the lab guest");
     // Each v2 test ran for real in the guest (none skipped there).
-    assert!(!stdout.contains("skipping v2_"), "a v2 test skipped in the guest");
+    assert!(!run.stdout.contains("skipping v2_"), "a v2 test skipped in the guest");
     // Four v2 tests and this runner (which returns at once in the guest).
-    assert!(stdout.contains("test result: ok. 5 passed"), "all v2 tests ran");
+    assert!(run.stdout.contains("test result: ok. 5 passed"), "all v2 tests ran");
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ioshare_host::{Cgroup2, MemCgroup};
+use ioshare_host::AnyMemCgroup;
 
 pub const MIB: u64 = 1 << 20;
 /// Bounds every wait of the tests; the kernel acts in milliseconds.
@@ -83,39 +83,29 @@ pub fn allocation_times(child: Child) -> Vec<u64> {
     times
 }
 
-/// A test cgroup on the v1 memory hierarchy or on cgroup v2 (with `+memory` on the way down),
-/// removed on drop.
-pub enum Group {
-    V1(MemCgroup),
-    V2(Cgroup2),
-}
+/// A test cgroup on the v1 memory hierarchy or on cgroup v2, removed on drop.
+pub struct Group(pub AnyMemCgroup);
 
 impl Group {
     /// Creates `name` below this process's cgroup; `v2` picks the hierarchy.
     pub fn create(v2: bool, name: &str) -> Group {
-        if v2 {
-            Group::V2(Cgroup2::create(name, &["memory"]).unwrap())
-        } else {
-            Group::V1(MemCgroup::create(name).unwrap())
-        }
+        Group(AnyMemCgroup::create(v2, name).unwrap())
     }
 
     pub fn path(&self) -> &Path {
-        match self {
-            Group::V1(g) => g.memcg().path(),
-            Group::V2(g) => g.path(),
-        }
+        self.0.path()
     }
 
     pub fn usage(&self) -> u64 {
-        usage_of(self.path())
+        self.0.usage().unwrap()
+    }
+
+    pub fn set_limit(&self, bytes: u64) {
+        self.0.set_limit(bytes).unwrap()
     }
 
     pub fn spawn(&self, cmd: Command) -> Child {
-        match self {
-            Group::V1(g) => g.spawn(cmd).unwrap(),
-            Group::V2(g) => g.spawn(cmd).unwrap(),
-        }
+        self.0.spawn(cmd).unwrap()
     }
 }
 
