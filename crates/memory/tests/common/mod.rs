@@ -33,9 +33,17 @@ fn hold_memory_child() {
     std::thread::sleep(Duration::from_secs(300));
 }
 
+/// Nanoseconds this thread has waited on a run queue so far (`/proc/thread-self/schedstat`, field 2).
+fn runqueue_wait_ns() -> u64 {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    text.split_whitespace().nth(1).and_then(|w| w.parse().ok()).unwrap_or(0)
+}
+
 /// Not a test by itself: the latency-sensitive allocator. Every 2 ms it allocates [`ALLOC_CHUNK`],
 /// writes every page (each page fault charges its memory cgroup: at the limit, the fault reclaims
-/// first) and frees it, timing each; prints the times in microseconds, one per line, at the end.
+/// first) and frees it, timing each; prints `wall:own` pairs in microseconds at the end, where
+/// `own` leaves out the time the thread waited for a CPU (on a shared machine, other processes'
+/// doing, not memory's).
 #[test]
 #[ignore = "helper: run in a child process by the allocation-latency experiment"]
 fn allocate_child() {
@@ -44,6 +52,7 @@ fn allocate_child() {
     let mut times = Vec::new();
     while Instant::now() < end {
         let start = Instant::now();
+        let waited = runqueue_wait_ns();
         // Fresh pages from the kernel each time (mmap/munmap, not the allocator's reused heap), so
         // every page is a fault that charges the group.
         // SAFETY: an anonymous private mapping of ALLOC_CHUNK bytes, written within its bounds and
@@ -57,10 +66,12 @@ fn allocate_child() {
             }
             libc::munmap(p, ALLOC_CHUNK);
         }
-        times.push(start.elapsed().as_micros());
+        let wall = start.elapsed().as_micros() as u64;
+        let queued = (runqueue_wait_ns() - waited) / 1000;
+        times.push((wall, wall.saturating_sub(queued)));
         std::thread::sleep(Duration::from_millis(2));
     }
-    let text: Vec<String> = times.iter().map(|t| t.to_string()).collect();
+    let text: Vec<String> = times.iter().map(|(wall, own)| format!("{wall}:{own}")).collect();
     println!("ALLOC {}", text.join(" "));
 }
 
@@ -72,15 +83,20 @@ pub fn allocator(g: &Group, secs: u64) -> Child {
     g.spawn(cmd)
 }
 
-/// The allocation times an [`allocator`] printed, microseconds, sorted.
-pub fn allocation_times(child: Child) -> Vec<u64> {
+/// The allocation times an [`allocator`] printed, microseconds, each sorted: (wall, own).
+pub fn allocation_times(child: Child) -> (Vec<u64>, Vec<u64>) {
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     // The harness prints the test's name before the line on the same line.
     let line = text.lines().find_map(|l| Some(&l[l.find("ALLOC ")? + 6..])).unwrap_or("");
-    let mut times: Vec<u64> = line.split_whitespace().filter_map(|t| t.parse().ok()).collect();
-    times.sort_unstable();
-    times
+    let pairs = line.split_whitespace().filter_map(|t| {
+        let (wall, own) = t.split_once(':')?;
+        Some((wall.parse::<u64>().ok()?, own.parse::<u64>().ok()?))
+    });
+    let (mut wall, mut own): (Vec<u64>, Vec<u64>) = pairs.unzip();
+    wall.sort_unstable();
+    own.sort_unstable();
+    (wall, own)
 }
 
 /// A test cgroup on the v1 memory hierarchy or on cgroup v2, removed on drop.
