@@ -54,13 +54,14 @@ fn settings(priority: u8) -> MemorySettings {
 
 /// The tree, with its processes; `name` keeps the runs of one binary apart.
 struct Tree {
+    /// First, so that the processes die before their cgroups are removed.
+    procs: Vec<(&'static str, Proc)>,
     outside: Group,
     online: Group,
     etl: Group,
     batch: Group,
     a: PathBuf,
     offline: PathBuf,
-    procs: Vec<(&'static str, Proc)>,
 }
 
 impl Tree {
@@ -72,7 +73,7 @@ impl Tree {
         let (outside, online, etl, batch) = (g("outside"), g("A/online"), g("A/offline/etl"), g("A/offline/batch"));
         let offline = etl.path().parent().unwrap().to_path_buf();
         let a = offline.parent().unwrap().to_path_buf();
-        Tree { outside, online, etl, batch, a, offline, procs: Vec::new() }
+        Tree { procs: Vec::new(), outside, online, etl, batch, a, offline }
     }
 
     fn guarded(&self) -> Vec<(PathBuf, MemorySettings)> {
