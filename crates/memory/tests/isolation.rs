@@ -21,7 +21,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{allocation_times, allocator, holder, page_cache_writer, usage_of, wait_usage, Group, Proc, MIB, WAIT};
+use common::{
+    allocation_times, allocator, holder, leaker, page_cache_writer, usage_of, wait_usage, Group, Proc, MIB, WAIT,
+};
 use ioshare_host::{in_lab, run_tests_in_lab, skip_unless_root, Capabilities};
 use ioshare_memory::{Action, AnyGuard, MemorySettings};
 
@@ -460,6 +462,161 @@ fn experiment_allocation_latency() {
             q(&own, 1.0),
             wall.len()
         );
+    }
+}
+
+/// The lab experiment's scratch file system on the guest's data disk: ext2 with a swap file in use
+/// and the reader's data file. Swap off and unmounted on drop.
+struct Scratch {
+    dir: PathBuf,
+}
+
+impl Scratch {
+    fn create(disk: &str, swap_mib: u64) -> Scratch {
+        let dir = PathBuf::from("/mnt/ioshare-memleak");
+        let run = |cmd: &mut Command| assert!(cmd.status().unwrap().success(), "{cmd:?} failed");
+        run(Command::new("mke2fs").args(["-q", disk]));
+        std::fs::create_dir_all(&dir).unwrap();
+        run(Command::new("mount").arg(disk).arg(&dir));
+        let scratch = Scratch { dir };
+        let swap = scratch.dir.join("swap");
+        run(Command::new("dd")
+            .arg("if=/dev/zero")
+            .arg(format!("of={}", swap.display()))
+            .args(["bs=1M", &format!("count={swap_mib}")]));
+        std::fs::set_permissions(&swap, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        run(Command::new("mkswap").arg(&swap));
+        run(Command::new("swapon").arg(&swap));
+        scratch
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = Command::new("swapoff").arg(self.dir.join("swap")).status();
+        let _ = Command::new("umount").arg(&self.dir).status();
+    }
+}
+
+/// Per `bucket` seconds of a fio latency log (`msec, nsec, ...` lines): (IOPS, p99 ms).
+fn buckets(log: &Path, bucket: u64, end_s: u64) -> Vec<(f64, f64)> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut per: Vec<Vec<u64>> = vec![Vec::new(); (end_s / bucket) as usize];
+    for line in text.lines() {
+        let mut f = line.split(',').map(|x| x.trim().parse::<u64>().unwrap_or(0));
+        let (Some(ms), Some(ns)) = (f.next(), f.next()) else { continue };
+        if let Some(b) = per.get_mut((ms / 1000 / bucket) as usize) {
+            b.push(ns);
+        }
+    }
+    per.into_iter()
+        .map(|mut v| {
+            v.sort_unstable();
+            let p99 = v.get((v.len() * 99 / 100).min(v.len().saturating_sub(1))).copied().unwrap_or(0);
+            (v.len() as f64 / bucket as f64, p99 as f64 / 1e6)
+        })
+        .collect()
+}
+
+/// The lab experiment (cgroup v2 only; run in the guest, see README): the IOCost paper's memory leak.
+/// A latency-sensitive reader (fio, random 4 KiB direct reads, depth 1) beside a process leaking
+/// 24 MiB/s into a 128 MiB group, which swaps to a swap file on the same disk; without IOCost, with
+/// the kernel's IOCost (weights reader 500 : leaker 100), and with kernel IOCost plus ioshare's
+/// memory protection (priority OOM on PSI pressure). Reader IOPS and p99 per 2 s.
+#[test]
+#[ignore = "experiment: the lab memleak, run in the guest (README, Memory isolation)"]
+fn experiment_memleak() {
+    if !can_run("experiment_memleak", true) {
+        return;
+    }
+    let Ok(disk) = std::env::var("LAB_DISK") else {
+        eprintln!("skipping experiment_memleak: needs the lab guest's data disk ($LAB_DISK)");
+        return;
+    };
+    const SECS: u64 = 30;
+    const BUCKET: u64 = 2;
+    let scratch = Scratch::create(&disk, 512);
+    let data = scratch.dir.join("data");
+    let prep = Command::new("fio")
+        .args([
+            "--name=prep",
+            "--rw=write",
+            "--bs=1M",
+            "--size=128M",
+            "--direct=1",
+            "--output=/dev/null",
+            "--eta=never",
+        ])
+        .arg(format!("--filename={}", data.display()))
+        .status()
+        .unwrap();
+    assert!(prep.success());
+    let dev = ioshare_host::BlockDevice::open(Path::new(&disk)).unwrap().dev();
+    let model = "ctrl=user model=linear rbps=1000000000 rseqiops=3000 rrandiops=3000 wbps=1000000000 wseqiops=3000 wrandiops=3000";
+    let qos = "enable=1 ctrl=user rpct=90 rlat=5000 wpct=90 wlat=10000 min=25 max=200";
+    let modes = ["no IOCost", "kernel IOCost", "kernel IOCost + ioshare"];
+    let mut table = Vec::new();
+    for (m, mode) in modes.iter().enumerate() {
+        let top = format!("ioshare-memleak-{}-{m}", std::process::id());
+        let reader_g = ioshare_host::Cgroup2::create(&format!("{top}/reader"), &["io", "memory"]).unwrap();
+        let leak_g = ioshare_host::Cgroup2::create(&format!("{top}/leak"), &["io", "memory"]).unwrap();
+        let _iocost = (m > 0).then(|| ioshare_host::KernelIoCost::enable(dev, model, qos).unwrap());
+        if m > 0 {
+            reader_g.write("io.weight", "default 500").unwrap();
+            leak_g.write("io.weight", "default 100").unwrap();
+        }
+        leak_g.write("memory.max", &(128 * MIB).to_string()).unwrap();
+        let leak_path = leak_g.path().to_path_buf();
+        let mut guard = (m == 2).then(|| {
+            let groups = [
+                (leak_path.clone(), MemorySettings { priority: 0, ..MemorySettings::default() }),
+                (reader_g.path().to_path_buf(), settings(10)),
+            ];
+            AnyGuard::start(&groups, true, false).unwrap()
+        });
+        let log = format!("/tmp/memleak-{m}");
+        let mut reader_cmd = Command::new("fio");
+        reader_cmd
+            .args(["--name=reader", "--rw=randread", "--bs=4k", "--direct=1", "--ioengine=psync", "--eta=never"])
+            .args(["--iodepth=1", "--time_based", &format!("--runtime={SECS}"), "--output=/dev/null"])
+            .arg(format!("--filename={}", data.display()))
+            .arg(format!("--write_lat_log={log}"));
+        let reader = Proc(reader_g.spawn(reader_cmd).unwrap());
+        let started = Instant::now();
+        let (leak_group, mut leak) = (Group(ioshare_host::AnyMemCgroup::V2(leak_g)), None);
+        let mut killed_at = None;
+        let mut reader = reader;
+        while reader.alive() && started.elapsed() < Duration::from_secs(SECS + 30) {
+            if leak.is_none() && started.elapsed() >= Duration::from_secs(4) {
+                leak = Some(leaker(&leak_group, 600, 24));
+            }
+            match guard.as_mut() {
+                Some(g) => {
+                    let acted = g.poll(Duration::from_millis(100)).unwrap();
+                    if killed_at.is_none() && acted.iter().any(|a| matches!(a, Action::Killed { .. })) {
+                        killed_at = Some(started.elapsed());
+                    }
+                }
+                None => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+        let swapped = std::fs::read_to_string(leak_path.join("memory.swap.current")).unwrap_or_default();
+        drop(leak);
+        drop(guard);
+        let rows = buckets(Path::new(&format!("{log}_clat.1.log")), BUCKET, SECS);
+        println!(
+            "{mode}: leaker in swap at the end {} MiB; ioshare killed it at {}",
+            swapped.trim().parse::<u64>().unwrap_or(0) >> 20,
+            killed_at.map_or("-".to_string(), |t| format!("{:.1} s", t.as_secs_f64()))
+        );
+        table.push(rows);
+    }
+    println!("reader (fio randread 4 KiB, QD1) per {BUCKET} s; the leak starts at 4 s");
+    println!("{:>6} {:>24} {:>24} {:>24}", "t s", modes[0], modes[1], modes[2]);
+    for i in 0..table[0].len() {
+        let cell =
+            |t: &Vec<(f64, f64)>| t.get(i).map_or("-".into(), |(iops, p99)| format!("{iops:.0} IOPS {p99:.1} ms"));
+        println!("{:>6} {:>24} {:>24} {:>24}", i as u64 * BUCKET, cell(&table[0]), cell(&table[1]), cell(&table[2]));
     }
 }
 

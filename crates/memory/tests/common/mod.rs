@@ -19,17 +19,30 @@ const ALLOC_ENV: &str = "IOSHARE_MEMORY_TEST_ALLOCATE_SECS";
 /// What the latency-sensitive allocator allocates at a time.
 pub const ALLOC_CHUNK: usize = 1 << 20;
 
+/// Set with `HOLD_ENV` for a leaking holder: MiB per second.
+const LEAK_RATE_ENV: &str = "IOSHARE_MEMORY_TEST_LEAK_MIB_PER_S";
+
 /// Not a test by itself: the memory holder. Writes `HOLD_ENV` MiB of anonymous memory page by page
-/// from user space, says so, and sleeps until killed.
+/// from user space — at once, or leaking `LEAK_RATE_ENV` MiB per second — and sleeps until killed.
 #[test]
 #[ignore = "helper: run in a child process by the memory tests"]
 fn hold_memory_child() {
     let Some(mib) = std::env::var(HOLD_ENV).ok().and_then(|m| m.parse::<usize>().ok()) else { return };
-    let mut block = vec![0u8; mib << 20];
-    for page in block.chunks_mut(4096) {
-        page[0] = 1;
+    let rate = std::env::var(LEAK_RATE_ENV).ok().and_then(|r| r.parse::<u64>().ok());
+    let start = Instant::now();
+    let mut held: Vec<Vec<u8>> = Vec::new();
+    for i in 0..mib {
+        let mut block = vec![0u8; 1 << 20];
+        for page in block.chunks_mut(4096) {
+            page[0] = 1;
+        }
+        held.push(block);
+        if let Some(rate) = rate {
+            let due = start + Duration::from_millis((i as u64 + 1) * 1000 / rate.max(1));
+            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        }
     }
-    std::hint::black_box(&block);
+    std::hint::black_box(&held);
     std::thread::sleep(Duration::from_secs(300));
 }
 
@@ -152,6 +165,15 @@ pub fn holder(g: &Group, mib: u64) -> Proc {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["--ignored", "--exact", "common::hold_memory_child", "--test-threads=1"]);
     cmd.env(HOLD_ENV, mib.to_string()).stdout(Stdio::null()).stderr(Stdio::null());
+    Proc(g.spawn(cmd))
+}
+
+/// A process in `g` leaking `mib_per_s` MiB per second up to `mib` MiB.
+pub fn leaker(g: &Group, mib: u64, mib_per_s: u64) -> Proc {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--ignored", "--exact", "common::hold_memory_child", "--test-threads=1"]);
+    cmd.env(HOLD_ENV, mib.to_string()).env(LEAK_RATE_ENV, mib_per_s.to_string());
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
     Proc(g.spawn(cmd))
 }
 
