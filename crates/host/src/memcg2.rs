@@ -201,12 +201,6 @@ impl Memcg2 {
         }
     }
 
-    /// A counter of `memory.stat` (e.g. `file`, `anon`, `pgscan_direct`), if present.
-    pub fn stat(&self, key: &str) -> Result<Option<u64>> {
-        let text = self.read("memory.stat")?;
-        Ok(text.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok()))
-    }
-
     /// The processes in this cgroup itself (not its descendants), from `cgroup.procs`.
     pub fn procs(&self) -> Result<Vec<u32>> {
         Ok(self.read("cgroup.procs")?.split_whitespace().filter_map(|p| p.parse().ok()).collect())
@@ -325,11 +319,6 @@ impl PollFile {
         Ok(watch)
     }
 
-    /// The file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Reads the file from the start (its current contents), which re-arms a kernfs notification.
     pub fn rearm(&mut self) -> Result<String> {
         let mut text = String::new();
@@ -343,19 +332,6 @@ impl PollFile {
     /// The descriptor, for polling several at once (`POLLPRI`).
     pub fn raw_fd(&self) -> i32 {
         self.file.as_raw_fd()
-    }
-
-    /// Waits up to `timeout` for a notification; true if one arrived (then re-armed).
-    pub fn wait(&mut self, timeout: Duration) -> Result<bool> {
-        let mut pfd = libc::pollfd { fd: self.raw_fd(), events: libc::POLLPRI, revents: 0 };
-        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: one valid pollfd for the duration of the call.
-        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if n > 0 && pfd.revents & libc::POLLPRI != 0 {
-            self.rearm()?;
-            return Ok(true);
-        }
-        Ok(false)
     }
 }
 

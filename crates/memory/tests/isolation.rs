@@ -474,7 +474,10 @@ struct Scratch {
 impl Scratch {
     fn create(disk: &str, swap_mib: u64) -> Scratch {
         let dir = PathBuf::from("/mnt/ioshare-memleak");
-        let run = |cmd: &mut Command| assert!(cmd.status().unwrap().success(), "{cmd:?} failed");
+        let run = |cmd: &mut Command| {
+            let out = cmd.output().unwrap();
+            assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        };
         run(Command::new("mke2fs").args(["-q", disk]));
         std::fs::create_dir_all(&dir).unwrap();
         run(Command::new("mount").arg(disk).arg(&dir));
