@@ -501,22 +501,24 @@ impl Drop for Scratch {
     }
 }
 
-/// Per `bucket` seconds of a fio latency log (`msec, nsec, ...` lines): (IOPS, p99 ms).
-fn buckets(log: &Path, bucket: u64, end_s: u64) -> Vec<(f64, f64)> {
+/// Per time range `[from, to)` seconds of a fio latency log (`msec, nsec, ...` lines): (IOPS, p99 ms).
+fn reader_stats(log: &Path, ranges: &[(u64, u64)]) -> Vec<(f64, f64)> {
     let text = std::fs::read_to_string(log).unwrap_or_default();
-    let mut per: Vec<Vec<u64>> = vec![Vec::new(); (end_s / bucket) as usize];
-    for line in text.lines() {
-        let mut f = line.split(',').map(|x| x.trim().parse::<u64>().unwrap_or(0));
-        let (Some(ms), Some(ns)) = (f.next(), f.next()) else { continue };
-        if let Some(b) = per.get_mut((ms / 1000 / bucket) as usize) {
-            b.push(ns);
-        }
-    }
-    per.into_iter()
-        .map(|mut v| {
+    let ios: Vec<(u64, u64)> = text
+        .lines()
+        .filter_map(|line| {
+            let mut f = line.split(',').map(|x| x.trim().parse::<u64>().ok());
+            Some((f.next()??, f.next()??))
+        })
+        .collect();
+    ranges
+        .iter()
+        .map(|&(from, to)| {
+            let mut v: Vec<u64> =
+                ios.iter().filter(|(ms, _)| (from * 1000..to * 1000).contains(ms)).map(|&(_, ns)| ns).collect();
             v.sort_unstable();
             let p99 = v.get((v.len() * 99 / 100).min(v.len().saturating_sub(1))).copied().unwrap_or(0);
-            (v.len() as f64 / bucket as f64, p99 as f64 / 1e6)
+            (v.len() as f64 / (to - from) as f64, p99 as f64 / 1e6)
         })
         .collect()
 }
@@ -538,6 +540,7 @@ fn experiment_memleak() {
     };
     const SECS: u64 = 30;
     const BUCKET: u64 = 2;
+    const LEAK_AT: u64 = 4;
     let scratch = Scratch::create(&disk, 512);
     let data = scratch.dir.join("data");
     let prep = Command::new("fio")
@@ -590,7 +593,7 @@ fn experiment_memleak() {
         let mut killed_at = None;
         let mut reader = reader;
         while reader.alive() && started.elapsed() < Duration::from_secs(SECS + 30) {
-            if leak.is_none() && started.elapsed() >= Duration::from_secs(4) {
+            if leak.is_none() && started.elapsed() >= Duration::from_secs(LEAK_AT) {
                 leak = Some(leaker(&leak_group, 600, 24));
             }
             match guard.as_mut() {
@@ -606,7 +609,9 @@ fn experiment_memleak() {
         let swapped = std::fs::read_to_string(leak_path.join("memory.swap.current")).unwrap_or_default();
         drop(leak);
         drop(guard);
-        let rows = buckets(Path::new(&format!("{log}_clat.1.log")), BUCKET, SECS);
+        let mut ranges: Vec<(u64, u64)> = (0..SECS / BUCKET).map(|i| (i * BUCKET, (i + 1) * BUCKET)).collect();
+        ranges.extend([(0, LEAK_AT), (LEAK_AT, SECS)]);
+        let rows = reader_stats(Path::new(&format!("{log}_clat.1.log")), &ranges);
         println!(
             "{mode}: leaker in swap at the end {} MiB; ioshare killed it at {}",
             swapped.trim().parse::<u64>().unwrap_or(0) >> 20,
@@ -614,12 +619,18 @@ fn experiment_memleak() {
         );
         table.push(rows);
     }
-    println!("reader (fio randread 4 KiB, QD1) per {BUCKET} s; the leak starts at 4 s");
-    println!("{:>6} {:>24} {:>24} {:>24}", "t s", modes[0], modes[1], modes[2]);
-    for i in 0..table[0].len() {
+    println!("reader (fio randread 4 KiB, QD1) per {BUCKET} s, then before and after the leak starts at {LEAK_AT} s");
+    println!("{:>8} {:>24} {:>24} {:>24}", "t s", modes[0], modes[1], modes[2]);
+    let n = table[0].len();
+    for i in 0..n {
         let cell =
             |t: &Vec<(f64, f64)>| t.get(i).map_or("-".into(), |(iops, p99)| format!("{iops:.0} IOPS {p99:.1} ms"));
-        println!("{:>6} {:>24} {:>24} {:>24}", i as u64 * BUCKET, cell(&table[0]), cell(&table[1]), cell(&table[2]));
+        let when = match i {
+            _ if i == n - 2 => format!("0-{LEAK_AT}"),
+            _ if i == n - 1 => format!("{LEAK_AT}-{SECS}"),
+            _ => (i as u64 * BUCKET).to_string(),
+        };
+        println!("{when:>8} {:>24} {:>24} {:>24}", cell(&table[0]), cell(&table[1]), cell(&table[2]));
     }
 }
 
