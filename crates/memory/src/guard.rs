@@ -32,6 +32,11 @@ use crate::watermark::{MemorySettings, Watermarks};
 /// The most one reclaim step takes at once, bytes: the group's own allocations meanwhile meet a
 /// limit at most this far below their usage.
 pub const RECLAIM_STEP: u64 = 16 << 20;
+/// Free room under the limit that ends an OOM: the kernel wakes the waiting tasks when memory is
+/// uncharged, but `under_oom` reads 1 until they have run again, which on a busy machine takes a
+/// while; killing on meanwhile would take a second victim for nothing. A waiting task needs one
+/// charge batch (or a huge page, 2 MiB).
+pub const OOM_ROOM: u64 = 4 << 20;
 /// The shortest time between two reclaim rounds of a group. A round also waits as long as the
 /// previous one took, so reclaim takes at most half of one core however fast a group refills.
 pub const RECLAIM_INTERVAL: Duration = Duration::from_millis(1);
@@ -262,7 +267,9 @@ impl Guard {
         let group = self.watches[i].group.memcg.clone();
         let mut actions = Vec::new();
         let mut failed: Vec<PathBuf> = Vec::new();
-        while self.dry_run || group.oom_control()?.under_oom {
+        while self.dry_run
+            || (group.oom_control()?.under_oom && group.limit()?.saturating_sub(group.usage()?) < OOM_ROOM)
+        {
             let Some(action) = kill_next(&group, &self.ranks, &mut failed, self.dry_run)? else { break };
             actions.push(action);
             if self.dry_run {
