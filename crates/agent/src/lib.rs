@@ -26,9 +26,10 @@
 //! judged from the period's mean (see [`latency`]), and a cgroup alone is not limited at all.
 //!
 //! # Memory isolation
-//! Rules with `memory = { priority, wmark_ratio, wmark_scale_factor, limit }` put the matched cgroups
-//! under ioshare-memory's guard (priority OOM, early reclaim) on the cgroup v1 memory hierarchy
-//! ([`memory`]); `memory_dry_run` logs OOM decisions and changes nothing.
+//! Rules with `memory = { priority, wmark_ratio, wmark_scale_factor, limit, oom_group, oom_pressure }`
+//! put the matched cgroups under ioshare-memory's guard (priority OOM, early reclaim) on the host's
+//! memory hierarchy — cgroup v1 `memory`, or cgroup v2 with `memory` ([`memory`]); every memory file
+//! it writes is journaled for revert; `memory_dry_run` logs OOM decisions and changes nothing.
 
 pub mod check;
 pub mod config;

@@ -54,6 +54,8 @@
 //! revert_state_dir(dir, roots) -> Option<Reverted>   // `ioshare agent revert`
 //! Memcg (v1 memory: usage, limit, oom_control, eventfds), Memcg2 (v2 memory: current, max, high,
 //!     events, pressure + PSI triggers, oom.group, reclaim), PollFile (POLLPRI on a kernfs/PSI file)
+//! AnyMemCgroup::create(v2, name)                     // a memory cgroup of either hierarchy, removed
+//!                                                    // on drop: .path() .usage() .set_limit() .spawn()
 //! IoMax (io.max line: FromStr/Display, parse_file/format_file), IoWeight (io.weight file: FromStr/Display)
 //! run_tests_in_lab(test, filter, lab_args) -> Option<LabRun>; in_lab()  // a test binary's own tests
 //!                                                    // run again in the cgroup v2 lab guest
