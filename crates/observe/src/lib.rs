@@ -38,4 +38,4 @@ pub use error::{Error, Result};
 pub use histogram::{Histogram, Kind};
 pub use loader::{can_trace, skip_unless_traceable, AttachMode, Observer};
 pub use names::{device_name, resolve_device, CgroupNames};
-pub use snapshot::{Cost, Counters, Entry, Latency, Op, Snapshot, Stage, StageStats};
+pub use snapshot::{Cost, Counters, Entry, Latency, Op, ProgramCost, Snapshot, Stage, StageStats};

@@ -153,7 +153,7 @@ fn counts_are_exact_per_cgroup_and_operation() {
     assert_eq!(lat.count(), 200);
     // The programs ran at least at Q, D and C of each of the 1200 IOs (and for other devices' IO,
     // which they filter out after running), and took time doing so.
-    let cost = snap.cost.unwrap();
+    let cost = snap.cost.unwrap().total();
     assert!(cost.runs >= 3600 && cost.run_time_ns > 0, "{cost:?}");
     eprintln!(
         "exact counts: readers {} reads / {} B, writers {} writes / {} B at C; read seek buckets {:?}; {:.0} ns per program run",
