@@ -16,7 +16,7 @@
 //! Snapshot { elapsed_s, entries: Vec<Entry>, counters, cost }, .since(&earlier), .filtered(pattern)
 //! Entry { device, device_name, cgroup_id, cgroup, op, stages[Q,I,D,C]: StageStats, latencies[QC,ID,DC] }
 //! Histogram { buckets, sum }, .quantile(kind, q), Kind::{Size, Seek, Latency}.upper_bound(k)/.bucket(v)
-//! resolve_device("/dev/loop0" | "loop0" | "7:0") -> Option<(major, minor)>
+//! resolve_device("/dev/loop0" | "loop0" | "7:0") -> Option<(major, minor)>; disk_of(path) -> its disk
 //! prometheus::render(&Snapshot) -> String; prometheus::serve(addr, shared snapshot)
 //! ```
 
@@ -37,5 +37,5 @@ mod skel {
 pub use error::{Error, Result};
 pub use histogram::{Histogram, Kind};
 pub use loader::{can_trace, skip_unless_traceable, AttachMode, Observer};
-pub use names::{device_name, resolve_device, CgroupNames};
+pub use names::{device_name, disk_of, resolve_device, CgroupNames};
 pub use snapshot::{Cost, Counters, Entry, Latency, Op, ProgramCost, Snapshot, Stage, StageStats};
