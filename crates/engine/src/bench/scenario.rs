@@ -335,8 +335,8 @@ impl Scenario {
             ..RunOptions::new(ctx.opts.duration / plan.rounds as Nanos)
         };
         let o = if plan.rounds > 1 { &round_opts } else { &opts };
-        // With an observer, the overhead scenario runs no control once more per round, observed (the
-        // last slot of `rounds`); its other runs go unobserved, so the two `none` runs compare.
+        // With an observer, the overhead scenario runs no control once more per round, observed, right
+        // after the unobserved one (the last slot of `rounds`); its other runs go unobserved.
         let observe_overhead = ctx.observe.is_some() && self == Scenario::Overhead;
         let mut rounds: Vec<Vec<RunReport>> = vec![Vec::new(); plan.ioshare.len() + usize::from(observe_overhead)];
         let mut fio_rounds: Vec<RunReport> = Vec::new();
@@ -360,13 +360,13 @@ impl Scenario {
                 // Variants of one controller (IOCost with a p99 target) are told apart by the bench's name.
                 report.controller = ctl.name().into();
                 rounds[i].push(report);
-            }
-            if observe_overhead && !stopped() {
-                progress(OBSERVED_NONE);
-                let go = || run(ctx.target, &plan.tenants, &mut *Ctl::None.build(ctx.calibration), o, stop);
-                let mut report = ctx.observed(Side::Ioshare, OBSERVED_NONE, None, go)?;
-                report.controller = OBSERVED_NONE.into();
-                rounds[plan.ioshare.len()].push(report);
+                if observe_overhead && *ctl == Ctl::None && !stopped() {
+                    progress(OBSERVED_NONE);
+                    let go = || run(ctx.target, &plan.tenants, &mut *Ctl::None.build(ctx.calibration), o, stop);
+                    let mut report = ctx.observed(Side::Ioshare, OBSERVED_NONE, None, go)?;
+                    report.controller = OBSERVED_NONE.into();
+                    rounds[plan.ioshare.len()].push(report);
+                }
             }
             if let Some(job) = fio_job.filter(|_| !stopped()) {
                 progress("fio (reference engine, same job)");
@@ -376,6 +376,9 @@ impl Scenario {
                 }
             }
         }
+        if let (true, Some(none)) = (observe_overhead, plan.ioshare.iter().position(|c| *c == Ctl::None)) {
+            notes.extend(super::observe::overhead_note(&rounds[none], &rounds[plan.ioshare.len()]));
+        }
         for (side, rs) in rounds.iter_mut().map(|r| (Side::Ioshare, r)).chain([(Side::Reference, &mut fio_rounds)]) {
             if !rs.is_empty() {
                 rs.sort_by(|x, y| x.device.iops.total_cmp(&y.device.iops));
@@ -383,7 +386,6 @@ impl Scenario {
             }
         }
         notes.extend(engine_vs_fio(&runs));
-        notes.extend(super::observe::overhead_note(&runs));
         if let Some(peers) = peers {
             for setup in &plan.kernel {
                 if stopped() {
