@@ -22,8 +22,10 @@
  *   safe: a program cannot nest in itself on one CPU (the kernel skips recursive runs), and programs
  *   of different stages that may nest (C in an interrupt during Q) write disjoint fields.
  * - One LRU entry per IO (`inflight`, keyed by the request's first bio, or the request itself when it
- *   has none) carries the Q/I/D times and the series' indices from Q to C: inserted at Q, looked up
- *   at I and D, deleted at C. I, D and C do not walk the bio's cgroup chain again.
+ *   has none) carries the Q/I/D times and the series' indices from Q to C: written at Q, looked up at
+ *   I and D, marked done at C. I, D and C do not walk the bio's cgroup chain again. Entries are not
+ *   deleted: bios are recycled, so Q mostly finds its bio's old entry and rewrites it in place (an
+ *   LRU insert plus delete cost about as much as all the rest of the four programs together).
  *
  * Bounds: `slots` and the arrays hold OBS_MAX_SLOTS series; IO of further series is counted in
  * `counters` and dropped. `inflight` is an LRU hash, so IOs that never complete as themselves (a bio
@@ -85,12 +87,17 @@ struct {
 	__type(value, struct stream_state);
 } stream_end SEC(".maps");
 
-/* An IO from Q to C: its stage times and its series. */
+/*
+ * An IO from Q to C: its stage times and its series. `live` until C: the entry of a completed IO stays
+ * in the map, so that the next IO of a recycled bio (the block layer reuses bios from per-CPU caches)
+ * finds it and rewrites it in place, a lookup instead of an LRU insert and delete.
+ */
 struct io_state {
 	__u64 queued;
 	__u64 inserted;
 	__u64 issued;
 	struct obs_slot slot;
+	__u64 live;
 };
 
 struct {
@@ -276,11 +283,15 @@ static __always_inline int on_queue(struct bio *bio, const bool btf)
 	struct obs_slot *slot = slot_for(dev, bio_cgroup(bio, btf), op_of(READ(btf, bio->bi_opf, bio, bi_opf)));
 	if (!slot)
 		return 0;
-	struct io_state io = { .queued = bpf_ktime_get_ns(), .slot = *slot };
+	struct io_state fresh = { .queued = bpf_ktime_get_ns(), .slot = *slot, .live = 1 };
 	__u64 key = (__u64)bio;
-	account(io.slot, OBS_STAGE_Q, READ(btf, bio->bi_iter.bi_sector, bio, bi_iter.bi_sector),
+	account(fresh.slot, OBS_STAGE_Q, READ(btf, bio->bi_iter.bi_sector, bio, bi_iter.bi_sector),
 		READ(btf, bio->bi_iter.bi_size, bio, bi_iter.bi_size));
-	bpf_map_update_elem(&inflight, &key, &io, BPF_ANY);
+	struct io_state *io = bpf_map_lookup_elem(&inflight, &key);
+	if (io)
+		*io = fresh;
+	else
+		bpf_map_update_elem(&inflight, &key, &fresh, BPF_ANY);
 	return 0;
 }
 
@@ -296,14 +307,18 @@ static __always_inline struct io_state *io_for(struct request *rq, __u32 dev, __
 {
 	struct io_state *io = bpf_map_lookup_elem(&inflight, &key);
 
-	if (io)
+	if (io && io->live)
 		return io;
 	count(OBS_MISS_QUEUE_TIME);
 	struct obs_slot *slot = slot_for(dev, bio_cgroup(READ(btf, rq->bio, rq, bio), btf),
 					 op_of(READ(btf, rq->cmd_flags, rq, cmd_flags)));
 	if (!slot)
 		return 0;
-	struct io_state fresh = { .slot = *slot };
+	struct io_state fresh = { .slot = *slot, .live = 1 };
+	if (io) {
+		*io = fresh;
+		return io;
+	}
 	bpf_map_update_elem(&inflight, &key, &fresh, BPF_ANY);
 	return bpf_map_lookup_elem(&inflight, &key);
 }
@@ -339,9 +354,10 @@ static __always_inline int on_complete(struct request *rq, unsigned int nr_bytes
 	__u64 key = io_key(rq, btf);
 	struct io_state *io = bpf_map_lookup_elem(&inflight, &key);
 	struct obs_slot *slot;
-	if (io) {
+	if (io && io->live) {
 		slot = &io->slot;
 	} else {
+		io = 0;
 		count(OBS_MISS_ISSUE_TIME);
 		slot = slot_for(dev, bio_cgroup(READ(btf, rq->bio, rq, bio), btf),
 				op_of(READ(btf, rq->cmd_flags, rq, cmd_flags)));
@@ -352,7 +368,7 @@ static __always_inline int on_complete(struct request *rq, unsigned int nr_bytes
 	if (io) {
 		add_latency(v, OBS_LAT_QC, io->queued, now);
 		add_latency(v, OBS_LAT_DC, io->issued, now);
-		bpf_map_delete_elem(&inflight, &key);
+		io->live = 0;
 	}
 	return 0;
 }
