@@ -21,7 +21,7 @@ use ioshare_core::iocost::aggregate::aggregate_cost;
 use ioshare_core::iocost::model::RANDIO_PAGES;
 use ioshare_core::{CostModel, Op};
 use ioshare_host::DevNum;
-use ioshare_observe::{Observer, Snapshot, Stage};
+use ioshare_observe::{Observer, Snapshot, Stage, Stages};
 
 /// Seek histogram buckets `0..SEQ_BUCKETS` hold distances up to 16 MiB (`RANDIO_PAGES` 4 KiB pages):
 /// the IOs the kernel's iocost charges as sequential.
@@ -50,7 +50,9 @@ pub struct IoMix {
 impl IoMix {
     /// Watches device `dev`; when the observer cannot run, logs why once and charges all IO as random.
     pub fn start(dev: DevNum) -> IoMix {
-        let observer = match Observer::start(Some((dev.major, dev.minor))) {
+        // Only Q: the mix needs Q's seek distances, not the other stages or latencies (a quarter of the
+        // observer's cost per IO).
+        let observer = match Observer::start_with(Some((dev.major, dev.minor)), None, Stages::QueueOnly) {
             Ok(o) => Some(o),
             Err(e) => {
                 eprintln!("ioshare agent: {dev}: charging all IO as random (no sequential/random mix: {e})");

@@ -10,6 +10,7 @@
 //! # API
 //! ```text
 //! Observer::start(device: Option<(major, minor)>) -> Result<Observer>   // root + BTF, else Error
+//! Observer::start_with(device, mode, Stages::{All, QueueOnly})          // QueueOnly: one program per IO
 //!     .snapshot() -> Result<Snapshot>     // cumulative since start
 //!     .mode() -> AttachMode               // TpBtf or the RawTp fallback
 //!     .measure_cost() -> Result<()>       // kernel times the programs: Snapshot::cost
@@ -36,6 +37,6 @@ mod skel {
 
 pub use error::{Error, Result};
 pub use histogram::{Histogram, Kind};
-pub use loader::{can_trace, skip_unless_traceable, AttachMode, Observer};
+pub use loader::{can_trace, skip_unless_traceable, AttachMode, Observer, Stages};
 pub use names::{device_name, disk_of, resolve_device, CgroupNames};
 pub use snapshot::{Cost, Counters, Entry, Latency, Op, ProgramCost, Snapshot, Stage, StageStats};

@@ -30,10 +30,21 @@ pub enum AttachMode {
     RawTp,
 }
 
+/// Which stages an observer watches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stages {
+    /// Q, I, D and C, with latencies.
+    All,
+    /// Only Q (bios queued: counts, sizes, seek distances), no latencies: one program per IO instead
+    /// of four, for users that need the sequential/random mix only (the agent).
+    QueueOnly,
+}
+
 /// The running observer: programs attached until it is dropped.
 pub struct Observer {
     skel: ObserveSkel<'static>,
     mode: AttachMode,
+    stages: Stages,
     started: Instant,
     names: CgroupNames,
     /// While held, the kernel times every BPF program run (`BPF_ENABLE_STATS`); closing it turns the
@@ -82,6 +93,11 @@ impl Observer {
 
     /// [`Observer::start`] with the attach style forced (`None`: tp_btf, falling back to raw_tp).
     pub fn start_as(device: Option<(u32, u32)>, mode: Option<AttachMode>) -> Result<Observer> {
+        Self::start_with(device, mode, Stages::All)
+    }
+
+    /// [`Observer::start_as`] watching only `stages`.
+    pub fn start_with(device: Option<(u32, u32)>, mode: Option<AttachMode>, stages: Stages) -> Result<Observer> {
         can_trace()?;
         // libbpf prints every refusal (and the verifier's log) to stderr; the errors are reported
         // through `Error::Load`, and the full log only on request.
@@ -91,19 +107,22 @@ impl Observer {
         let target = device.map_or(0, |(major, minor)| (major << 20) | minor);
         let tp_btf = match mode {
             Some(AttachMode::RawTp) => Err("not tried".to_string()),
-            _ => open_and_attach(target, AttachMode::TpBtf).map_err(|e| e.to_string()),
+            _ => open_and_attach(target, AttachMode::TpBtf, stages).map_err(|e| e.to_string()),
         };
         let skel = match tp_btf {
             Ok(skel) => (skel, AttachMode::TpBtf),
-            Err(tp_btf) if mode != Some(AttachMode::TpBtf) => match open_and_attach(target, AttachMode::RawTp) {
-                Ok(skel) => (skel, AttachMode::RawTp),
-                Err(raw_tp) => return Err(Error::Load { tp_btf, raw_tp: raw_tp.to_string() }),
-            },
+            Err(tp_btf) if mode != Some(AttachMode::TpBtf) => {
+                match open_and_attach(target, AttachMode::RawTp, stages) {
+                    Ok(skel) => (skel, AttachMode::RawTp),
+                    Err(raw_tp) => return Err(Error::Load { tp_btf, raw_tp: raw_tp.to_string() }),
+                }
+            }
             Err(tp_btf) => return Err(Error::Load { tp_btf, raw_tp: "not tried".to_string() }),
         };
         Ok(Observer {
             skel: skel.0,
             mode: skel.1,
+            stages,
             started: Instant::now(),
             names: CgroupNames::discover(),
             run_stats: None,
@@ -162,8 +181,12 @@ impl Observer {
             AttachMode::TpBtf => [&p.btf_bio_queue, &p.btf_rq_insert, &p.btf_rq_issue, &p.btf_rq_complete],
             AttachMode::RawTp => [&p.raw_bio_queue, &p.raw_rq_insert, &p.raw_rq_issue, &p.raw_rq_complete],
         };
+        let attached = match self.stages {
+            Stages::All => progs.len(),
+            Stages::QueueOnly => 1,
+        };
         let mut cost = Cost::default();
-        for (prog, slot) in progs.into_iter().zip(&mut cost.programs) {
+        for (prog, slot) in progs.into_iter().zip(&mut cost.programs).take(attached) {
             let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
             let mut len = std::mem::size_of_val(&info) as u32;
             // SAFETY: `info` is a bpf_prog_info of `len` bytes that the kernel fills in.
@@ -192,26 +215,29 @@ impl Observer {
     }
 }
 
-/// Opens the object with one flavour of programs enabled, sets the device filter, loads, attaches.
-fn open_and_attach(target_dev: u32, mode: AttachMode) -> libbpf_rs::Result<ObserveSkel<'static>> {
+/// Opens the object with one flavour of programs (of `stages`) enabled, sets the device filter, loads,
+/// attaches.
+fn open_and_attach(target_dev: u32, mode: AttachMode, stages: Stages) -> libbpf_rs::Result<ObserveSkel<'static>> {
     // The skeleton borrows its object storage for its whole life; one small allocation per observer
     // (a pointer) is leaked so the observer can own its skeleton.
     let storage: &'static mut MaybeUninit<OpenObject> = Box::leak(Box::new(MaybeUninit::uninit()));
     let mut open = ObserveSkelBuilder::default().open(storage)?;
     if let Some(rodata) = open.maps.rodata_data.as_mut() {
         rodata.target_dev = target_dev;
+        rodata.track_inflight = stages == Stages::All;
     }
     let btf = mode == AttachMode::TpBtf;
+    let all = stages == Stages::All;
     let progs = &mut open.progs;
     for (prog, enabled) in [
         (&mut progs.btf_bio_queue, btf),
-        (&mut progs.btf_rq_insert, btf),
-        (&mut progs.btf_rq_issue, btf),
-        (&mut progs.btf_rq_complete, btf),
+        (&mut progs.btf_rq_insert, btf && all),
+        (&mut progs.btf_rq_issue, btf && all),
+        (&mut progs.btf_rq_complete, btf && all),
         (&mut progs.raw_bio_queue, !btf),
-        (&mut progs.raw_rq_insert, !btf),
-        (&mut progs.raw_rq_issue, !btf),
-        (&mut progs.raw_rq_complete, !btf),
+        (&mut progs.raw_rq_insert, !btf && all),
+        (&mut progs.raw_rq_issue, !btf && all),
+        (&mut progs.raw_rq_complete, !btf && all),
     ] {
         prog.set_autoload(enabled);
     }

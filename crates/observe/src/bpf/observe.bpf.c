@@ -40,6 +40,8 @@
 
 /* Set by the loader before load: only this device (the kernel's MAJOR << 20 | MINOR), 0 = all. */
 const volatile __u32 target_dev = 0;
+/* Cleared by the loader when only Q is attached: no in-flight entries (nothing would complete them). */
+const volatile bool track_inflight = true;
 
 /* Next free index in `stats` and in `stream_end`. */
 __u32 next_stats = 0;
@@ -287,6 +289,8 @@ static __always_inline int on_queue(struct bio *bio, const bool btf)
 	__u64 key = (__u64)bio;
 	account(fresh.slot, OBS_STAGE_Q, READ(btf, bio->bi_iter.bi_sector, bio, bi_iter.bi_sector),
 		READ(btf, bio->bi_iter.bi_size, bio, bi_iter.bi_size));
+	if (!track_inflight)
+		return 0;
 	struct io_state *io = bpf_map_lookup_elem(&inflight, &key);
 	if (io)
 		*io = fresh;
