@@ -40,7 +40,6 @@ enum {
 	BPF_NOEXIST = 1,
 };
 
-
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
 
 struct kernfs_node {

@@ -25,7 +25,7 @@
  *   has none) carries the Q/I/D times and the series' indices from Q to C: written at Q, looked up at
  *   I and D, marked done at C. I, D and C do not walk the bio's cgroup chain again. Entries are not
  *   deleted: bios are recycled, so Q mostly finds its bio's old entry and rewrites it in place (an
- *   LRU insert plus delete cost about as much as all the rest of the four programs together).
+ *   LRU insert was measured at ~280 of Q's ~420 ns, and C deleted the entry again).
  *
  * Bounds: `slots` and the arrays hold OBS_MAX_SLOTS series; IO of further series is counted in
  * `counters` and dropped. `inflight` is an LRU hash, so IOs that never complete as themselves (a bio

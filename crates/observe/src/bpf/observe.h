@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The layout shared by the BPF programs and the Rust reader (src/layout.rs mirrors it; the loader
- * checks the map's key and value sizes against it, so a change here that is not made there fails at
- * load time with a clear error instead of producing garbage).
+ * The layout shared by the BPF programs and the Rust reader (the generated skeleton's types mirror it;
+ * the loader checks the sizes of what it reads against them, so a stale build fails with a clear
+ * error instead of producing garbage).
  */
 #ifndef IOSHARE_OBSERVE_H
 #define IOSHARE_OBSERVE_H
