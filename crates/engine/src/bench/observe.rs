@@ -184,15 +184,15 @@ pub fn table(observed: &[RunObserved]) -> String {
         return String::new();
     }
     let mut s = format!(
-        "observed (eBPF, per run): seek distance in sectors at I (into the scheduler) -> D (to the driver)\n\
+        "observed (eBPF, per run): seek distance in sectors at I (into the scheduler) / D (to the driver)\n\
          {:<13} {:<9} {:<7} {:>9} {:>15} {:>19} {:>11} {:>13} {:>9} {:>13} {:>8}\n",
         "controller",
         "side",
         "device",
         "IOs",
-        "seek p50 I->D",
-        "seek mean I->D",
-        "seq% I->D",
+        "seek p50 I/D",
+        "seek mean I/D",
+        "seq% I/D",
         "Q2C p50/p99",
         "I2D p99",
         "D2C p50/p99",
@@ -220,9 +220,9 @@ pub fn table(observed: &[RunObserved]) -> String {
             side,
             r.device,
             r.ios,
-            format!("{}->{}", seek(&r.seek_inserted), seek(&r.seek_issued)),
-            format!("{}->{}", mean(&r.seek_inserted), mean(&r.seek_issued)),
-            format!("{}->{}", seq(&r.seek_inserted), seq(&r.seek_issued)),
+            format!("{}/{}", seek(&r.seek_inserted), seek(&r.seek_issued)),
+            format!("{}/{}", mean(&r.seek_inserted), mean(&r.seek_issued)),
+            format!("{}/{}", seq(&r.seek_inserted), seq(&r.seek_issued)),
             format!("{}/{} us", us(Latency::QC, 0.5), us(Latency::QC, 0.99)),
             format!("{} us", us(Latency::ID, 0.99)),
             format!("{}/{} us", us(Latency::DC, 0.5), us(Latency::DC, 0.99)),
@@ -267,7 +267,7 @@ mod tests {
         assert_eq!(r.latency[0].count(), 400);
         let t = table(&runs);
         // 25% of the seeks are 0 (sequential); the median seek is in bucket 5 (8..16 sectors).
-        assert!(t.contains("25->25"), "{t}");
+        assert!(t.contains("25/25"), "{t}");
         assert!(rec.take().0.is_empty(), "take empties the recorder");
     }
 
