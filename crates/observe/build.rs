@@ -7,11 +7,13 @@ use std::path::PathBuf;
 use libbpf_cargo::SkeletonBuilder;
 
 const SOURCE: &str = "src/bpf/observe.bpf.c";
+/// `-mcpu=v3`: the BPF ISA with atomic fetch-and-add (the programs take series indices with it);
+/// kernels from 5.12 on accept it.
+const CLANG_ARGS: [&str; 4] = ["-Wall", "-Werror", "-mcpu=v3", "-Isrc/bpf"];
 
 fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("observe.skel.rs");
-    let result =
-        SkeletonBuilder::new().source(SOURCE).clang_args(["-Wall", "-Werror", "-Isrc/bpf"]).build_and_generate(&out);
+    let result = SkeletonBuilder::new().source(SOURCE).clang_args(CLANG_ARGS).build_and_generate(&out);
     if let Err(e) = result {
         panic!(
             "building the BPF programs failed: {e:#}\n\

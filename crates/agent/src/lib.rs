@@ -22,7 +22,8 @@
 //! It sees counters once a period, not IOs: budgets, donation and vrate follow the kernel's planner,
 //! but enforcement is blk-throttle's rate limit for the next period, so a burst inside a period is
 //! not shaped, a group that overran pays it back the next period (period-granular debt, no per-IO
-//! debt or delay), IOs are charged as random (counters do not tell sequential ones apart), latency is
+//! debt or delay), IOs are charged by each cgroup's sequential/random mix as the eBPF observer saw it
+//! ([`io_mix`]; all as random where it cannot run), latency is
 //! judged from the period's mean (see [`latency`]), and a cgroup alone is not limited at all.
 //!
 //! # Memory isolation
@@ -36,6 +37,7 @@ pub mod config;
 pub mod daemon;
 pub mod error;
 pub mod hierarchy;
+pub mod io_mix;
 pub mod latency;
 pub mod limits;
 pub mod memory;

@@ -6,8 +6,9 @@
 //! 1. read each tracked cgroup's IO counters (v1 `blkio.throttle.io_serviced_recursive` and
 //!    `io_service_bytes_recursive`, v2 `io.stat`) and take the delta since the last period;
 //! 2. charge it to the cgroup's group in [`IoCost`] ([`IoCost::charge_period`]) at the cost model's
-//!    price — counters do not say which IOs were sequential, so every IO is charged as random (the
-//!    conservative choice: a sequential stream is over-charged, never under-charged);
+//!    price — counters do not say which IOs were sequential, so the share of each cgroup's IOs that
+//!    were comes from the eBPF observer ([`crate::io_mix`]); where it cannot run, every IO is charged
+//!    as random (the conservative choice: a sequential stream is over-charged, never under-charged);
 //! 3. judge the device's latency from `/sys/block/X/stat` ([`crate::latency`]) and record it, with an
 //!    rq-wait stand-in when the device rather than its limit held a competing group back (it got
 //!    less than [`FULLY_HELD`] of its limit on a busy device);
@@ -24,13 +25,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::status::{DeviceLine, GroupLine};
-use ioshare_core::iocost::aggregate::{aggregate_cost, Charge};
+use ioshare_core::iocost::aggregate::Charge;
 use ioshare_core::{Controller, GroupId, GroupSettings, IoCost, Limits, LinearModel, Nanos, Op, QosParams};
 use ioshare_host::{DiskStats, Recorder, RwCounts};
 
 use crate::config::DeviceConfig;
 use crate::error::Result;
 use crate::hierarchy::{Hierarchy, Throttle};
+use crate::io_mix::IoMix;
 use crate::latency::{verdicts, Verdicts};
 use crate::limits::{throttle_for, DirUsage};
 
@@ -96,6 +98,7 @@ pub struct DeviceLoop {
     last_elapsed_s: f64,
     verdicts: Verdicts,
     groups: HashMap<String, Tracked>,
+    mix: IoMix,
 }
 
 impl DeviceLoop {
@@ -104,7 +107,9 @@ impl DeviceLoop {
         let qos = cfg.qos.unwrap_or(PINNED_QOS);
         let mut ctl = IoCost::new(LinearModel::new(cfg.model), qos);
         ctl.set_period_us(period.as_micros() as u64);
+        let mix = IoMix::start(cfg.device.dev);
         DeviceLoop {
+            mix,
             cfg,
             qos,
             ctl,
@@ -166,6 +171,7 @@ impl DeviceLoop {
         }
         let busy = delta.is_some_and(|d| d.io_ticks_ms as f64 >= DEVICE_BUSY * elapsed_s * 1000.0);
         let before = self.ctl.stats(now);
+        self.mix.refresh();
         // 1–2: usage since the last period.
         let mut paths: Vec<&String> = self.groups.keys().collect();
         paths.sort();
@@ -188,7 +194,7 @@ impl DeviceLoop {
                     (Op::Read, ios.read.saturating_sub(last_ios.read), bytes.read.saturating_sub(last_bytes.read)),
                     (Op::Write, ios.write.saturating_sub(last_ios.write), bytes.write.saturating_sub(last_bytes.write)),
                 ] {
-                    t.usage[op.index()] = DirUsage { ios: i, bytes: b, cost: aggregate_cost(&model, op, i, b, true) };
+                    t.usage[op.index()] = DirUsage { ios: i, bytes: b, cost: self.mix.charge(&model, rel, op, i, b) };
                 }
             }
             t.last = Some((ios, bytes));

@@ -42,6 +42,11 @@ pub struct Args {
     /// Do not run the kernel's controllers (BFQ, blk-throttle) and the ioshare agent as peers even as root.
     #[arg(long)]
     no_kernel: bool,
+    /// Watch every run with the eBPF observer (root and BTF): per run, the seek distances where IO
+    /// enters the scheduler and where it reaches the driver, and latencies per stage; in the overhead
+    /// scenario, the uncontrolled run once more with the observer, to measure its cost.
+    #[arg(long)]
+    observe: bool,
     /// Internal: run one kernel-peer tenant as told on stdin.
     #[arg(long, hide = true)]
     worker: bool,
@@ -104,6 +109,7 @@ pub fn run(args: Args) -> anyhow::Result<Found> {
         temp_dir: PathBuf::from("."),
         kernel_peers: !args.no_kernel,
         worker: vec![exe.display().to_string(), "bench".into(), "--worker".into()],
+        observe: args.observe,
     };
     if let Err(msg) = bench::validate(&opts) {
         bail!(msg);

@@ -227,3 +227,54 @@ fn prometheus_quantile_agrees_with_json() {
 fn device_name(dev: &LoopDevice) -> String {
     dev.path().file_name().unwrap().to_string_lossy().into_owned()
 }
+
+#[test]
+fn bench_observe_without_root_says_so() {
+    if !ioshare_host::is_root() {
+        one_line_failure(&ioshare(&["bench", "--observe", "--duration", "1"]), "needs root");
+        return;
+    }
+    // As nobody (setpriv: util-linux), from / so that nothing could be created if it went wrong.
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", env!("CARGO_BIN_EXE_ioshare")]);
+    match cmd.args(["bench", "--observe", "--duration", "1"]).current_dir("/").output() {
+        Ok(out) => one_line_failure(&out, "--observe: ioshare observe needs root"),
+        Err(e) => eprintln!("skipping bench_observe_without_root_says_so: cannot run setpriv to drop root: {e}"),
+    }
+}
+
+/// `bench --observe` on a 256 MiB file of this crate's directory (a disk-backed filesystem): every
+/// ioshare run of the scenario carries what the observer saw on the file's disk.
+#[test]
+fn bench_observe_records_each_run() {
+    if skip("bench_observe_records_each_run") {
+        return;
+    }
+    let dir = std::env::current_dir().unwrap();
+    let target = ioshare_engine::TempTarget::create(&dir, 256 << 20, &Default::default(), |_, _| {}).unwrap();
+    if ioshare_observe::disk_of(target.path()).is_none() {
+        eprintln!("skipping bench_observe_records_each_run: {} is on no block device", dir.display());
+        return;
+    }
+    let path = target.path().display().to_string();
+    let args = ["bench", "--target", &path, "--scenario", "proportional", "--duration", "1", "--no-kernel"];
+    let out = Command::new(env!("CARGO_BIN_EXE_ioshare")).args(args).args(["--observe", "--json"]).output().unwrap();
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let scenario = &json["scenarios"][0];
+    let observed = scenario["observed"].as_array().expect("observed runs");
+    let runs = scenario["runs"].as_array().unwrap();
+    assert_eq!(observed.len(), runs.len(), "one observation per run");
+    for (seen, run) in observed.iter().zip(runs) {
+        assert_eq!(seen["controller"], run["controller"]);
+        // The observer counts the whole run on the whole disk; the bench only its tenants' IOs after
+        // the warm-up: never more than the observer.
+        let bench_ios: u64 = run["tenants"].as_array().unwrap().iter().map(|t| t["ios"].as_u64().unwrap()).sum();
+        let seen_ios = seen["ios"].as_u64().unwrap();
+        assert!(bench_ios > 0 && seen_ios >= bench_ios, "observed {seen_ios} IOs, bench {bench_ios}");
+        let count =
+            |h: &serde_json::Value| h["buckets"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).sum::<u64>();
+        assert!(count(&seen["seek_issued"]) > 0, "no seek distances at D: {seen}");
+        assert!(count(&seen["latency"][2]) > 0, "no D2C latencies: {seen}");
+    }
+}

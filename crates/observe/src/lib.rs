@@ -10,13 +10,14 @@
 //! # API
 //! ```text
 //! Observer::start(device: Option<(major, minor)>) -> Result<Observer>   // root + BTF, else Error
+//! Observer::start_with(device, mode, Stages::{All, QueueOnly})          // QueueOnly: one program per IO
 //!     .snapshot() -> Result<Snapshot>     // cumulative since start
 //!     .mode() -> AttachMode               // TpBtf or the RawTp fallback
 //!     .measure_cost() -> Result<()>       // kernel times the programs: Snapshot::cost
 //! Snapshot { elapsed_s, entries: Vec<Entry>, counters, cost }, .since(&earlier), .filtered(pattern)
 //! Entry { device, device_name, cgroup_id, cgroup, op, stages[Q,I,D,C]: StageStats, latencies[QC,ID,DC] }
 //! Histogram { buckets, sum }, .quantile(kind, q), Kind::{Size, Seek, Latency}.upper_bound(k)/.bucket(v)
-//! resolve_device("/dev/loop0" | "loop0" | "7:0") -> Option<(major, minor)>
+//! resolve_device("/dev/loop0" | "loop0" | "7:0") -> Option<(major, minor)>; disk_of(path) -> its disk
 //! prometheus::render(&Snapshot) -> String; prometheus::serve(addr, shared snapshot)
 //! ```
 
@@ -36,6 +37,6 @@ mod skel {
 
 pub use error::{Error, Result};
 pub use histogram::{Histogram, Kind};
-pub use loader::{can_trace, skip_unless_traceable, AttachMode, Observer};
-pub use names::{device_name, resolve_device, CgroupNames};
-pub use snapshot::{Cost, Counters, Entry, Latency, Op, Snapshot, Stage, StageStats};
+pub use loader::{can_trace, skip_unless_traceable, AttachMode, Observer, Stages};
+pub use names::{device_name, disk_of, resolve_device, CgroupNames};
+pub use snapshot::{Cost, Counters, Entry, Latency, Op, ProgramCost, Snapshot, Stage, StageStats};

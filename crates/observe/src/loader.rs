@@ -14,9 +14,9 @@ use libbpf_rs::{MapCore, MapFlags, OpenObject};
 use crate::error::{Error, Result};
 use crate::histogram::Histogram;
 use crate::names::{device_name, CgroupNames};
-use crate::skel::types::{obs_key, obs_latency, obs_stage, obs_value};
+use crate::skel::types::{obs_key, obs_latency, obs_slot, obs_stage, obs_value};
 use crate::skel::{ObserveSkel, ObserveSkelBuilder};
-use crate::snapshot::{Cost, Counters, Entry, Op, Snapshot, StageStats};
+use crate::snapshot::{Cost, Counters, Entry, Op, ProgramCost, Snapshot, StageStats};
 
 /// Set to anything to see libbpf's log (the verifier's output) on stderr.
 pub const DEBUG_ENV: &str = "IOSHARE_OBSERVE_DEBUG";
@@ -30,10 +30,21 @@ pub enum AttachMode {
     RawTp,
 }
 
+/// Which stages an observer watches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stages {
+    /// Q, I, D and C, with latencies.
+    All,
+    /// Only Q (bios queued: counts, sizes, seek distances), no latencies: one program per IO instead
+    /// of four, for users that need the sequential/random mix only (the agent).
+    QueueOnly,
+}
+
 /// The running observer: programs attached until it is dropped.
 pub struct Observer {
     skel: ObserveSkel<'static>,
     mode: AttachMode,
+    stages: Stages,
     started: Instant,
     names: CgroupNames,
     /// While held, the kernel times every BPF program run (`BPF_ENABLE_STATS`); closing it turns the
@@ -82,6 +93,11 @@ impl Observer {
 
     /// [`Observer::start`] with the attach style forced (`None`: tp_btf, falling back to raw_tp).
     pub fn start_as(device: Option<(u32, u32)>, mode: Option<AttachMode>) -> Result<Observer> {
+        Self::start_with(device, mode, Stages::All)
+    }
+
+    /// [`Observer::start_as`] watching only `stages`.
+    pub fn start_with(device: Option<(u32, u32)>, mode: Option<AttachMode>, stages: Stages) -> Result<Observer> {
         can_trace()?;
         // libbpf prints every refusal (and the verifier's log) to stderr; the errors are reported
         // through `Error::Load`, and the full log only on request.
@@ -91,19 +107,22 @@ impl Observer {
         let target = device.map_or(0, |(major, minor)| (major << 20) | minor);
         let tp_btf = match mode {
             Some(AttachMode::RawTp) => Err("not tried".to_string()),
-            _ => open_and_attach(target, AttachMode::TpBtf).map_err(|e| e.to_string()),
+            _ => open_and_attach(target, AttachMode::TpBtf, stages).map_err(|e| e.to_string()),
         };
         let skel = match tp_btf {
             Ok(skel) => (skel, AttachMode::TpBtf),
-            Err(tp_btf) if mode != Some(AttachMode::TpBtf) => match open_and_attach(target, AttachMode::RawTp) {
-                Ok(skel) => (skel, AttachMode::RawTp),
-                Err(raw_tp) => return Err(Error::Load { tp_btf, raw_tp: raw_tp.to_string() }),
-            },
+            Err(tp_btf) if mode != Some(AttachMode::TpBtf) => {
+                match open_and_attach(target, AttachMode::RawTp, stages) {
+                    Ok(skel) => (skel, AttachMode::RawTp),
+                    Err(raw_tp) => return Err(Error::Load { tp_btf, raw_tp: raw_tp.to_string() }),
+                }
+            }
             Err(tp_btf) => return Err(Error::Load { tp_btf, raw_tp: "not tried".to_string() }),
         };
         Ok(Observer {
             skel: skel.0,
             mode: skel.1,
+            stages,
             started: Instant::now(),
             names: CgroupNames::discover(),
             run_stats: None,
@@ -131,16 +150,23 @@ impl Observer {
 
     /// Reads everything counted since the programs were attached.
     pub fn snapshot(&mut self) -> Result<Snapshot> {
-        let stats = &self.skel.maps.stats;
+        let maps = &self.skel.maps;
         let mut entries = Vec::new();
-        for raw_key in stats.keys() {
-            let value = stats
+        for raw_key in maps.slots.keys() {
+            let slot = maps
+                .slots
                 .lookup(&raw_key, MapFlags::ANY)
-                .map_err(|e| Error::Map { map: "stats", reason: e.to_string() })?;
+                .map_err(|e| Error::Map { map: "slots", reason: e.to_string() })?;
             // A key may vanish between keys() and lookup() only if something deleted it; nothing does.
-            let Some(value) = value else { continue };
-            let key: obs_key = from_bytes(&raw_key, "stats")?;
-            let value: obs_value = from_bytes(&value, "stats")?;
+            let Some(slot) = slot else { continue };
+            let key: obs_key = from_bytes(&raw_key, "slots")?;
+            let slot: obs_slot = from_bytes(&slot, "slots")?;
+            let per_cpu = maps
+                .stats
+                .lookup_percpu(&slot.stats.to_ne_bytes(), MapFlags::ANY)
+                .map_err(|e| Error::Map { map: "stats", reason: e.to_string() })?
+                .unwrap_or_default();
+            let value: obs_value = from_bytes(&sum_per_cpu(&per_cpu), "stats")?;
             entries.push(entry(&mut self.names, &key, &value));
         }
         entries.sort_by(|a, b| (&a.device, &a.cgroup, a.op).cmp(&(&b.device, &b.cgroup, b.op)));
@@ -148,15 +174,19 @@ impl Observer {
         Ok(Snapshot { elapsed_s: self.started.elapsed().as_secs_f64(), entries, counters: self.counters()?, cost })
     }
 
-    /// Runs and run time of the attached programs, summed.
+    /// Runs and run time of each attached program.
     fn cost(&self) -> Cost {
         let p = &self.skel.progs;
         let progs = match self.mode {
             AttachMode::TpBtf => [&p.btf_bio_queue, &p.btf_rq_insert, &p.btf_rq_issue, &p.btf_rq_complete],
             AttachMode::RawTp => [&p.raw_bio_queue, &p.raw_rq_insert, &p.raw_rq_issue, &p.raw_rq_complete],
         };
+        let attached = match self.stages {
+            Stages::All => progs.len(),
+            Stages::QueueOnly => 1,
+        };
         let mut cost = Cost::default();
-        for prog in progs {
+        for (prog, slot) in progs.into_iter().zip(&mut cost.programs).take(attached) {
             let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
             let mut len = std::mem::size_of_val(&info) as u32;
             // SAFETY: `info` is a bpf_prog_info of `len` bytes that the kernel fills in.
@@ -164,8 +194,7 @@ impl Observer {
                 libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(prog.as_fd().as_raw_fd(), &mut info, &mut len)
             };
             if ret == 0 {
-                cost.runs += info.run_cnt;
-                cost.run_time_ns += info.run_time_ns;
+                *slot = ProgramCost { runs: info.run_cnt, run_time_ns: info.run_time_ns };
             }
         }
         cost
@@ -180,38 +209,53 @@ impl Observer {
                 .lookup_percpu(&index.to_ne_bytes(), MapFlags::ANY)
                 .map_err(|e| Error::Map { map: "counters", reason: e.to_string() })?
                 .unwrap_or_default();
-            per_cpu.iter().map(|bytes| from_bytes::<u64>(bytes, "counters")).sum()
+            from_bytes::<u64>(&sum_per_cpu(&per_cpu), "counters")
         };
         Ok(Counters { dropped_stats_full: read(0)?, missing_queue_time: read(1)?, missing_issue_time: read(2)? })
     }
 }
 
-/// Opens the object with one flavour of programs enabled, sets the device filter, loads, attaches.
-fn open_and_attach(target_dev: u32, mode: AttachMode) -> libbpf_rs::Result<ObserveSkel<'static>> {
+/// Opens the object with one flavour of programs (of `stages`) enabled, sets the device filter, loads,
+/// attaches.
+fn open_and_attach(target_dev: u32, mode: AttachMode, stages: Stages) -> libbpf_rs::Result<ObserveSkel<'static>> {
     // The skeleton borrows its object storage for its whole life; one small allocation per observer
     // (a pointer) is leaked so the observer can own its skeleton.
     let storage: &'static mut MaybeUninit<OpenObject> = Box::leak(Box::new(MaybeUninit::uninit()));
     let mut open = ObserveSkelBuilder::default().open(storage)?;
     if let Some(rodata) = open.maps.rodata_data.as_mut() {
         rodata.target_dev = target_dev;
+        rodata.track_inflight = stages == Stages::All;
     }
     let btf = mode == AttachMode::TpBtf;
+    let all = stages == Stages::All;
     let progs = &mut open.progs;
     for (prog, enabled) in [
         (&mut progs.btf_bio_queue, btf),
-        (&mut progs.btf_rq_insert, btf),
-        (&mut progs.btf_rq_issue, btf),
-        (&mut progs.btf_rq_complete, btf),
+        (&mut progs.btf_rq_insert, btf && all),
+        (&mut progs.btf_rq_issue, btf && all),
+        (&mut progs.btf_rq_complete, btf && all),
         (&mut progs.raw_bio_queue, !btf),
-        (&mut progs.raw_rq_insert, !btf),
-        (&mut progs.raw_rq_issue, !btf),
-        (&mut progs.raw_rq_complete, !btf),
+        (&mut progs.raw_rq_insert, !btf && all),
+        (&mut progs.raw_rq_issue, !btf && all),
+        (&mut progs.raw_rq_complete, !btf && all),
     ] {
         prog.set_autoload(enabled);
     }
     let mut skel = open.load()?;
     skel.attach()?;
     Ok(skel)
+}
+
+/// Adds up the per-CPU copies of a value made only of `u64` counters, field by field.
+fn sum_per_cpu(per_cpu: &[Vec<u8>]) -> Vec<u8> {
+    let mut total = vec![0u8; per_cpu.first().map_or(0, Vec::len)];
+    for cpu in per_cpu {
+        for (sum, word) in total.chunks_exact_mut(8).zip(cpu.chunks_exact(8)) {
+            let add = |a: &[u8]| u64::from_ne_bytes(a.try_into().expect("8-byte chunk"));
+            sum.copy_from_slice(&add(sum).wrapping_add(add(word)).to_ne_bytes());
+        }
+    }
+    total
 }
 
 /// Reads a plain value of `T` (a struct of integers) from the bytes of a map key or value.

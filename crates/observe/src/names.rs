@@ -103,6 +103,15 @@ pub fn resolve_device(spec: &str) -> Option<(u32, u32)> {
     Some((major.parse().ok()?, minor.parse().ok()?))
 }
 
+/// The whole disk that holds `path`: the device itself for a block device, else the disk of the
+/// filesystem the file is on; `None` when that is no block device (tmpfs, overlay without one).
+pub fn disk_of(path: &Path) -> Option<(u32, u32)> {
+    use std::os::unix::fs::FileTypeExt;
+    let meta = std::fs::metadata(path).ok()?;
+    let dev = if meta.file_type().is_block_device() { meta.rdev() } else { meta.dev() };
+    resolve_device(&format!("{}:{}", libc::major(dev), libc::minor(dev)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

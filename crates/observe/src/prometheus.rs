@@ -75,9 +75,15 @@ pub fn render(snapshot: &Snapshot) -> String {
     }
     if let Some(cost) = snapshot.cost {
         header(&mut out, "ioshare_observe_program_runs_total", "counter", "Runs of the observer's BPF programs.");
-        let _ = writeln!(out, "ioshare_observe_program_runs_total {}", cost.runs);
+        for stage in Stage::ALL {
+            let n = cost.program(stage).runs;
+            let _ = writeln!(out, "ioshare_observe_program_runs_total{{stage=\"{}\"}} {n}", stage.label());
+        }
         header(&mut out, "ioshare_observe_program_run_time_seconds_total", "counter", "CPU time of those runs.");
-        let _ = writeln!(out, "ioshare_observe_program_run_time_seconds_total {}", cost.run_time_ns as f64 * 1e-9);
+        for stage in Stage::ALL {
+            let s = cost.program(stage).run_time_ns as f64 * 1e-9;
+            let _ = writeln!(out, "ioshare_observe_program_run_time_seconds_total{{stage=\"{}\"}} {s}", stage.label());
+        }
     }
     out
 }

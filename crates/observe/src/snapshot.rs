@@ -184,19 +184,57 @@ impl Counters {
     }
 }
 
-/// The observer's own CPU time in the kernel, when measured ([`crate::Observer::measure_cost`]).
+/// The observer's own CPU time in the kernel, when measured ([`crate::Observer::measure_cost`]): per
+/// program, in [`Stage::ALL`] order (the program of stage Q, I, D, C).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Cost {
+    /// Runs and run time of each stage's program.
+    pub programs: [ProgramCost; 4],
+}
+
+/// Runs and run time of one BPF program.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ProgramCost {
     /// Program runs (one per tracepoint hit, on every device, before the device filter).
     pub runs: u64,
     /// Their total run time in nanoseconds.
     pub run_time_ns: u64,
 }
 
-impl Cost {
+impl ProgramCost {
     /// Average nanoseconds per run, `None` before any run.
     pub fn ns_per_run(&self) -> Option<f64> {
         (self.runs > 0).then(|| self.run_time_ns as f64 / self.runs as f64)
+    }
+}
+
+impl Cost {
+    /// All programs together.
+    pub fn total(&self) -> ProgramCost {
+        ProgramCost {
+            runs: self.programs.iter().map(|p| p.runs).sum(),
+            run_time_ns: self.programs.iter().map(|p| p.run_time_ns).sum(),
+        }
+    }
+
+    /// The program of `stage`.
+    pub fn program(&self, stage: Stage) -> ProgramCost {
+        self.programs[stage as usize]
+    }
+
+    /// Nanoseconds of all programs per IO completed (`completions`: IOs counted at C), `None` without
+    /// completions.
+    pub fn ns_per_io(&self, completions: u64) -> Option<f64> {
+        (completions > 0).then(|| self.total().run_time_ns as f64 / completions as f64)
+    }
+
+    fn since(&self, earlier: &Cost) -> Cost {
+        let mut programs = self.programs;
+        for (p, e) in programs.iter_mut().zip(&earlier.programs) {
+            p.runs = p.runs.saturating_sub(e.runs);
+            p.run_time_ns = p.run_time_ns.saturating_sub(e.run_time_ns);
+        }
+        Cost { programs }
     }
 }
 
@@ -231,13 +269,7 @@ impl Snapshot {
                 delta.stages.iter().any(|s| s.ios > 0).then_some(delta)
             })
             .collect();
-        let cost = self.cost.map(|now| {
-            let before = earlier.cost.unwrap_or_default();
-            Cost {
-                runs: now.runs.saturating_sub(before.runs),
-                run_time_ns: now.run_time_ns.saturating_sub(before.run_time_ns),
-            }
-        });
+        let cost = self.cost.map(|now| now.since(&earlier.cost.unwrap_or_default()));
         Snapshot { elapsed_s: self.elapsed_s, entries, counters: self.counters.since(&earlier.counters), cost }
     }
 
@@ -289,7 +321,7 @@ mod tests {
             elapsed_s: 1.0,
             entries,
             counters: Counters::default(),
-            cost: Some(Cost { runs, run_time_ns: runs }),
+            cost: Some(Cost { programs: [ProgramCost { runs, run_time_ns: runs }; 4] }),
         }
     }
 
@@ -303,7 +335,7 @@ mod tests {
         assert_eq!(ios, [("/a", 3), ("/ccc", 2)]);
         assert_eq!(delta.entries[0].latency(Latency::DC).count(), 3);
         assert_eq!(delta.entries[0].stage(Stage::Q).sequential_share(), Some(1.0));
-        assert_eq!(delta.cost, Some(Cost { runs: 15, run_time_ns: 15 }));
+        assert_eq!(delta.cost.map(|c| c.total()), Some(ProgramCost { runs: 60, run_time_ns: 60 }));
     }
 
     #[test]

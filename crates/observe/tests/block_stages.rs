@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::Command;
 
 use ioshare_host::{BlkioCgroup, LoopDevice};
-use ioshare_observe::{AttachMode, Entry, Histogram, Kind, Observer, Op, Snapshot, Stage};
+use ioshare_observe::{AttachMode, Entry, Histogram, Kind, Observer, Op, Snapshot, Stage, Stages};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -153,7 +153,7 @@ fn counts_are_exact_per_cgroup_and_operation() {
     assert_eq!(lat.count(), 200);
     // The programs ran at least at Q, D and C of each of the 1200 IOs (and for other devices' IO,
     // which they filter out after running), and took time doing so.
-    let cost = snap.cost.unwrap();
+    let cost = snap.cost.unwrap().total();
     assert!(cost.runs >= 3600 && cost.run_time_ns > 0, "{cost:?}");
     eprintln!(
         "exact counts: readers {} reads / {} B, writers {} writes / {} B at C; read seek buckets {:?}; {:.0} ns per program run",
@@ -227,4 +227,34 @@ fn scheduler_reordering_shows_between_insert_and_issue() {
         &inserted.seek.buckets[..26],
         &issued.seek.buckets[..26]
     );
+}
+
+/// `Stages::QueueOnly` (what the agent uses): only Q is counted, exactly, with its seek histogram;
+/// I, D and C stay empty, no latencies are kept, and only one program runs per IO.
+#[test]
+fn queue_only_counts_q_and_nothing_else() {
+    if skip("queue_only_counts_q_and_nothing_else") {
+        return;
+    }
+    let backing = backing_file(64);
+    let dev = LoopDevice::attach(backing.path(), true).unwrap();
+    let group = BlkioCgroup::create(&format!("ioshare-observe-qonly-{}/reads", std::process::id())).unwrap();
+    let device = Some((dev.dev().major, dev.dev().minor));
+    let mut observer = Observer::start_with(device, None, Stages::QueueOnly).unwrap();
+    observer.measure_cost().unwrap();
+    let mut rng = SmallRng::seed_from_u64(11);
+    let reads: Vec<u64> = (0..300).map(|_| rng.gen_range(0..(64u64 << 20) / 4096) * 4096).collect();
+    run_in(&group, "read", dev.path(), 4096, &reads).wait();
+
+    let snap = observer.snapshot().unwrap();
+    let e = entry(&snap, &group, Op::Read);
+    assert_eq!((e.stage(Stage::Q).ios, e.stage(Stage::Q).bytes), (300, 300 * 4096));
+    assert_eq!(e.stage(Stage::Q).seek.buckets, expected_seeks(&reads, 4096));
+    for stage in [Stage::I, Stage::D, Stage::C] {
+        assert_eq!(e.stage(stage).ios, 0, "{stage:?} is not watched");
+    }
+    assert!(e.latencies.iter().all(|l| l.count() == 0), "no latencies without I, D, C");
+    let cost = snap.cost.unwrap();
+    assert!(cost.program(Stage::Q).runs >= 300, "{cost:?}");
+    assert_eq!(cost.total().runs, cost.program(Stage::Q).runs, "only Q runs: {cost:?}");
 }

@@ -221,6 +221,7 @@ mod tests {
             ],
             verdict: Verdict::default(),
             notes: vec![],
+            observed: vec![],
         };
         let rows = rows(&[report]);
         assert_eq!(rows.len(), 1, "only the cases present");

@@ -206,6 +206,11 @@ impl Peers {
         }
     }
 
+    /// The device the peers run on.
+    pub fn device(&self) -> &Path {
+        self.dev.path()
+    }
+
     /// Which cgroups the peers use, for the report.
     pub fn describe(&self) -> String {
         let how = match (self.v2, self.io_cost) {

@@ -20,6 +20,7 @@ pub mod controllers;
 pub mod fidelity;
 pub mod frontier;
 pub mod kernel;
+pub mod observe;
 pub mod scenario;
 pub mod svg;
 pub mod table;
@@ -63,6 +64,8 @@ pub struct BenchOptions {
     /// How to start a kernel-peer worker: program and arguments (the CLI passes itself with its hidden
     /// worker flag); the worker calls [`kernel::worker_main`].
     pub worker: Vec<String>,
+    /// Watch each run with the eBPF observer ([`observe`]; needs root and BTF).
+    pub observe: bool,
 }
 
 impl Default for BenchOptions {
@@ -76,6 +79,7 @@ impl Default for BenchOptions {
             temp_dir: PathBuf::from("."),
             kernel_peers: true,
             worker: Vec::new(),
+            observe: false,
         }
     }
 }
@@ -146,6 +150,9 @@ pub struct ScenarioReport {
     pub verdict: Verdict,
     /// Remarks (a peer that could not run, a controller not yet available).
     pub notes: Vec<String>,
+    /// What the eBPF observer saw per run (with `--observe`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub observed: Vec<observe::RunObserved>,
 }
 
 /// The target a suite ran on.
@@ -209,6 +216,9 @@ pub fn validate(opts: &BenchOptions) -> std::result::Result<(), String> {
     if opts.duration < NSEC_PER_SEC / 2 || opts.duration > 3600 * NSEC_PER_SEC {
         return Err("duration must be between 0.5 and 3600 seconds".into());
     }
+    if opts.observe {
+        ioshare_observe::can_trace().map_err(|e| format!("--observe: {e}"))?;
+    }
     Ok(())
 }
 
@@ -262,6 +272,7 @@ pub fn run_suite(opts: &BenchOptions, stop: &AtomicBool, obs: &mut dyn Observer)
             TargetKind::BlockDevice => "block device",
         },
     };
+    let recorder = opts.observe.then(|| observe::Recorder::new(&path));
     obs.progress("measuring the device (cost model and latency targets for IOCost)");
     let calibration = calibrate::measure(&target, stop)?;
     obs.calibrated(&info, &calibration);
@@ -305,7 +316,12 @@ pub fn run_suite(opts: &BenchOptions, stop: &AtomicBool, obs: &mut dyn Observer)
             break;
         }
         let case_opts = BenchOptions { weights: case.weights.unwrap_or(opts.weights), ..opts.clone() };
-        let ctx = scenario::Context { target: &target, opts: &case_opts, calibration: &suite.calibration };
+        let ctx = scenario::Context {
+            target: &target,
+            opts: &case_opts,
+            calibration: &suite.calibration,
+            observe: recorder.as_ref(),
+        };
         let peers = peers.as_mut().ok().and_then(|p| p.as_mut());
         let mut report = case
             .scenario

@@ -16,6 +16,7 @@ use super::calibrate::Calibration;
 use super::controllers::Ctl;
 use super::frontier::{self, Yardsticks};
 use super::kernel::{KernelSetup, Peers};
+use super::observe::{Recorder, OBSERVED_NONE};
 use super::{BenchOptions, RunEntry, ScenarioReport, Side, Verdict};
 use crate::error::Result;
 use crate::fio;
@@ -32,6 +33,24 @@ pub struct Context<'a> {
     pub opts: &'a BenchOptions,
     /// The device measurement.
     pub calibration: &'a Calibration,
+    /// The eBPF observer's recorder, with `--observe`.
+    pub observe: Option<&'a Recorder>,
+}
+
+impl Context<'_> {
+    /// Runs `run` under the observer when there is one (see [`super::observe`]).
+    fn observed(
+        &self,
+        side: Side,
+        name: &str,
+        device: Option<&std::path::Path>,
+        run: impl FnOnce() -> Result<RunReport>,
+    ) -> Result<RunReport> {
+        match self.observe {
+            Some(rec) => rec.observed(side, name, device, run),
+            None => run(),
+        }
+    }
 }
 
 /// A scenario of the suite.
@@ -316,7 +335,10 @@ impl Scenario {
             ..RunOptions::new(ctx.opts.duration / plan.rounds as Nanos)
         };
         let o = if plan.rounds > 1 { &round_opts } else { &opts };
-        let mut rounds: Vec<Vec<RunReport>> = vec![Vec::new(); plan.ioshare.len()];
+        // With an observer, the overhead scenario runs no control once more per round, observed, right
+        // after the unobserved one (the last slot of `rounds`); its other runs go unobserved.
+        let observe_overhead = ctx.observe.is_some() && self == Scenario::Overhead;
+        let mut rounds: Vec<Vec<RunReport>> = vec![Vec::new(); plan.ioshare.len() + usize::from(observe_overhead)];
         let mut fio_rounds: Vec<RunReport> = Vec::new();
         let mut notes = plan.notes;
         // The overhead scenario's single job also runs under fio in every round, as a reference engine.
@@ -332,10 +354,19 @@ impl Scenario {
                 }
                 progress(ctl.name());
                 let cal = calibration_for(*ctl, ctx.calibration, &runs);
-                let mut report = run(ctx.target, &plan.tenants, &mut *ctl.build(&cal), o, stop)?;
+                let go = || run(ctx.target, &plan.tenants, &mut *ctl.build(&cal), o, stop);
+                let mut report =
+                    if observe_overhead { go()? } else { ctx.observed(Side::Ioshare, ctl.name(), None, go)? };
                 // Variants of one controller (IOCost with a p99 target) are told apart by the bench's name.
                 report.controller = ctl.name().into();
                 rounds[i].push(report);
+                if observe_overhead && *ctl == Ctl::None && !stopped() {
+                    progress(OBSERVED_NONE);
+                    let go = || run(ctx.target, &plan.tenants, &mut *Ctl::None.build(ctx.calibration), o, stop);
+                    let mut report = ctx.observed(Side::Ioshare, OBSERVED_NONE, None, go)?;
+                    report.controller = OBSERVED_NONE.into();
+                    rounds[plan.ioshare.len()].push(report);
+                }
             }
             if let Some(job) = fio_job.filter(|_| !stopped()) {
                 progress("fio (reference engine, same job)");
@@ -344,6 +375,9 @@ impl Scenario {
                     Err(e) => notes.push(format!("fio reference run failed: {e}")),
                 }
             }
+        }
+        if let (true, Some(none)) = (observe_overhead, plan.ioshare.iter().position(|c| *c == Ctl::None)) {
+            notes.extend(super::observe::overhead_note(&rounds[none], &rounds[plan.ioshare.len()]));
         }
         for (side, rs) in rounds.iter_mut().map(|r| (Side::Ioshare, r)).chain([(Side::Reference, &mut fio_rounds)]) {
             if !rs.is_empty() {
@@ -361,7 +395,9 @@ impl Scenario {
                     continue;
                 }
                 progress(&format!("{} (kernel, one process per tenant)", setup.name()));
-                let report = peers.run(setup, &plan.tenants, &opts, ctx.calibration)?;
+                let device = peers.device().to_path_buf();
+                let go = || peers.run(setup, &plan.tenants, &opts, ctx.calibration);
+                let report = ctx.observed(Side::Kernel, setup.name(), Some(&device), go)?;
                 runs.push(RunEntry { side: Side::Kernel, report, verdict: None });
             }
         }
@@ -389,7 +425,16 @@ impl Scenario {
                     .join("; "),
             }
         };
-        Ok(ScenarioReport { name: self.name().into(), description: self.description().into(), runs, verdict, notes })
+        let (observed, observe_notes) = ctx.observe.map(Recorder::take).unwrap_or_default();
+        notes.extend(observe_notes);
+        Ok(ScenarioReport {
+            name: self.name().into(),
+            description: self.description().into(),
+            runs,
+            verdict,
+            notes,
+            observed,
+        })
     }
 
     fn judge_all(self, opts: &BenchOptions, cal: &Calibration, tenants: &[TenantSpec], runs: &mut [RunEntry]) {

@@ -90,6 +90,7 @@ pub fn scenario(report: &ScenarioReport) -> String {
             );
         }
     }
+    s.push_str(&super::observe::table(&report.observed));
     for n in &report.notes {
         let _ = writeln!(s, "note: {n}");
     }

@@ -12,12 +12,25 @@
  *
  * Each program exists twice: tp_btf (typed arguments, cheapest) and raw_tp (for kernels whose BTF
  * lacks the tracepoint); the loader enables one set. Nothing is copied to user space per event:
- * user space reads the `stats` map when it wants a snapshot.
+ * user space reads the maps when it wants a snapshot.
  *
- * Bounds: `stats` is a preallocated hash; when full, new keys are counted in `counters` and dropped.
- * Per-IO state (queue time per bio, stage times per request) lives in LRU hashes, so IOs that never
- * complete (merged bios, a request failed before issue, the observer attached mid-flight) are evicted
- * instead of leaking; what is missing at completion is counted, not guessed.
+ * Cost (these programs run on every IO, so every map operation counts; measured per program with
+ * `ioshare observe --cost`, see the README):
+ * - One hash lookup per IO finds the series: `slots` maps (device, cgroup, operation) to an index in
+ *   the per-CPU `stats` array and (device, cgroup) to an index in the shared `stream_end` array. Array
+ *   lookups are inlined by the verifier; per-CPU counters need no atomic instructions. Plain `+=` is
+ *   safe: a program cannot nest in itself on one CPU (the kernel skips recursive runs), and programs
+ *   of different stages that may nest (C in an interrupt during Q) write disjoint fields.
+ * - One LRU entry per IO (`inflight`, keyed by the request's first bio, or the request itself when it
+ *   has none) carries the Q/I/D times and the series' indices from Q to C: written at Q, looked up at
+ *   I and D, marked done at C. I, D and C do not walk the bio's cgroup chain again. Entries are not
+ *   deleted: bios are recycled, so Q mostly finds its bio's old entry and rewrites it in place (an
+ *   LRU insert was measured at ~280 of Q's ~420 ns, and C deleted the entry again).
+ *
+ * Bounds: `slots` and the arrays hold OBS_MAX_SLOTS series; IO of further series is counted in
+ * `counters` and dropped. `inflight` is an LRU hash, so IOs that never complete as themselves (a bio
+ * merged into another's request, a request failed before issue, the observer attached mid-flight) are
+ * evicted instead of leaking; what is missing at completion is counted, not guessed.
  */
 #include "kernel_types.h"
 #include <bpf/bpf_helpers.h>
@@ -27,59 +40,74 @@
 
 /* Set by the loader before load: only this device (the kernel's MAJOR << 20 | MINOR), 0 = all. */
 const volatile __u32 target_dev = 0;
+/* Cleared by the loader when only Q is attached: no in-flight entries (nothing would complete them). */
+const volatile bool track_inflight = true;
+
+/* Next free index in `stats` and in `stream_end`. */
+__u32 next_stats = 0;
+__u32 next_stream = 0;
 
 #define REQ_OP_MASK 0xff
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, OBS_MAX_KEYS);
+	__uint(max_entries, OBS_MAX_SLOTS);
 	__type(key, struct obs_key);
-	__type(value, struct obs_value);
-} stats SEC(".maps");
-
-/* A zeroed value to create `stats` entries from (too large for the 512-byte BPF stack). */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct obs_value);
-} zero_value SEC(".maps");
+	__type(value, struct obs_slot);
+} slots SEC(".maps");
 
 struct stream_key {
 	__u64 cgroup;
 	__u32 dev;
-	__u32 stage;
+	__u32 pad;
 };
 
-/* End sector of the previous IO of each (device, cgroup) stream at each stage. */
+/* Index in `stream_end` of each (device, cgroup), used only when a series is created. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, OBS_MAX_KEYS * OBS_STAGES);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, OBS_MAX_SLOTS);
 	__type(key, struct stream_key);
-	__type(value, __u64);
+	__type(value, __u32);
+} streams SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, OBS_MAX_SLOTS);
+	__type(key, __u32);
+	__type(value, struct obs_value);
+} stats SEC(".maps");
+
+/* Per stream and stage: 1 + the end sector of the previous IO (0 = none yet). */
+struct stream_state {
+	__u64 end[OBS_STAGES];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, OBS_MAX_SLOTS);
+	__type(key, __u32);
+	__type(value, struct stream_state);
 } stream_end SEC(".maps");
 
-/* Queue time of each bio, until its request is inserted or issued. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, OBS_MAX_INFLIGHT);
-	__type(key, __u64);
-	__type(value, __u64);
-} bio_queued SEC(".maps");
-
-struct rq_times {
+/*
+ * An IO from Q to C: its stage times and its series. `live` until C: the entry of a completed IO stays
+ * in the map, so that the next IO of a recycled bio (the block layer reuses bios from per-CPU caches)
+ * finds it and rewrites it in place, a lookup instead of an LRU insert and delete.
+ */
+struct io_state {
 	__u64 queued;
 	__u64 inserted;
 	__u64 issued;
+	struct obs_slot slot;
+	__u64 live;
 };
 
-/* Stage times of each request in flight, keyed by the request's address. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, OBS_MAX_INFLIGHT);
 	__type(key, __u64);
-	__type(value, struct rq_times);
-} rq_inflight SEC(".maps");
+	__type(value, struct io_state);
+} inflight SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -99,12 +127,12 @@ static __always_inline void count(__u32 which)
  * Adds one to hist[b] for b < n. barrier_var stops clang from checking a copy of b and indexing with
  * the original, which the verifier could not prove in bounds.
  */
-#define HIST_INC(hist, b, n)                                      \
-	do {                                                      \
-		__u32 __b = (b);                                  \
-		barrier_var(__b);                                 \
-		if (__b < (n))                                    \
-			__sync_fetch_and_add(&(hist)[__b], 1);    \
+#define HIST_INC(hist, b, n)               \
+	do {                               \
+		__u32 __b = (b);           \
+		barrier_var(__b);          \
+		if (__b < (n))             \
+			(hist)[__b] += 1;  \
 	} while (0)
 
 static __always_inline __u32 floor_log2(__u64 v)
@@ -174,50 +202,66 @@ static __always_inline __u32 op_of(blk_opf_t opf)
 	return op == 0 ? OBS_OP_READ : (op == 1 ? OBS_OP_WRITE : OBS_OP_OTHER);
 }
 
-static __always_inline struct obs_value *value_for(struct obs_key *key)
+/*
+ * Finds or makes the index in `table` for `key`, taking a fresh one from `next` (bounded by `max`).
+ * BPF_NOEXIST: when another CPU made it meanwhile, its index is used (the one taken here stays unused).
+ */
+static __always_inline __u32 *index_for(void *table, void *key, __u32 *next, __u32 max)
 {
-	struct obs_value *v = bpf_map_lookup_elem(&stats, key);
-	__u32 zero = 0;
-
-	if (v)
-		return v;
-	struct obs_value *z = bpf_map_lookup_elem(&zero_value, &zero);
-	if (!z)
+	__u32 *found = bpf_map_lookup_elem(table, key);
+	if (found)
+		return found;
+	__u32 fresh = __sync_fetch_and_add(next, 1);
+	if (fresh >= max)
 		return 0;
-	/* BPF_NOEXIST: another CPU may have created it meanwhile; then just look it up again. */
-	if (bpf_map_update_elem(&stats, key, z, BPF_NOEXIST) && !bpf_map_lookup_elem(&stats, key)) {
+	bpf_map_update_elem(table, key, &fresh, BPF_NOEXIST);
+	return bpf_map_lookup_elem(table, key);
+}
+
+/* The indices of series (dev, cgroup, op), made on first sight; 0 (and a counted drop) when full. */
+static __always_inline struct obs_slot *slot_for(__u32 dev, __u64 cgroup, __u32 op)
+{
+	struct obs_key key = { .cgroup = cgroup, .dev = dev, .op = op };
+	struct obs_slot *slot = bpf_map_lookup_elem(&slots, &key);
+
+	if (slot)
+		return slot;
+	struct stream_key skey = { .cgroup = cgroup, .dev = dev };
+	__u32 *stream = index_for(&streams, &skey, &next_stream, OBS_MAX_SLOTS);
+	__u32 fresh = __sync_fetch_and_add(&next_stats, 1);
+	if (!stream || fresh >= OBS_MAX_SLOTS) {
 		count(OBS_DROP_STATS_FULL);
 		return 0;
 	}
-	return bpf_map_lookup_elem(&stats, key);
+	struct obs_slot made = { .stats = fresh, .stream = *stream };
+	bpf_map_update_elem(&slots, &key, &made, BPF_NOEXIST);
+	slot = bpf_map_lookup_elem(&slots, &key);
+	if (!slot)
+		count(OBS_DROP_STATS_FULL);
+	return slot;
 }
 
-/* Counts one IO of `bytes` at `sector` at `stage`, and its seek distance within its stream. */
-static __always_inline struct obs_value *account(__u32 dev, __u64 cgroup, blk_opf_t opf, __u32 stage,
-						 sector_t sector, __u64 bytes)
+/* Counts one IO of `bytes` at `sector` at `stage` of series `slot`; returns its counters. */
+static __always_inline struct obs_value *account(struct obs_slot slot, __u32 stage, sector_t sector, __u64 bytes)
 {
-	struct obs_key key = { .cgroup = cgroup, .dev = dev, .op = op_of(opf) };
-	struct stream_key skey = { .cgroup = cgroup, .dev = dev, .stage = stage };
-	struct obs_value *v = value_for(&key);
-	__u64 end = sector + (bytes >> 9);
-	__u64 *prev;
+	__u32 si = slot.stats, ti = slot.stream;
+	struct obs_value *v = bpf_map_lookup_elem(&stats, &si);
+	struct stream_state *st = bpf_map_lookup_elem(&stream_end, &ti);
 
-	if (!v || stage >= OBS_STAGES)
-		return v;
+	if (!v || !st || stage >= OBS_STAGES)
+		return 0;
 	struct obs_stage *s = &v->stage[stage];
-	__sync_fetch_and_add(&s->ios, 1);
-	__sync_fetch_and_add(&s->bytes, bytes);
+	s->ios += 1;
+	s->bytes += bytes;
 	HIST_INC(s->size_hist, size_bucket(bytes), OBS_SIZE_BUCKETS);
 
-	prev = bpf_map_lookup_elem(&stream_end, &skey);
-	if (prev) {
-		__u64 last = *prev;
+	__u64 last = st->end[stage];
+	st->end[stage] = sector + (bytes >> 9) + 1;
+	if (last) {
+		last -= 1;
 		__u64 distance = sector >= last ? sector - last : last - sector;
 		HIST_INC(s->seek_hist, seek_bucket(distance), OBS_SEEK_BUCKETS);
-		__sync_fetch_and_add(&s->seek_sum, distance);
-		*prev = end;
-	} else {
-		bpf_map_update_elem(&stream_end, &skey, &end, BPF_ANY);
+		s->seek_sum += distance;
 	}
 	return v;
 }
@@ -229,42 +273,58 @@ static __always_inline void add_latency(struct obs_value *v, __u32 which, __u64 
 	__u64 ns = now - start;
 	struct obs_latency *l = &v->latency[which];
 	HIST_INC(l->hist, latency_bucket(ns), OBS_LATENCY_BUCKETS);
-	__sync_fetch_and_add(&l->sum_ns, ns);
+	l->sum_ns += ns;
 }
 
 static __always_inline int on_queue(struct bio *bio, const bool btf)
 {
 	__u32 dev = disk_dev(READ(btf, bio->bi_bdev->bd_disk, bio, bi_bdev, bd_disk), btf);
-	__u64 addr = (__u64)bio;
 
 	if (target_dev && dev != target_dev)
 		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	account(dev, bio_cgroup(bio, btf), READ(btf, bio->bi_opf, bio, bi_opf), OBS_STAGE_Q,
-		READ(btf, bio->bi_iter.bi_sector, bio, bi_iter.bi_sector), READ(btf, bio->bi_iter.bi_size, bio, bi_iter.bi_size));
-	bpf_map_update_elem(&bio_queued, &addr, &now, BPF_ANY);
+	struct obs_slot *slot = slot_for(dev, bio_cgroup(bio, btf), op_of(READ(btf, bio->bi_opf, bio, bi_opf)));
+	if (!slot)
+		return 0;
+	struct io_state fresh = { .queued = bpf_ktime_get_ns(), .slot = *slot, .live = 1 };
+	__u64 key = (__u64)bio;
+	account(fresh.slot, OBS_STAGE_Q, READ(btf, bio->bi_iter.bi_sector, bio, bi_iter.bi_sector),
+		READ(btf, bio->bi_iter.bi_size, bio, bi_iter.bi_size));
+	if (!track_inflight)
+		return 0;
+	struct io_state *io = bpf_map_lookup_elem(&inflight, &key);
+	if (io)
+		*io = fresh;
+	else
+		bpf_map_update_elem(&inflight, &key, &fresh, BPF_ANY);
 	return 0;
 }
 
-/* The stage times of `rq`, created on first sight with its first bio's queue time. */
-static __always_inline struct rq_times *times_for(struct request *rq, struct bio *bio)
+/* The key of a request's `inflight` entry: its first bio (the one queued at Q), or itself. */
+static __always_inline __u64 io_key(struct request *rq, const bool btf)
 {
-	__u64 addr = (__u64)rq;
-	struct rq_times *t = bpf_map_lookup_elem(&rq_inflight, &addr);
+	struct bio *bio = READ(btf, rq->bio, rq, bio);
+	return bio ? (__u64)bio : (__u64)rq;
+}
 
-	if (t)
-		return t;
-	struct rq_times fresh = {};
-	__u64 baddr = (__u64)bio;
-	__u64 *queued = bpf_map_lookup_elem(&bio_queued, &baddr);
-	if (queued) {
-		fresh.queued = *queued;
-		bpf_map_delete_elem(&bio_queued, &baddr);
-	} else {
-		count(OBS_MISS_QUEUE_TIME);
+/* The request's `inflight` entry; made (without a queue time, counted) when Q was not seen. */
+static __always_inline struct io_state *io_for(struct request *rq, __u32 dev, __u64 key, const bool btf)
+{
+	struct io_state *io = bpf_map_lookup_elem(&inflight, &key);
+
+	if (io && io->live)
+		return io;
+	count(OBS_MISS_QUEUE_TIME);
+	struct obs_slot *slot = slot_for(dev, bio_cgroup(READ(btf, rq->bio, rq, bio), btf),
+					 op_of(READ(btf, rq->cmd_flags, rq, cmd_flags)));
+	if (!slot)
+		return 0;
+	struct io_state fresh = { .slot = *slot, .live = 1 };
+	if (io) {
+		*io = fresh;
+		return io;
 	}
-	bpf_map_update_elem(&rq_inflight, &addr, &fresh, BPF_ANY);
-	return bpf_map_lookup_elem(&rq_inflight, &addr);
+	bpf_map_update_elem(&inflight, &key, &fresh, BPF_ANY);
+	return bpf_map_lookup_elem(&inflight, &key);
 }
 
 static __always_inline int on_request(struct request *rq, __u32 stage, const bool btf)
@@ -274,17 +334,16 @@ static __always_inline int on_request(struct request *rq, __u32 stage, const boo
 	if (target_dev && dev != target_dev)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	struct bio *bio = READ(btf, rq->bio, rq, bio);
-	struct obs_value *v = account(dev, bio_cgroup(bio, btf), READ(btf, rq->cmd_flags, rq, cmd_flags), stage,
-				      READ(btf, rq->__sector, rq, __sector), READ(btf, rq->__data_len, rq, __data_len));
-	struct rq_times *t = times_for(rq, bio);
-	if (!t)
+	struct io_state *io = io_for(rq, dev, io_key(rq, btf), btf);
+	if (!io)
 		return 0;
+	struct obs_value *v = account(io->slot, stage, READ(btf, rq->__sector, rq, __sector),
+				      READ(btf, rq->__data_len, rq, __data_len));
 	if (stage == OBS_STAGE_I) {
-		t->inserted = now;
+		io->inserted = now;
 	} else {
-		t->issued = now;
-		add_latency(v, OBS_LAT_ID, t->inserted, now);
+		io->issued = now;
+		add_latency(v, OBS_LAT_ID, io->inserted, now);
 	}
 	return 0;
 }
@@ -292,21 +351,29 @@ static __always_inline int on_request(struct request *rq, __u32 stage, const boo
 static __always_inline int on_complete(struct request *rq, unsigned int nr_bytes, const bool btf)
 {
 	__u32 dev = disk_dev(READ(btf, rq->q->disk, rq, q, disk), btf);
-	__u64 addr = (__u64)rq;
 
 	if (target_dev && dev != target_dev)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	struct obs_value *v = account(dev, bio_cgroup(READ(btf, rq->bio, rq, bio), btf), READ(btf, rq->cmd_flags, rq, cmd_flags),
-				      OBS_STAGE_C, READ(btf, rq->__sector, rq, __sector), nr_bytes);
-	struct rq_times *t = bpf_map_lookup_elem(&rq_inflight, &addr);
-	if (!t) {
+	__u64 key = io_key(rq, btf);
+	struct io_state *io = bpf_map_lookup_elem(&inflight, &key);
+	struct obs_slot *slot;
+	if (io && io->live) {
+		slot = &io->slot;
+	} else {
+		io = 0;
 		count(OBS_MISS_ISSUE_TIME);
-		return 0;
+		slot = slot_for(dev, bio_cgroup(READ(btf, rq->bio, rq, bio), btf),
+				op_of(READ(btf, rq->cmd_flags, rq, cmd_flags)));
+		if (!slot)
+			return 0;
 	}
-	add_latency(v, OBS_LAT_QC, t->queued, now);
-	add_latency(v, OBS_LAT_DC, t->issued, now);
-	bpf_map_delete_elem(&rq_inflight, &addr);
+	struct obs_value *v = account(*slot, OBS_STAGE_C, READ(btf, rq->__sector, rq, __sector), nr_bytes);
+	if (io) {
+		add_latency(v, OBS_LAT_QC, io->queued, now);
+		add_latency(v, OBS_LAT_DC, io->issued, now);
+		io->live = 0;
+	}
 	return 0;
 }
 

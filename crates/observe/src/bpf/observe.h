@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The layout shared by the BPF programs and the Rust reader (src/layout.rs mirrors it; the loader
- * checks the map's key and value sizes against it, so a change here that is not made there fails at
- * load time with a clear error instead of producing garbage).
+ * The layout shared by the BPF programs and the Rust reader (the generated skeleton's types mirror it;
+ * the loader checks the sizes of what it reads against them, so a stale build fails with a clear
+ * error instead of producing garbage).
  */
 #ifndef IOSHARE_OBSERVE_H
 #define IOSHARE_OBSERVE_H
 
-#define OBS_MAX_KEYS 1024
+/* Series (device, cgroup, operation) the `stats` array holds, and (device, cgroup) streams. */
+#define OBS_MAX_SLOTS 1024
 #define OBS_MAX_INFLIGHT 16384
 
 #define OBS_STAGE_Q 0
@@ -35,6 +36,7 @@
 #define OBS_MISS_ISSUE_TIME 2
 #define OBS_COUNTERS 3
 
+/* Key of the `slots` map: one series. */
 struct obs_key {
 	__u64 cgroup; /* kernfs id of the blkcg's cgroup = inode number of its directory */
 	__u32 dev;    /* MAJOR << 20 | MINOR of the whole disk */
@@ -54,9 +56,16 @@ struct obs_latency {
 	__u64 hist[OBS_LATENCY_BUCKETS];
 };
 
+/* One series' counters: an element of the per-CPU `stats` array (user space adds up the CPUs). */
 struct obs_value {
 	struct obs_stage stage[OBS_STAGES];
 	struct obs_latency latency[OBS_LATENCIES];
+};
+
+/* Value of the `slots` map: where a series' counters and its stream's state live. */
+struct obs_slot {
+	__u32 stats;  /* index in `stats` */
+	__u32 stream; /* index in `stream_end` (shared by the operations of one (device, cgroup)) */
 };
 
 #endif
