@@ -121,8 +121,12 @@ fn json_counts_a_known_workload_exactly() {
     }
     let backing = backing_file();
     let dev = LoopDevice::attach(backing.path(), true).unwrap();
-    let (mut observe, mut stdout) = start_observe(&dev, &["--duration", "1.5"]);
+    // No fixed observation window (a busy disk can slow the writes past any window): the direct
+    // writes have all completed when dd returns, then SIGTERM makes observe print its last interval.
+    let (mut observe, mut stdout) = start_observe(&dev, &["--duration", "120"]);
     write_64k(dev.path(), 100);
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(observe.0.id() as i32, libc::SIGTERM) };
     let mut rest = String::new();
     stdout.read_to_string(&mut rest).unwrap();
     assert!(observe.0.wait().unwrap().success());
