@@ -66,6 +66,8 @@ pub struct DeviceStats {
     pub rq_wait_pct: u32,
     /// Number of active groups.
     pub nr_active: u32,
+    /// IOCost's device-depth limit (its option beyond the kernel), 0 when not in use.
+    pub depth_limit: u32,
 }
 
 /// Per-group state of a controller, readable at any time.

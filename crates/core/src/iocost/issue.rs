@@ -40,6 +40,7 @@ impl<M: CostModel> IoCost<M> {
             // Bypassed, free, or issued by an inner group whose children are active: uncharged.
             io.charge = 0;
             self.tree.nodes[node as usize].issued += 1;
+            self.bypass_slots(now);
             return Submit::Issue { io, delay: 0 };
         }
         let vnow = self.vnow(now);
@@ -50,9 +51,22 @@ impl<M: CostModel> IoCost<M> {
         let n = &mut self.tree.nodes[node as usize];
         if n.waitq.is_empty() && n.abs_vdebt == 0 && !after(vtime.wrapping_add(cost), vnow) {
             n.commit(&mut io, abs_cost, cost);
+            if let Some(slots) = &mut self.slots {
+                if !slots.admit_now(now) {
+                    slots.enqueue(now, node, vtime, io);
+                    return Submit::Queued;
+                }
+            }
             return Submit::Issue { io, delay: 0 };
         }
         self.submit_over_budget(now, node, io, abs_cost)
+    }
+
+    /// With the device-depth option, counts an IO that goes out whatever the slots.
+    fn bypass_slots(&mut self, now: Nanos) {
+        if let Some(slots) = &mut self.slots {
+            slots.bypass(now);
+        }
     }
 
     /// An IO merged into an issued request (kernel `ioc_rqos_merge`): it pays its size only, does not
@@ -68,6 +82,7 @@ impl<M: CostModel> IoCost<M> {
         }
         if !after(vtime.wrapping_add(cost), vnow) || !n.on_list {
             n.commit(&mut io, abs_cost, cost);
+            self.bypass_slots(now);
             return Submit::Issue { io, delay: 0 };
         }
         self.issue_as_debt(now, node, io, abs_cost)
@@ -79,6 +94,7 @@ impl<M: CostModel> IoCost<M> {
         let delay = if self.kick_delay(now, node) { self.current_delay_us(now, node) * NSEC_PER_USEC } else { 0 };
         io.charge = 0;
         self.tree.nodes[node as usize].issued += 1;
+        self.bypass_slots(now);
         Submit::Issue { io, delay }
     }
 
@@ -229,9 +245,12 @@ impl<M: CostModel> IoCost<M> {
                 break;
             }
             let mut io = n.waitq.pop_front().expect("head exists");
-            let abs_cost = io.charge;
+            let (abs_cost, tag) = (io.charge, n.vtime);
             n.commit(&mut io, abs_cost, cost);
-            self.ready.push_back(io);
+            match &mut self.slots {
+                Some(slots) => slots.enqueue(now, node, tag, io),
+                None => self.ready.push_back(io),
+            }
         }
         if n.waitq.is_empty() {
             if let Some(since) = n.wait_since.take() {
@@ -331,18 +350,22 @@ impl<M: CostModel> IoCost<M> {
     /// Hands out released IOs, firing due wait-queue timers first.
     pub(crate) fn dispatch_io(&mut self, now: Nanos) -> Dispatch {
         loop {
+            if let Some(slots) = &mut self.slots {
+                self.lat.rq_wait_ns += slots.pump(now, &mut self.ready);
+            }
             if let Some(io) = self.ready.pop_front() {
                 return Dispatch::Io(io);
             }
+            let retry = self.slots.as_ref().and_then(|s| s.retry_at(now));
             let Some(&Reverse((at, node))) = self.timers.peek() else {
-                return Dispatch::Idle;
+                return retry.map_or(Dispatch::Idle, Dispatch::At);
             };
             if self.tree.nodes[node as usize].timer != Some(at) {
                 self.timers.pop(); // stale: re-armed or cleared since
                 continue;
             }
             if at > now {
-                return Dispatch::At(at);
+                return Dispatch::At(retry.map_or(at, |r| r.min(at)));
             }
             self.timers.pop();
             let n = &mut self.tree.nodes[node as usize];
@@ -358,6 +381,9 @@ impl<M: CostModel> IoCost<M> {
         let node = self.node_of[io.group.index()];
         let n = &mut self.tree.nodes[node as usize];
         n.done_vtime = n.done_vtime.wrapping_add(io.charge);
+        if let Some(slots) = &mut self.slots {
+            slots.complete(now);
+        }
         if !self.qos.enable {
             return;
         }

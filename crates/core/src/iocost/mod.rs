@@ -43,6 +43,7 @@
 //! automatically (the kernel's "autop"): the caller gives the model and QoS.
 
 pub mod aggregate;
+pub mod depth;
 pub mod donation;
 pub mod issue;
 pub mod line;
@@ -63,6 +64,7 @@ use crate::controller::{Completion, Controller, DeviceStats, Dispatch, Event, Gr
 use crate::error::Result;
 use crate::group::{path_components, GroupNames, GroupSettings};
 use crate::io::{GroupId, Io, Nanos, NSEC_PER_USEC};
+use depth::{DepthLimit, Slots};
 use model::{CostModel, LinearModel, VTIME_PER_USEC};
 use qos::QosParams;
 use tree::{Tree, WEIGHT_ONE};
@@ -144,6 +146,8 @@ pub struct IoCost<M: CostModel = LinearModel> {
     /// Planner scratch: donors of the period, and the inner nodes above them (pre-order).
     donors: Vec<u32>,
     walk: Vec<u32>,
+    /// The device-depth option: slot accounting and queue (`None`: kernel-faithful).
+    slots: Option<Slots>,
 }
 
 impl<M: CostModel> IoCost<M> {
@@ -182,9 +186,22 @@ impl<M: CostModel> IoCost<M> {
             events: Vec::new(),
             donors: Vec::new(),
             walk: Vec::new(),
+            slots: None,
         };
         c.refresh_params();
         c
+    }
+
+    /// The same controller with the [device-depth option](depth): at most `limit.max` IOs in the
+    /// device, handed out in vtime order and sized by the latency target.
+    pub fn with_depth_limit(mut self, limit: DepthLimit) -> Self {
+        self.slots = Some(Slots::new(limit));
+        self
+    }
+
+    /// The current device-depth limit, if the option is on.
+    pub fn depth_limit(&self) -> Option<u32> {
+        self.slots.as_ref().map(|s| s.limit)
     }
 
     /// The cost model in use.
@@ -379,6 +396,7 @@ impl<M: CostModel> Controller for IoCost<M> {
                 missed_ppm: self.last_missed_ppm,
                 rq_wait_pct: self.last_rq_wait_pct,
                 nr_active: self.active_list.len() as u32,
+                depth_limit: self.depth_limit().unwrap_or(0),
             },
             groups: {
                 let totals = self.subtree_totals(now);

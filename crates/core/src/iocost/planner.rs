@@ -160,6 +160,7 @@ impl<M: CostModel> IoCost<M> {
         self.tree.commit();
 
         self.update_busy_level(missed_ppm, rq_wait_pct, ppm_rthr, ppm_wthr, nr_shortages, nr_lagging, nr_done);
+        self.plan_slots(now, missed_ppm, ppm_rthr, ppm_wthr);
         if self.busy_level != 0 && !(self.busy_level < 0 && nr_lagging > 0) {
             let old = self.vtime_base_rate;
             self.vtime_base_rate = adjust_vrate(old, self.busy_level, self.vrate_min, self.vrate_max);
@@ -255,6 +256,22 @@ impl<M: CostModel> IoCost<M> {
             self.busy_level = 0;
         }
         self.busy_level = self.busy_level.clamp(-1000, 1000);
+    }
+
+    /// The device-depth option's part of the period (see [`super::depth`]): no vrate rise while every
+    /// slot was busy for most of the period, and the slot limit follows the latency target.
+    fn plan_slots(&mut self, now: Nanos, missed_ppm: [u32; 2], ppm_rthr: u64, ppm_wthr: u64) {
+        let period_ns = self.period_ns();
+        let Some(slots) = &mut self.slots else { return };
+        slots.account(now);
+        if self.busy_level < 0 && slots.full_ns * 100 > super::depth::FULL_PCT * period_ns {
+            self.busy_level = 0;
+        }
+        let (mr, mw) = (missed_ppm[0] as u64, missed_ppm[1] as u64);
+        let targets = ppm_rthr != MILLION || ppm_wthr != MILLION;
+        let missed = targets && (mr > ppm_rthr || mw > ppm_wthr);
+        let met = targets && mr <= ppm_rthr * UNBUSY_THR_PCT / 100 && mw <= ppm_wthr * UNBUSY_THR_PCT / 100;
+        slots.adapt(missed, met);
     }
 
     /// Halves debts and delays every 100 ms while the device is less than half busy (kernel

@@ -1,0 +1,250 @@
+//! The device-depth option (not in the kernel): ioshare owns the device's slots, hands them out in
+//! virtual-time order, and sizes them by the latency target.
+//!
+//! With [`DepthLimit`] set, an IO that passed its budget does not go to the device at once if
+//! `limit` IOs are already there: it waits in a slot queue, and a freed slot goes to the waiting IO
+//! whose group's local vtime was lowest when it was charged (its start tag: start-time fair queueing
+//! over the groups' own vtimes, SFQ(D)). Budget still decides who may go; the tags decide, when
+//! vrate over-commits the device, who goes first, so the part above the device's capacity is shared
+//! by weight instead of by queue depth (a device's FIFO serves each group in proportion to the IOs
+//! it keeps there).
+//!
+//! Slot waits are the kernel's tag waits: they count as `rq_wait` in the busy level. Once per period
+//! the planner moves `limit` like blk-iolatency's queue depth: down by a quarter when the latency
+//! target was missed (latency here is device time, from release), up by an eighth (at least one)
+//! when it was met with margin and the slots ran out, within `1..=max`. Without a latency target
+//! `limit` stays at `max`. And the planner does not raise vrate while every slot was busy for most
+//! of the period (the device holds all it can take, so a throttled group is short of device, not
+//! of budget): vrate stops drifting above what the device serves.
+//!
+//! A slot freed by a completion is kept for the instant of that completion: a closed-loop producer
+//! that resubmits at once competes for it by tag instead of losing it to whoever waited.
+
+use std::collections::VecDeque;
+
+use super::tree::before;
+use crate::io::{Io, Nanos};
+
+/// Share of a period with every slot in use above which vrate is not raised, %.
+pub const FULL_PCT: u64 = 50;
+
+/// The option: how many IOs ioshare lets into the device at most.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DepthLimit {
+    /// Most IOs in the device at once; the adaptive limit starts here and never exceeds it.
+    pub max: u32,
+}
+
+/// One IO waiting for a slot: its start tag, when it started waiting, the IO.
+type Waiter = (u64, Nanos, Io);
+
+/// Slot accounting and the slot queue.
+#[derive(Debug)]
+pub(crate) struct Slots {
+    pub max: u32,
+    /// Current limit, `1..=max`.
+    pub limit: u32,
+    /// IOs released and not completed (debt and merged IOs included: they never wait).
+    pub inflight: u32,
+    /// Per tree node, its IOs waiting for a slot in charge order.
+    queues: Vec<VecDeque<Waiter>>,
+    /// Nodes with waiting IOs.
+    busy_nodes: Vec<u32>,
+    /// Slots freed by completions at `kept_at`, kept for that instant.
+    kept: u32,
+    kept_at: Nanos,
+    /// Time this period with `inflight >= limit`, and when that was last accounted.
+    pub full_ns: u64,
+    last: Nanos,
+}
+
+impl Slots {
+    pub fn new(opt: DepthLimit) -> Self {
+        let max = opt.max.max(1);
+        Slots {
+            max,
+            limit: max,
+            inflight: 0,
+            queues: Vec::new(),
+            busy_nodes: Vec::new(),
+            kept: 0,
+            kept_at: 0,
+            full_ns: 0,
+            last: 0,
+        }
+    }
+
+    /// Adds the time since the last call to `full_ns` if every slot was in use.
+    pub fn account(&mut self, now: Nanos) {
+        if self.inflight >= self.limit {
+            self.full_ns += now.saturating_sub(self.last);
+        }
+        self.last = now.max(self.last);
+    }
+
+    fn free(&self, now: Nanos) -> u32 {
+        let kept = if self.kept_at == now { self.kept } else { 0 };
+        self.limit.saturating_sub(self.inflight + kept)
+    }
+
+    pub fn waiting(&self) -> bool {
+        !self.busy_nodes.is_empty()
+    }
+
+    /// An IO submitted at `now` takes back a slot kept at `now`, if any.
+    fn reclaim_kept(&mut self, now: Nanos) {
+        if self.kept_at == now {
+            self.kept = self.kept.saturating_sub(1);
+        }
+    }
+
+    /// Whether an IO charged at its submission may go to the device at once (nobody waits for a
+    /// slot and one is free). A submission takes back a slot kept for its instant either way.
+    pub fn admit_now(&mut self, now: Nanos) -> bool {
+        self.reclaim_kept(now);
+        if self.busy_nodes.is_empty() && self.free(now) > 0 {
+            self.account(now);
+            self.inflight += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Counts an IO that goes to the device whatever the slots (debt, merged, uncharged).
+    pub fn bypass(&mut self, now: Nanos) {
+        self.account(now);
+        self.inflight += 1;
+    }
+
+    /// An IO of `node` charged at start tag `tag` waits for a slot.
+    pub fn enqueue(&mut self, now: Nanos, node: u32, tag: u64, io: Io) {
+        let i = node as usize;
+        if i >= self.queues.len() {
+            self.queues.resize_with(i + 1, VecDeque::new);
+        }
+        if self.queues[i].is_empty() {
+            self.busy_nodes.push(node);
+        }
+        self.queues[i].push_back((tag, now, io));
+    }
+
+    /// Moves waiting IOs into `ready`, lowest start tag first, while slots are free; returns the
+    /// slot wait they had, ns.
+    pub fn pump(&mut self, now: Nanos, ready: &mut VecDeque<Io>) -> u64 {
+        let mut waited = 0;
+        while self.free(now) > 0 && !self.busy_nodes.is_empty() {
+            let (mut best, mut best_tag) = (0, self.queues[self.busy_nodes[0] as usize][0].0);
+            for (k, &node) in self.busy_nodes.iter().enumerate().skip(1) {
+                let tag = self.queues[node as usize][0].0;
+                if before(tag, best_tag) {
+                    (best, best_tag) = (k, tag);
+                }
+            }
+            let node = self.busy_nodes[best];
+            let q = &mut self.queues[node as usize];
+            let (_, since, io) = q.pop_front().expect("busy nodes have waiters");
+            if q.is_empty() {
+                self.busy_nodes.swap_remove(best);
+            }
+            self.account(now);
+            self.inflight += 1;
+            waited += now.saturating_sub(since);
+            ready.push_back(io);
+        }
+        waited
+    }
+
+    /// A released IO completed at `now`: its slot is kept for this instant.
+    pub fn complete(&mut self, now: Nanos) {
+        self.account(now);
+        self.inflight = self.inflight.saturating_sub(1);
+        if self.kept_at != now {
+            self.kept_at = now;
+            self.kept = 0;
+        }
+        self.kept += 1;
+    }
+
+    /// When waiting IOs may take kept slots: just after the instant they were kept for.
+    pub fn retry_at(&self, now: Nanos) -> Option<Nanos> {
+        (self.waiting() && self.kept_at == now && self.kept > 0 && self.limit > self.inflight).then_some(now + 1)
+    }
+
+    /// Once per period: the new limit after latency targets were `missed` or met with margin
+    /// (`met`), and whether the slots ran out this period. Resets the period's counters.
+    pub fn adapt(&mut self, missed: bool, met: bool) {
+        let ran_out = self.full_ns > 0;
+        if missed {
+            self.limit = (self.limit - (self.limit / 4).max(1)).max(1);
+        } else if met && ran_out {
+            self.limit = (self.limit + (self.limit / 8).max(1)).min(self.max);
+        }
+        self.full_ns = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{GroupId, Op};
+
+    fn io(id: u64) -> Io {
+        Io::new(id, GroupId(0), Op::Read, 0, 4096)
+    }
+
+    #[test]
+    fn waiting_ios_take_free_slots_lowest_tag_first() {
+        let mut s = Slots::new(DepthLimit { max: 2 });
+        assert!(s.admit_now(0) && s.admit_now(0));
+        assert!(!s.admit_now(0));
+        s.enqueue(0, 1, 500, io(1));
+        s.enqueue(0, 2, 100, io(2));
+        s.enqueue(0, 2, 900, io(3));
+        let mut ready = VecDeque::new();
+        assert_eq!(s.pump(5, &mut ready), 0, "no slot is free");
+        s.complete(10);
+        // The slot is kept for the completion's instant, unless an IO is submitted then.
+        assert_eq!(s.pump(10, &mut ready), 0);
+        assert_eq!(s.retry_at(10), Some(11));
+        assert_eq!(s.pump(11, &mut ready), 11);
+        assert_eq!(ready.pop_front().map(|i| i.id), Some(2));
+        // A submission at a completion's instant competes for the kept slot by tag.
+        s.complete(20);
+        assert!(!s.admit_now(20), "others wait: the new IO queues behind their tags");
+        s.enqueue(20, 3, 50, io(4));
+        assert_eq!(s.pump(20, &mut ready), 0);
+        assert_eq!(ready.pop_front().map(|i| i.id), Some(4));
+        assert!(s.waiting());
+    }
+
+    #[test]
+    fn tags_compare_across_the_vtime_wrap() {
+        let mut s = Slots::new(DepthLimit { max: 1 });
+        s.enqueue(0, 1, 5, io(1));
+        s.enqueue(0, 2, u64::MAX - 5, io(2));
+        let mut ready = VecDeque::new();
+        s.pump(1, &mut ready);
+        assert_eq!(ready[0].id, 2, "u64::MAX - 5 is before 5 in wrapping vtime");
+    }
+
+    #[test]
+    fn the_limit_shrinks_on_missed_latency_and_grows_back_when_slots_run_out() {
+        let mut s = Slots::new(DepthLimit { max: 32 });
+        s.adapt(true, false);
+        assert_eq!(s.limit, 24);
+        for _ in 0..20 {
+            s.adapt(true, false);
+        }
+        assert_eq!(s.limit, 1);
+        // Met, but the slots never ran out: no reason to grow.
+        s.adapt(false, true);
+        assert_eq!(s.limit, 1);
+        s.inflight = 1;
+        s.account(0);
+        s.account(1_000);
+        s.adapt(false, true);
+        assert_eq!(s.limit, 2);
+        assert_eq!(s.full_ns, 0);
+    }
+}
