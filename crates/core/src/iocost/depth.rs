@@ -17,6 +17,10 @@
 //! of the period (the device holds all it can take, so a throttled group is short of device, not
 //! of budget): vrate stops drifting above what the device serves.
 //!
+//! A group whose IOs waited for a slot in a period does not donate at its end: its budget is left
+//! over because the device, not the budget, held it back (in the kernel such a group donates, and
+//! each donation lowers its share of the device further).
+//!
 //! A slot freed by a completion is kept for the instant of that completion: a closed-loop producer
 //! that resubmits at once competes for it by tag instead of losing it to whoever waited.
 
@@ -50,6 +54,8 @@ pub(crate) struct Slots {
     queues: Vec<VecDeque<Waiter>>,
     /// Nodes with waiting IOs.
     busy_nodes: Vec<u32>,
+    /// Per tree node, whether one of its IOs waited for a slot this period.
+    short: Vec<bool>,
     /// Slots freed by completions at `kept_at`, kept for that instant.
     kept: u32,
     kept_at: Nanos,
@@ -67,6 +73,7 @@ impl Slots {
             inflight: 0,
             queues: Vec::new(),
             busy_nodes: Vec::new(),
+            short: Vec::new(),
             kept: 0,
             kept_at: 0,
             full_ns: 0,
@@ -85,6 +92,12 @@ impl Slots {
     fn free(&self, now: Nanos) -> u32 {
         let kept = if self.kept_at == now { self.kept } else { 0 };
         self.limit.saturating_sub(self.inflight + kept)
+    }
+
+    /// Whether `node` waited for a slot this period: it is short of device, not of budget, so it
+    /// must not donate (with budget to spare only because vrate over-commits the device).
+    pub fn short_of_slots(&self, node: u32) -> bool {
+        self.short.get(node as usize).copied().unwrap_or(false)
     }
 
     pub fn waiting(&self) -> bool {
@@ -122,7 +135,9 @@ impl Slots {
         let i = node as usize;
         if i >= self.queues.len() {
             self.queues.resize_with(i + 1, VecDeque::new);
+            self.short.resize(i + 1, false);
         }
+        self.short[i] = true;
         if self.queues[i].is_empty() {
             self.busy_nodes.push(node);
         }
@@ -181,6 +196,10 @@ impl Slots {
             self.limit = (self.limit + (self.limit / 8).max(1)).min(self.max);
         }
         self.full_ns = 0;
+        self.short.iter_mut().for_each(|s| *s = false);
+        for &node in &self.busy_nodes {
+            self.short[node as usize] = true;
+        }
     }
 }
 

@@ -123,7 +123,9 @@ impl<M: CostModel> IoCost<M> {
             }
             let mut usage_us = n.usage_delta_us;
             usage_us_sum += usage_us;
-            let candidate = hwi < hwa || (n.waitq.is_empty() && Self::has_budget_above(vtime, vnow, self.margins.low));
+            let short_of_slots = self.slots.as_ref().is_some_and(|s| s.short_of_slots(i));
+            let candidate = hwi < hwa
+                || (n.waitq.is_empty() && !short_of_slots && Self::has_budget_above(vtime, vnow, self.margins.low));
             if !candidate {
                 nr_shortages += 1;
                 continue;
