@@ -56,6 +56,10 @@ pub(crate) struct Slots {
     busy_nodes: Vec<u32>,
     /// Per tree node, whether one of its IOs waited for a slot this period.
     short: Vec<bool>,
+    /// Per tree node, its IOs in the device.
+    held: Vec<u32>,
+    /// Whether every slot was in use for more than [`FULL_PCT`] of the period that just ended.
+    pub period_full: bool,
     /// Slots freed by completions at `kept_at`, kept for that instant.
     kept: u32,
     kept_at: Nanos,
@@ -74,6 +78,8 @@ impl Slots {
             queues: Vec::new(),
             busy_nodes: Vec::new(),
             short: Vec::new(),
+            held: Vec::new(),
+            period_full: false,
             kept: 0,
             kept_at: 0,
             full_ns: 0,
@@ -94,10 +100,36 @@ impl Slots {
         self.limit.saturating_sub(self.inflight + kept)
     }
 
-    /// Whether `node` waited for a slot this period: it is short of device, not of budget, so it
-    /// must not donate (with budget to spare only because vrate over-commits the device).
-    pub fn short_of_slots(&self, node: u32) -> bool {
-        self.short.get(node as usize).copied().unwrap_or(false)
+    /// Whether `node` is short of device, not of budget, so that it must not donate (it has budget
+    /// to spare only because vrate over-commits the device): one of its IOs waited for a slot this
+    /// period, or the slots were full most of the period and it holds at least its share of them
+    /// (`hweight` of the limit, in `one` units).
+    pub fn short_of_slots(&self, node: u32, hweight: u64, one: u64) -> bool {
+        let i = node as usize;
+        let held = self.held.get(i).copied().unwrap_or(0) as u64;
+        self.short.get(i).copied().unwrap_or(false) || (self.period_full && held * one >= hweight * self.limit as u64)
+    }
+
+    /// Ends the period at `now` for the full-slots judgement (`period_ns` long).
+    pub fn close_period(&mut self, now: Nanos, period_ns: Nanos) {
+        self.account(now);
+        self.period_full = self.full_ns * 100 > FULL_PCT * period_ns;
+    }
+
+    fn grow(&mut self, node: u32) {
+        let i = node as usize;
+        if i >= self.queues.len() {
+            self.queues.resize_with(i + 1, VecDeque::new);
+            self.short.resize(i + 1, false);
+            self.held.resize(i + 1, 0);
+        }
+    }
+
+    fn take_slot(&mut self, now: Nanos, node: u32) {
+        self.account(now);
+        self.inflight += 1;
+        self.grow(node);
+        self.held[node as usize] += 1;
     }
 
     pub fn waiting(&self) -> bool {
@@ -113,11 +145,10 @@ impl Slots {
 
     /// Whether an IO charged at its submission may go to the device at once (nobody waits for a
     /// slot and one is free). A submission takes back a slot kept for its instant either way.
-    pub fn admit_now(&mut self, now: Nanos) -> bool {
+    pub fn admit_now(&mut self, now: Nanos, node: u32) -> bool {
         self.reclaim_kept(now);
         if self.busy_nodes.is_empty() && self.free(now) > 0 {
-            self.account(now);
-            self.inflight += 1;
+            self.take_slot(now, node);
             true
         } else {
             false
@@ -125,18 +156,14 @@ impl Slots {
     }
 
     /// Counts an IO that goes to the device whatever the slots (debt, merged, uncharged).
-    pub fn bypass(&mut self, now: Nanos) {
-        self.account(now);
-        self.inflight += 1;
+    pub fn bypass(&mut self, now: Nanos, node: u32) {
+        self.take_slot(now, node);
     }
 
     /// An IO of `node` charged at start tag `tag` waits for a slot.
     pub fn enqueue(&mut self, now: Nanos, node: u32, tag: u64, io: Io) {
         let i = node as usize;
-        if i >= self.queues.len() {
-            self.queues.resize_with(i + 1, VecDeque::new);
-            self.short.resize(i + 1, false);
-        }
+        self.grow(node);
         self.short[i] = true;
         if self.queues[i].is_empty() {
             self.busy_nodes.push(node);
@@ -162,18 +189,20 @@ impl Slots {
             if q.is_empty() {
                 self.busy_nodes.swap_remove(best);
             }
-            self.account(now);
-            self.inflight += 1;
+            self.take_slot(now, node);
             waited += now.saturating_sub(since);
             ready.push_back(io);
         }
         waited
     }
 
-    /// A released IO completed at `now`: its slot is kept for this instant.
-    pub fn complete(&mut self, now: Nanos) {
+    /// A released IO of `node` completed at `now`: its slot is kept for this instant.
+    pub fn complete(&mut self, now: Nanos, node: u32) {
         self.account(now);
         self.inflight = self.inflight.saturating_sub(1);
+        if let Some(h) = self.held.get_mut(node as usize) {
+            *h = h.saturating_sub(1);
+        }
         if self.kept_at != now {
             self.kept_at = now;
             self.kept = 0;
@@ -215,22 +244,22 @@ mod tests {
     #[test]
     fn waiting_ios_take_free_slots_lowest_tag_first() {
         let mut s = Slots::new(DepthLimit { max: 2 });
-        assert!(s.admit_now(0) && s.admit_now(0));
-        assert!(!s.admit_now(0));
+        assert!(s.admit_now(0, 1) && s.admit_now(0, 1));
+        assert!(!s.admit_now(0, 1));
         s.enqueue(0, 1, 500, io(1));
         s.enqueue(0, 2, 100, io(2));
         s.enqueue(0, 2, 900, io(3));
         let mut ready = VecDeque::new();
         assert_eq!(s.pump(5, &mut ready), 0, "no slot is free");
-        s.complete(10);
+        s.complete(10, 1);
         // The slot is kept for the completion's instant, unless an IO is submitted then.
         assert_eq!(s.pump(10, &mut ready), 0);
         assert_eq!(s.retry_at(10), Some(11));
         assert_eq!(s.pump(11, &mut ready), 11);
         assert_eq!(ready.pop_front().map(|i| i.id), Some(2));
         // A submission at a completion's instant competes for the kept slot by tag.
-        s.complete(20);
-        assert!(!s.admit_now(20), "others wait: the new IO queues behind their tags");
+        s.complete(20, 1);
+        assert!(!s.admit_now(20, 1), "others wait: the new IO queues behind their tags");
         s.enqueue(20, 3, 50, io(4));
         assert_eq!(s.pump(20, &mut ready), 0);
         assert_eq!(ready.pop_front().map(|i| i.id), Some(4));

@@ -40,7 +40,7 @@ impl<M: CostModel> IoCost<M> {
             // Bypassed, free, or issued by an inner group whose children are active: uncharged.
             io.charge = 0;
             self.tree.nodes[node as usize].issued += 1;
-            self.bypass_slots(now);
+            self.bypass_slots(now, node);
             return Submit::Issue { io, delay: 0 };
         }
         let vnow = self.vnow(now);
@@ -52,7 +52,7 @@ impl<M: CostModel> IoCost<M> {
         if n.waitq.is_empty() && n.abs_vdebt == 0 && !after(vtime.wrapping_add(cost), vnow) {
             n.commit(&mut io, abs_cost, cost);
             if let Some(slots) = &mut self.slots {
-                if !slots.admit_now(now) {
+                if !slots.admit_now(now, node) {
                     slots.enqueue(now, node, vtime, io);
                     return Submit::Queued;
                 }
@@ -63,9 +63,9 @@ impl<M: CostModel> IoCost<M> {
     }
 
     /// With the device-depth option, counts an IO that goes out whatever the slots.
-    fn bypass_slots(&mut self, now: Nanos) {
+    fn bypass_slots(&mut self, now: Nanos, node: u32) {
         if let Some(slots) = &mut self.slots {
-            slots.bypass(now);
+            slots.bypass(now, node);
         }
     }
 
@@ -82,7 +82,7 @@ impl<M: CostModel> IoCost<M> {
         }
         if !after(vtime.wrapping_add(cost), vnow) || !n.on_list {
             n.commit(&mut io, abs_cost, cost);
-            self.bypass_slots(now);
+            self.bypass_slots(now, node);
             return Submit::Issue { io, delay: 0 };
         }
         self.issue_as_debt(now, node, io, abs_cost)
@@ -94,7 +94,7 @@ impl<M: CostModel> IoCost<M> {
         let delay = if self.kick_delay(now, node) { self.current_delay_us(now, node) * NSEC_PER_USEC } else { 0 };
         io.charge = 0;
         self.tree.nodes[node as usize].issued += 1;
-        self.bypass_slots(now);
+        self.bypass_slots(now, node);
         Submit::Issue { io, delay }
     }
 
@@ -382,7 +382,7 @@ impl<M: CostModel> IoCost<M> {
         let n = &mut self.tree.nodes[node as usize];
         n.done_vtime = n.done_vtime.wrapping_add(io.charge);
         if let Some(slots) = &mut self.slots {
-            slots.complete(now);
+            slots.complete(now, node);
         }
         if !self.qos.enable {
             return;

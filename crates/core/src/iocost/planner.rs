@@ -92,6 +92,10 @@ impl<M: CostModel> IoCost<M> {
         self.last_missed_ppm = missed_ppm;
         self.last_rq_wait_pct = rq_wait_pct;
 
+        let period_ns = self.period_ns();
+        if let Some(slots) = &mut self.slots {
+            slots.close_period(now, period_ns);
+        }
         let vnow = self.vnow(now);
         let period_vtime = vnow.wrapping_sub(self.period_at_vtime);
         let nr_debtors = self.check_groups(now, vnow);
@@ -123,7 +127,7 @@ impl<M: CostModel> IoCost<M> {
             }
             let mut usage_us = n.usage_delta_us;
             usage_us_sum += usage_us;
-            let short_of_slots = self.slots.as_ref().is_some_and(|s| s.short_of_slots(i));
+            let short_of_slots = self.slots.as_ref().is_some_and(|s| s.short_of_slots(i, hwa, WEIGHT_ONE));
             let candidate = hwi < hwa
                 || (n.waitq.is_empty() && !short_of_slots && Self::has_budget_above(vtime, vnow, self.margins.low));
             if !candidate {
@@ -162,7 +166,7 @@ impl<M: CostModel> IoCost<M> {
         self.tree.commit();
 
         self.update_busy_level(missed_ppm, rq_wait_pct, ppm_rthr, ppm_wthr, nr_shortages, nr_lagging, nr_done);
-        self.plan_slots(now, missed_ppm, ppm_rthr, ppm_wthr);
+        self.plan_slots(missed_ppm, ppm_rthr, ppm_wthr);
         if self.busy_level != 0 && !(self.busy_level < 0 && nr_lagging > 0) {
             let old = self.vtime_base_rate;
             self.vtime_base_rate = adjust_vrate(old, self.busy_level, self.vrate_min, self.vrate_max);
@@ -262,11 +266,9 @@ impl<M: CostModel> IoCost<M> {
 
     /// The device-depth option's part of the period (see [`super::depth`]): no vrate rise while every
     /// slot was busy for most of the period, and the slot limit follows the latency target.
-    fn plan_slots(&mut self, now: Nanos, missed_ppm: [u32; 2], ppm_rthr: u64, ppm_wthr: u64) {
-        let period_ns = self.period_ns();
+    fn plan_slots(&mut self, missed_ppm: [u32; 2], ppm_rthr: u64, ppm_wthr: u64) {
         let Some(slots) = &mut self.slots else { return };
-        slots.account(now);
-        if self.busy_level < 0 && slots.full_ns * 100 > super::depth::FULL_PCT * period_ns {
+        if self.busy_level < 0 && slots.period_full {
             self.busy_level = 0;
         }
         let (mr, mw) = (missed_ppm[0] as u64, missed_ppm[1] as u64);
