@@ -133,7 +133,10 @@ impl Scenario {
     /// What it shows.
     pub fn description(self) -> &'static str {
         match self {
-            Scenario::Proportional => "two saturating 4 KiB random readers (QD64 each), weights A:B -> IOPS ratio A/B",
+            Scenario::Proportional => {
+                "two saturating 4 KiB random readers (QD64 each, --iodepth), weights A:B -> IOPS ratio A/B; IOCost \
+                 kernel-faithful and with the device-depth option (iocost+qd, the subject)"
+            }
             Scenario::WorkConserving => {
                 "high-weight QD1 reader with 100 us think time vs saturating low-weight reader -> each controller's \
                  (QD1 p99 / solo, leftover used) lies on the device's frontier (the uncontrolled neighbour at QD \
@@ -168,11 +171,11 @@ impl Scenario {
     /// kernel IOCost runs too).
     fn plan_shape(self) -> (usize, usize, usize, usize, bool) {
         match self {
-            Scenario::Proportional => (2, 1, 0, 3, true),
-            Scenario::WorkConserving => (4, 1, 2 + frontier::DEPTHS.len(), 2, true),
+            Scenario::Proportional => (3, 1, 0, 3, true),
+            Scenario::WorkConserving => (6, 1, 2 + frontier::DEPTHS.len(), 2, true),
             Scenario::MixedCost => (2, 1, 0, 1, true),
             Scenario::Limits => (2, 1, 0, 1, false),
-            Scenario::Overhead => (4, OVERHEAD_ROUNDS, OVERHEAD_ROUNDS * usize::from(fio::available()), 2, false),
+            Scenario::Overhead => (5, OVERHEAD_ROUNDS, OVERHEAD_ROUNDS * usize::from(fio::available()), 2, false),
             Scenario::Donation => (2, 1, 0, 1, true),
         }
     }
@@ -185,13 +188,15 @@ impl Scenario {
         let both = vec![Ctl::None, Ctl::IoCost];
         match self {
             Scenario::Proportional => Plan {
-                // QD64 each: the device saturates near QD32, and a tenant entitled to 2/3 of it
-                // needs outstanding IOs to spare when the other's IO lengthens the device queue
-                // (at QD32 the high tenant ran out of IOs, not budget: 1.87:1).
-                tenants: vec![reader("high", a, 64), reader("low", b, 64)],
+                // QD64 each by default: the device saturates near QD32, and a tenant entitled to
+                // 2/3 of it needs outstanding IOs to spare when the other's IO lengthens the device
+                // queue (at QD32 the high tenant ran out of IOs, not budget: 1.87:1). The
+                // kernel-faithful IOCost still splits part of the device by queue depth (issue 13);
+                // the device-depth option is the subject.
+                tenants: vec![reader("high", a, ctx.opts.iodepth), reader("low", b, ctx.opts.iodepth)],
                 reference: vec![],
-                ioshare: both,
-                subjects: vec![Ctl::IoCost],
+                ioshare: vec![Ctl::None, Ctl::IoCost, Ctl::IoCostQd],
+                subjects: vec![Ctl::IoCostQd],
                 kernel: vec![
                     KernelSetup::Bfq,
                     KernelSetup::ReadIopsLimits(vec![share(a), share(b)]),
@@ -214,7 +219,14 @@ impl Scenario {
                         .map(|&d| (frontier::sweep_name(d), vec![latency_sensitive(a), reader("saturating", b, d)])),
                 )
                 .collect(),
-                ioshare: vec![Ctl::None, Ctl::IoCost, Ctl::IoCostP99(2), Ctl::IoCostP99(4)],
+                ioshare: vec![
+                    Ctl::None,
+                    Ctl::IoCost,
+                    Ctl::IoCostP99(2),
+                    Ctl::IoCostP99(4),
+                    Ctl::IoCostP99Qd(2),
+                    Ctl::IoCostP99Qd(4),
+                ],
                 subjects: vec![Ctl::IoCostP99(2), Ctl::IoCostP99(4)],
                 kernel: vec![
                     KernelSetup::Bfq,
@@ -262,8 +274,8 @@ impl Scenario {
                 // Limits far above the device, so that the limiters only add their bookkeeping.
                 tenants: vec![reader("reader", 100, 32).limited(iops_limit((max * 100.0) as u64))],
                 reference: vec![],
-                ioshare: vec![Ctl::None, Ctl::IoCost, Ctl::TokenBucket, Ctl::LeakyBucket],
-                subjects: vec![Ctl::IoCost, Ctl::TokenBucket, Ctl::LeakyBucket],
+                ioshare: vec![Ctl::None, Ctl::IoCost, Ctl::IoCostQd, Ctl::TokenBucket, Ctl::LeakyBucket],
+                subjects: vec![Ctl::IoCost, Ctl::IoCostQd, Ctl::TokenBucket, Ctl::LeakyBucket],
                 kernel: vec![KernelSetup::Plain, KernelSetup::Bfq],
                 rounds: OVERHEAD_ROUNDS,
                 notes,
@@ -271,13 +283,13 @@ impl Scenario {
             Scenario::Donation => {
                 // The high tenant's saturating job stops half-way; a rate-capped job at a tenth of its
                 // share runs throughout (a tenth more IO in the first half, where it is saturated anyway).
-                let mut high = reader("high", a, 64);
+                let mut high = reader("high", a, ctx.opts.iodepth);
                 high.jobs[0].runtime = Some(ctx.opts.duration / 2);
                 let mut trickle = JobSpec::new(Pattern::RandRead, 4096, 4);
                 trickle.rate_iops = Some((share(a) / 10).max(1));
                 high.jobs.push(trickle);
                 Plan {
-                    tenants: vec![high, reader("low", b, 64)],
+                    tenants: vec![high, reader("low", b, ctx.opts.iodepth)],
                     reference: vec![],
                     ioshare: both,
                     subjects: vec![Ctl::IoCost],
@@ -537,12 +549,12 @@ fn engine_vs_fio(runs: &[RunEntry]) -> Option<String> {
     ))
 }
 
-/// The calibration a controller runs with: for [`Ctl::IoCostP99`], QoS says 99% of reads within that
+/// The calibration a controller runs with: for [`Ctl::IoCostP99`] and [`Ctl::IoCostP99Qd`], QoS says 99% of reads within that
 /// many times the QD1 reader's solo p99 (from the `solo` reference run already in `runs`).
 fn calibration_for(ctl: Ctl, cal: &Calibration, runs: &[RunEntry]) -> Calibration {
     let solo = runs.iter().find(|r| r.side == Side::Reference && r.report.controller == "solo");
-    match (ctl, solo) {
-        (Ctl::IoCostP99(factor), Some(solo)) => {
+    match (ctl.p99_factor(), solo) {
+        (Some(factor), Some(solo)) => {
             let rlat_us = (solo.report.tenants[0].lat_us.p99 * f64::from(factor)).ceil().max(1.0) as u64;
             Calibration { qos: QosParams { rppm: 990_000, rlat_us, ..cal.qos }, ..cal.clone() }
         }
