@@ -111,17 +111,24 @@ fn case_3_a_group_returning_from_idle_gets_its_share_not_a_flood() {
     sc.sample_interval = 50 * NSEC_PER_MSEC;
     let vrate_at = |r: &Report, t: f64| r.device.series.iter().find(|p| p.t_s >= t - 1e-9).map(|p| p.vrate_pct).unwrap();
 
+    // The most a returning group may take in its first 50 ms: its half, plus the start budget of half
+    // a period of vtime spent at its share (0.5) — a quarter of the interval with the 50 ms period of
+    // the default QoS.
+    let half_period_s = QosParams::default().period_us() as f64 / 2e6;
+    let bound = 0.5 + half_period_s * 0.5 / 0.05;
+    assert!((bound - 0.75).abs() < 1e-9);
+
     let faithful = run(sc.clone(), false);
     assert!(vrate_at(&faithful, 3.0) > 125.0, "kernel: vrate drifted to {}", vrate_at(&faithful, 3.0));
-    // On return the budget vrate over-commits goes out, and the device queue is served FIFO.
+    // On return the budget vrate over-commits goes out, the device queue is served FIFO, and the
+    // returning group's 256 IOs take the device's queue.
     let shares = back_shares(&faithful, 3.0, 3.3);
-    assert!(shares.iter().all(|&s| s > 0.75), "{shares:?}");
+    assert!(shares.iter().all(|&s| s > bound), "{shares:?}");
 
     let option = run(sc, true);
     assert!(vrate_at(&option, 3.0) <= 105.0, "vrate {}", vrate_at(&option, 3.0));
-    // From the second interval on, half each; the first may hold at most the start budget (half a
-    // period) on top of the returning group's share, and here it holds less.
+    // The first interval within the start budget, then half each (±3%).
     let shares = back_shares(&option, 3.0, 3.3);
-    assert!(shares[0] <= 0.5 + 0.03, "{shares:?}");
+    assert!(shares[0] <= bound, "{shares:?}");
     assert!(shares[1..].iter().all(|&s| (s - 0.5).abs() <= 0.03 * 0.5), "{shares:?}");
 }

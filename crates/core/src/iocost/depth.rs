@@ -3,8 +3,14 @@
 //!
 //! With [`DepthLimit`] set, an IO that passed its budget does not go to the device at once if
 //! `limit` IOs are already there: it waits in a slot queue, and a freed slot goes to the waiting IO
-//! whose group's local vtime was lowest when it was charged (its start tag: start-time fair queueing
-//! over the groups' own vtimes, SFQ(D)). Budget still decides who may go; the tags decide, when
+//! with the lowest start tag — start-time fair queueing, SFQ(D), in IOCost's virtual time: a group's
+//! next tag is the later of its previous tag plus that IO's cost at its active share (cost ÷
+//! hweight_active: a donor claims its full weight for a slot, as it does for budget the moment an IO
+//! would wait) and the slot clock less half a period of vtime (the start budget: a group that has
+//! been idle or light goes first, but banks no more than that). The slot clock is the tag of the
+//! last IO given a slot — SFQ's system virtual time, which follows the service the device really
+//! gives, where IOCost's global vtime runs at vrate and would let every backlogged group fall to
+//! the same floor whenever vrate over-commits, leaving the order to arrival times. Budget still decides who may go; the tags decide, when
 //! vrate over-commits the device, who goes first, so the part above the device's capacity is shared
 //! by weight instead of by queue depth (a device's FIFO serves each group in proportion to the IOs
 //! it keeps there).
@@ -58,6 +64,10 @@ pub(crate) struct Slots {
     short: Vec<bool>,
     /// Per tree node, its IOs in the device.
     held: Vec<u32>,
+    /// Per tree node, the finish tag of its last charged IO.
+    finish: Vec<u64>,
+    /// Tag of the last IO given a slot.
+    clock: u64,
     /// Whether every slot was in use for more than [`FULL_PCT`] of the period that just ended.
     pub period_full: bool,
     /// Slots freed by completions at `kept_at`, kept for that instant.
@@ -79,6 +89,8 @@ impl Slots {
             busy_nodes: Vec::new(),
             short: Vec::new(),
             held: Vec::new(),
+            finish: Vec::new(),
+            clock: 0,
             period_full: false,
             kept: 0,
             kept_at: 0,
@@ -122,6 +134,24 @@ impl Slots {
             self.queues.resize_with(i + 1, VecDeque::new);
             self.short.resize(i + 1, false);
             self.held.resize(i + 1, 0);
+            self.finish.resize(i + 1, 0);
+        }
+    }
+
+    /// The start tag of an IO of `node` of relative cost `cost`; `margin` is the vtime a group may
+    /// bank (half a period).
+    pub fn tag(&mut self, node: u32, margin: u64, cost: u64) -> u64 {
+        self.grow(node);
+        let floor = self.clock.wrapping_sub(margin);
+        let f = &mut self.finish[node as usize];
+        let tag = if before(*f, floor) { floor } else { *f };
+        *f = tag.wrapping_add(cost);
+        tag
+    }
+
+    fn advance_clock(&mut self, tag: u64) {
+        if before(self.clock, tag) {
+            self.clock = tag;
         }
     }
 
@@ -130,6 +160,11 @@ impl Slots {
         self.inflight += 1;
         self.grow(node);
         self.held[node as usize] += 1;
+    }
+
+    /// IOs of `node` waiting for a slot.
+    pub fn queued(&self, node: u32) -> usize {
+        self.queues.get(node as usize).map_or(0, VecDeque::len)
     }
 
     pub fn waiting(&self) -> bool {
@@ -145,9 +180,10 @@ impl Slots {
 
     /// Whether an IO charged at its submission may go to the device at once (nobody waits for a
     /// slot and one is free). A submission takes back a slot kept for its instant either way.
-    pub fn admit_now(&mut self, now: Nanos, node: u32) -> bool {
+    pub fn admit_now(&mut self, now: Nanos, node: u32, tag: u64) -> bool {
         self.reclaim_kept(now);
         if self.busy_nodes.is_empty() && self.free(now) > 0 {
+            self.advance_clock(tag);
             self.take_slot(now, node);
             true
         } else {
@@ -185,10 +221,11 @@ impl Slots {
             }
             let node = self.busy_nodes[best];
             let q = &mut self.queues[node as usize];
-            let (_, since, io) = q.pop_front().expect("busy nodes have waiters");
+            let (tag, since, io) = q.pop_front().expect("busy nodes have waiters");
             if q.is_empty() {
                 self.busy_nodes.swap_remove(best);
             }
+            self.advance_clock(tag);
             self.take_slot(now, node);
             waited += now.saturating_sub(since);
             ready.push_back(io);
@@ -244,8 +281,8 @@ mod tests {
     #[test]
     fn waiting_ios_take_free_slots_lowest_tag_first() {
         let mut s = Slots::new(DepthLimit { max: 2 });
-        assert!(s.admit_now(0, 1) && s.admit_now(0, 1));
-        assert!(!s.admit_now(0, 1));
+        assert!(s.admit_now(0, 1, 0) && s.admit_now(0, 1, 0));
+        assert!(!s.admit_now(0, 1, 0));
         s.enqueue(0, 1, 500, io(1));
         s.enqueue(0, 2, 100, io(2));
         s.enqueue(0, 2, 900, io(3));
@@ -259,11 +296,24 @@ mod tests {
         assert_eq!(ready.pop_front().map(|i| i.id), Some(2));
         // A submission at a completion's instant competes for the kept slot by tag.
         s.complete(20, 1);
-        assert!(!s.admit_now(20, 1), "others wait: the new IO queues behind their tags");
+        assert!(!s.admit_now(20, 1, 0), "others wait: the new IO queues behind their tags");
         s.enqueue(20, 3, 50, io(4));
         assert_eq!(s.pump(20, &mut ready), 0);
         assert_eq!(ready.pop_front().map(|i| i.id), Some(4));
         assert!(s.waiting());
+    }
+
+    #[test]
+    fn a_group_banks_at_most_the_floor_and_pays_each_io_at_its_relative_cost() {
+        let mut s = Slots::new(DepthLimit { max: 1 });
+        s.clock = 2_000;
+        assert_eq!(s.tag(1, 1_000, 300), 1_000, "an idle group starts half a period behind the clock");
+        assert_eq!(s.tag(1, 1_000, 300), 1_300);
+        assert!(s.admit_now(0, 2, 1_900));
+        assert_eq!(s.clock, 2_000, "the clock never goes back");
+        assert_eq!(s.tag(1, 900, 300), 1_600, "ahead of the floor: its own finish");
+        s.clock = 6_000;
+        assert_eq!(s.tag(1, 1_000, 300), 5_000, "behind it: the floor, nothing more banked");
     }
 
     #[test]

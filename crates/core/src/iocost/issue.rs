@@ -51,9 +51,13 @@ impl<M: CostModel> IoCost<M> {
         let n = &mut self.tree.nodes[node as usize];
         if n.waitq.is_empty() && n.abs_vdebt == 0 && !after(vtime.wrapping_add(cost), vnow) {
             n.commit(&mut io, abs_cost, cost);
-            if let Some(slots) = &mut self.slots {
-                if !slots.admit_now(now, node) {
-                    slots.enqueue(now, node, vtime, io);
+            if self.slots.is_some() {
+                let (hwa, _) = self.tree.hweights(node);
+                let margin = self.margins.target;
+                let slots = self.slots.as_mut().expect("checked");
+                let tag = slots.tag(node, margin, abs_cost_to_cost(abs_cost, hwa));
+                if !slots.admit_now(now, node, tag) {
+                    slots.enqueue(now, node, tag, io);
                     return Submit::Queued;
                 }
             }
@@ -236,7 +240,8 @@ impl<M: CostModel> IoCost<M> {
             vbudget = (vbudget - abs_cost_to_cost(debt, hwa) as i64).min(0);
         }
         // Paying debt restores inuse: read hweight_inuse after it.
-        let (_, hwi) = self.tree.hweights(node);
+        let (hwa, hwi) = self.tree.hweights(node);
+        let margin = self.margins.target;
         let n = &mut self.tree.nodes[node as usize];
         while let Some(head) = n.waitq.front() {
             let cost = abs_cost_to_cost(head.charge, hwi);
@@ -245,10 +250,13 @@ impl<M: CostModel> IoCost<M> {
                 break;
             }
             let mut io = n.waitq.pop_front().expect("head exists");
-            let (abs_cost, tag) = (io.charge, n.vtime);
+            let abs_cost = io.charge;
             n.commit(&mut io, abs_cost, cost);
             match &mut self.slots {
-                Some(slots) => slots.enqueue(now, node, tag, io),
+                Some(slots) => {
+                    let tag = slots.tag(node, margin, abs_cost_to_cost(abs_cost, hwa));
+                    slots.enqueue(now, node, tag, io)
+                }
                 None => self.ready.push_back(io),
             }
         }
