@@ -57,7 +57,7 @@ impl<M: CostModel> IoCost<M> {
                 let slots = self.slots.as_mut().expect("checked");
                 let tag = slots.tag(node, margin, abs_cost_to_cost(abs_cost, hwa));
                 if !slots.admit_now(now, node, tag) {
-                    slots.enqueue(now, node, tag, io);
+                    slots.enqueue(node, tag, io);
                     return Submit::Queued;
                 }
             }
@@ -255,7 +255,7 @@ impl<M: CostModel> IoCost<M> {
             match &mut self.slots {
                 Some(slots) => {
                     let tag = slots.tag(node, margin, abs_cost_to_cost(abs_cost, hwa));
-                    slots.enqueue(now, node, tag, io)
+                    slots.enqueue(node, tag, io)
                 }
                 None => self.ready.push_back(io),
             }
@@ -359,7 +359,7 @@ impl<M: CostModel> IoCost<M> {
     pub(crate) fn dispatch_io(&mut self, now: Nanos) -> Dispatch {
         loop {
             if let Some(slots) = &mut self.slots {
-                self.lat.rq_wait_ns += slots.pump(now, &mut self.ready);
+                slots.pump(now, &mut self.ready);
             }
             if let Some(io) = self.ready.pop_front() {
                 return Dispatch::Io(io);

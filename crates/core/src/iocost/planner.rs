@@ -166,7 +166,7 @@ impl<M: CostModel> IoCost<M> {
         self.tree.commit();
 
         self.update_busy_level(missed_ppm, rq_wait_pct, ppm_rthr, ppm_wthr, nr_shortages, nr_lagging, nr_done);
-        self.plan_slots(missed_ppm, rq_wait_pct, ppm_rthr, ppm_wthr);
+        self.plan_slots(missed_ppm, ppm_rthr, ppm_wthr);
         if self.busy_level != 0 && !(self.busy_level < 0 && nr_lagging > 0) {
             let old = self.vtime_base_rate;
             self.vtime_base_rate = adjust_vrate(old, self.busy_level, self.vrate_min, self.vrate_max);
@@ -266,18 +266,16 @@ impl<M: CostModel> IoCost<M> {
 
     /// The device-depth option's part of the period (see [`super::depth`]). The slot limit answers
     /// the latency target first: while it can still shrink, a missed target shrinks it instead of
-    /// vrate, and while it is below its maximum, slot waits are its own doing and do not lower vrate
-    /// (vrate coasts). Only at the limit's ends does the kernel's busy level act. And vrate does not
-    /// rise while every slot was busy for most of the period.
-    fn plan_slots(&mut self, missed_ppm: [u32; 2], rq_wait_pct: u32, ppm_rthr: u64, ppm_wthr: u64) {
+    /// vrate (vrate coasts); at one slot the kernel's busy level acts. And vrate does not rise while
+    /// every slot was busy for most of the period.
+    fn plan_slots(&mut self, missed_ppm: [u32; 2], ppm_rthr: u64, ppm_wthr: u64) {
         let Some(slots) = &mut self.slots else { return };
         let (mr, mw) = (missed_ppm[0] as u64, missed_ppm[1] as u64);
         let targets = ppm_rthr != MILLION || ppm_wthr != MILLION;
         let missed = targets && (mr > ppm_rthr || mw > ppm_wthr);
         let met = targets && mr <= ppm_rthr * UNBUSY_THR_PCT / 100 && mw <= ppm_wthr * UNBUSY_THR_PCT / 100;
         let shrinking = missed && slots.limit > 1;
-        let own_waits = slots.limit < slots.max && rq_wait_pct as u64 > RQ_WAIT_BUSY_PCT;
-        if shrinking || own_waits || (self.busy_level < 0 && slots.period_full) {
+        if shrinking || (self.busy_level < 0 && slots.period_full) {
             self.busy_level = 0;
         }
         slots.adapt(missed, met);
