@@ -522,7 +522,10 @@ impl ControllerFile {
     fn resolve(self, device: &DeviceSpec) -> Result<ControllerSpec, String> {
         match self.kind {
             ControllerKind::None | ControllerKind::TokenBucket | ControllerKind::LeakyBucket => {
-                if self.model.is_some() || self.qos.is_some() || self.model_scale.is_some() || self.depth_limit.is_some()
+                if self.model.is_some()
+                    || self.qos.is_some()
+                    || self.model_scale.is_some()
+                    || self.depth_limit.is_some()
                 {
                     return Err("model, model_scale, qos and depth_limit apply only to kind = \"iocost\"".into());
                 }

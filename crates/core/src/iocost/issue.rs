@@ -51,11 +51,9 @@ impl<M: CostModel> IoCost<M> {
         let n = &mut self.tree.nodes[node as usize];
         if n.waitq.is_empty() && n.abs_vdebt == 0 && !after(vtime.wrapping_add(cost), vnow) {
             n.commit(&mut io, abs_cost, cost);
-            if self.slots.is_some() {
+            if let Some(slots) = &mut self.slots {
                 let (hwa, _) = self.tree.hweights(node);
-                let margin = self.margins.target;
-                let slots = self.slots.as_mut().expect("checked");
-                let tag = slots.tag(node, margin, abs_cost_to_cost(abs_cost, hwa));
+                let tag = slots.tag(node, self.margins.target, abs_cost_to_cost(abs_cost, hwa));
                 if !slots.admit_now(now, node, tag) {
                     slots.enqueue(node, tag, io);
                     return Submit::Queued;

@@ -58,7 +58,8 @@ impl Ctl {
             Ctl::None => Box::new(NoControl::new()),
             Ctl::IoCost | Ctl::IoCostP99(_) => Box::new(IoCost::new(LinearModel::new(cal.model), cal.qos)),
             Ctl::IoCostQd | Ctl::IoCostP99Qd(_) => Box::new(
-                IoCost::new(LinearModel::new(cal.model), cal.qos).with_depth_limit(DepthLimit { max: cal.device_depth }),
+                IoCost::new(LinearModel::new(cal.model), cal.qos)
+                    .with_depth_limit(DepthLimit { max: cal.device_depth }),
             ),
             Ctl::TokenBucket => Box::new(TokenBucketLimiter::new(NoControl::new())),
             Ctl::LeakyBucket => Box::new(LeakyBucketLimiter::new(NoControl::new())),
