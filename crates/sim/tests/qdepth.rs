@@ -47,3 +47,10 @@ fn case_3_a_group_back_from_idle_gets_its_share_not_a_flood() {
     let option = runs(&out, "iocost+qd")[0];
     assert!(option.device.vrate_pct_mean <= 105.0, "{}", option.device.vrate_pct_mean);
 }
+
+#[test]
+fn with_the_option_a_latency_target_moves_the_point_along_the_trade_off() {
+    let out = run("qdepth-latency", Args::default());
+    // solo, then (kernel, option) at 2x and at 4x.
+    assert_eq!(out.runs.len(), 5);
+}

@@ -10,7 +10,7 @@
 //! beyond the start budget when a group returns.
 
 use ioshare_core::iocost::depth::DepthLimit;
-use ioshare_core::{ModelParams, QosParams, NSEC_PER_MSEC};
+use ioshare_core::{ModelParams, QosConfig, QosParams, NSEC_PER_MSEC};
 
 use super::{compare, Args, Builtin, Outcome};
 use crate::error::SimError;
@@ -29,6 +29,11 @@ pub(crate) const BUILTINS: &[Builtin] = &[
         name: "qdepth-weight",
         about: "weight 1 at QD256 beside weight 10000 at QD32, device queue 32: kernel gives weight 1 half; +qd 1/10001",
         run: weight,
+    },
+    Builtin {
+        name: "qdepth-latency",
+        about: "QD1 reader beside a saturating one, device queue 128, p99 targets 2x/4x solo: +qd moves along the trade-off",
+        run: latency,
     },
     Builtin {
         name: "qdepth-return",
@@ -199,5 +204,72 @@ fn back_from_idle(args: &Args) -> Result<Outcome, SimError> {
         });
         out.runs.push(named(r, name));
     }
+    Ok(out)
+}
+
+/// The work-conserving trade-off on a 128-deep device queue: a QD1 reader with 100 µs think time
+/// (weight 200) beside a saturating QD32 reader (weight 100), under IOCost with a p99 read target of
+/// 2× and 4× the reader's solo p99. The kernel-faithful controller lands where the device queue puts
+/// it whatever the target; with the option the slot limit follows the target, moving the point along
+/// the trade-off while the saturating reader still uses the leftover.
+fn latency(args: &Args) -> Result<Outcome, SimError> {
+    let w = args.weights([200, 100])?;
+    let reader = Job::closed(Rw::RandRead, 4096, 1).with_think_us(100);
+    let base = |ctl: ControllerSpec, batch: bool| {
+        let sc = Scenario::new("qdepth-latency", device(128))
+            .controller(ctl)
+            .group("reader", w[0], [reader.clone()])
+            .seconds(args.seconds(10.0))
+            .warmup(2.0)
+            .seed(args.seed());
+        if batch {
+            sc.group("batch", w[1], [Job::closed(Rw::RandRead, 4096, 32)])
+        } else {
+            sc
+        }
+    };
+    let solo = named(base(ControllerSpec::None, false).run()?, "solo");
+    let solo_p99 = solo.group("reader").lat_us.p99;
+    let capacity = ModelParams::SSD_DFL.rrandiops as f64;
+    // (p99 ÷ solo, share of the leftover the batch used).
+    let point = |r: &Report| {
+        let leftover = capacity - r.group("reader").iops;
+        (r.group("reader").lat_us.p99 / solo_p99, r.group("batch").iops / leftover)
+    };
+    let mut out = Outcome { runs: vec![solo], comparisons: Vec::new() };
+    let mut points = Vec::new();
+    for factor in [2u32, 4] {
+        let line = format!("rpct=99 rlat={}", (solo_p99 * factor as f64).ceil() as u64);
+        let qos = line.parse::<QosConfig>().map_err(|e| SimError::Invalid(e.to_string()))?.params;
+        for depth in [None, Some(DepthLimit { max: DEPTH })] {
+            let name = if depth.is_some() { "iocost+qd" } else { "iocost" };
+            let ctl = args.controller(ControllerSpec::IoCost { model: ModelParams::SSD_DFL, qos, depth });
+            let r = base(ctl, true).run()?;
+            let (p99x, used) = point(&r);
+            points.push((name, factor, p99x, used));
+            out.runs.push(named(r, &format!("{name} p99<={factor}x")));
+        }
+    }
+    let find = |name: &str, factor: u32| *points.iter().find(|p| p.0 == name && p.1 == factor).expect("ran");
+    let show = |p: (&str, u32, f64, f64)| format!("{:.2}x, {:.0}%", p.2, p.3 * 100.0);
+    let (k2, k4, q2, q4) = (find("iocost", 2), find("iocost", 4), find("iocost+qd", 2), find("iocost+qd", 4));
+    out.comparisons.push(compare(
+        "iocost, p99 <= 2x and 4x solo: reader p99 / solo, leftover used (the kernel: the target moves nothing)",
+        "the same point",
+        format!("{} / {}", show(k2), show(k4)),
+        (k2.2 / k4.2 - 1.0).abs() < 0.05,
+    ));
+    out.comparisons.push(compare(
+        "iocost+qd, p99 <= 2x solo: reader p99 / solo, leftover used",
+        format!("below the kernel's {:.2}x, >= 90%", k2.2),
+        show(q2),
+        q2.2 < 0.75 * k2.2 && q2.3 >= 0.9,
+    ));
+    out.comparisons.push(compare(
+        "iocost+qd, p99 <= 4x solo: reader p99 / solo, leftover used",
+        format!("above the 2x target's {:.2}x, >= 90%", q2.2),
+        show(q4),
+        q4.2 > q2.2 && q4.3 >= 0.9,
+    ));
     Ok(out)
 }
