@@ -438,10 +438,20 @@ impl Scenario {
                 let target = a as f64 / b as f64;
                 let ratio = r.tenants[0].iops / r.tenants[1].iops.max(1e-9);
                 let dev = ratio / target - 1.0;
+                // Beside the verdict, how full the run kept the device: its total and mean IOs in
+                // flight against no control's (the total moves with other users' IO on a shared
+                // disk; the IOs in flight say whether the controller left the device idle).
+                let total = refs.baseline.map_or(String::new(), |b| {
+                    format!(", total {:.0}% of no control", r.device.iops * 100.0 / b.max(1e-9))
+                });
                 Verdict {
                     pass: dev.abs() <= RATIO_TOLERANCE,
                     value: ratio,
-                    summary: format!("IOPS ratio {ratio:.2} (target {target:.2} ±{:.0}%)", RATIO_TOLERANCE * 100.0),
+                    summary: format!(
+                        "IOPS ratio {ratio:.2} (target {target:.2} ±{:.0}%){total}, {:.1} IOs in flight",
+                        RATIO_TOLERANCE * 100.0,
+                        r.device.avg_inflight
+                    ),
                 }
             }
             Scenario::WorkConserving => {
@@ -690,6 +700,12 @@ mod tests {
         let v =
             judge(Scenario::Proportional, &report(vec![tenant("a", 6000.0, 1.0), tenant("b", 3200.0, 1.0)]), &NO_REFS);
         assert!(!v.pass && v.summary.contains("1.88") && v.summary.contains("target 2.00"), "{v:?}");
+        // With a baseline, the total against it is shown (not judged).
+        let refs = References { baseline: Some(10_000.0), ..NO_REFS };
+        let mut r = report(vec![tenant("a", 6000.0, 1.0), tenant("b", 3000.0, 1.0)]);
+        r.device.iops = 9000.0;
+        let v = judge(Scenario::Proportional, &r, &refs);
+        assert!(v.pass && v.summary.contains("total 90% of no control"), "{v:?}");
     }
 
     #[test]
@@ -764,7 +780,10 @@ mod tests {
             assert_eq!(Scenario::by_name(n).unwrap().name(), n);
         }
         assert!(Scenario::by_name("nope").is_none());
-        assert_eq!(Scenario::WorkConserving.planned_runs(None), 4 + 2 + frontier::DEPTHS.len());
-        assert_eq!(Scenario::Overhead.planned_runs(None), 12 + OVERHEAD_ROUNDS * usize::from(fio::available()));
+        // Work-conserving: none, iocost, two p99 targets with and without the option; solo, capacity.
+        assert_eq!(Scenario::WorkConserving.planned_runs(None), 6 + 2 + frontier::DEPTHS.len());
+        // Overhead: five controllers (iocost and iocost+qd among them) per round.
+        assert_eq!(Scenario::Overhead.planned_runs(None), 15 + OVERHEAD_ROUNDS * usize::from(fio::available()));
+        assert_eq!(Scenario::Proportional.planned_runs(None), 3);
     }
 }
