@@ -3,33 +3,35 @@
 //!
 //! With [`DepthLimit`] set, an IO that passed its budget does not go to the device at once if
 //! `limit` IOs are already there: it waits in a slot queue, and a freed slot goes to the waiting IO
-//! with the lowest start tag — start-time fair queueing, SFQ(D), in IOCost's virtual time: a group's
-//! next tag is the later of its previous tag plus that IO's cost at its active share (cost ÷
-//! hweight_active: a donor claims its full weight for a slot, as it does for budget the moment an IO
-//! would wait) and the slot clock less half a period of vtime (the start budget: a group that has
-//! been idle or light goes first, but banks no more than that). The slot clock is the tag of the
-//! last IO given a slot — SFQ's system virtual time, which follows the service the device really
-//! gives, where IOCost's global vtime runs at vrate and would let every backlogged group fall to
-//! the same floor whenever vrate over-commits, leaving the order to arrival times. Budget still decides who may go; the tags decide, when
-//! vrate over-commits the device, who goes first, so the part above the device's capacity is shared
-//! by weight instead of by queue depth (a device's FIFO serves each group in proportion to the IOs
-//! it keeps there).
+//! with the lowest start tag — start-time fair queueing, SFQ(D), in IOCost's virtual time. Budget
+//! still decides who may go; the tags decide, when vrate over-commits the device, who goes first, so
+//! the part above the device's capacity is shared by weight instead of by queue depth (a device's
+//! FIFO serves each group in proportion to the IOs it keeps there).
+//!
+//! A group's next tag is the later of its previous tag plus that IO's cost at its active share
+//! (cost ÷ hweight_active: a donor claims its full weight for a slot, as it does for budget the
+//! moment an IO would wait) and the slot clock less half a period of vtime (the start budget: a
+//! group that has been idle or light goes first, but banks no more than that). The slot clock is the
+//! tag of the last IO given a slot — SFQ's system virtual time, which follows the service the device
+//! really gives; IOCost's global vtime runs at vrate and, whenever vrate over-commits, would let
+//! every backlogged group fall to the same floor and leave the order to arrival times.
 //!
 //! Slot waits are not the kernel's tag waits: they do not count as `rq_wait`. The kernel lowers
-//! vrate on tag waits so that IOs wait in IOCost, by weight, rather than in the FIFO tag queue;
-//! here the slot queue is served by weight already, and lowering vrate for it only left the device
-//! idle (on this machine's disk vrate sank to 40–60% of what it served, total IOPS to 55–70% of no
-//! control). Once per period the planner moves `limit` like blk-iolatency's queue depth: down by a
-//! quarter when the latency target was missed (latency here is device time, from release), up by an
-//! eighth (at least one) when it was met with margin and the slots ran out, within `1..=max`;
-//! while the limit can still shrink, a missed target shrinks it instead of vrate. Without a latency
-//! target `limit` stays at `max`. And the planner does not raise vrate while every slot was busy
-//! for most of the period (the device holds all it can take, so a throttled group is short of
-//! device, not of budget): vrate stops drifting above what the device serves.
+//! vrate on tag waits so that IOs wait in IOCost, by weight, rather than in the FIFO tag queue; here
+//! the slot queue is served by weight already, and lowering vrate for it only left the device idle
+//! (on this machine's disk vrate sank to 40–60% of what the device served). Once per period the
+//! planner moves `limit` like blk-iolatency's queue depth: down by a quarter when the latency target
+//! was missed (latency here is device time, from release), up by an eighth (at least one) when it
+//! was met with margin and the slots ran out, within `1..=max`; while the limit can still shrink, a
+//! missed target shrinks it instead of vrate. Without a latency target `limit` stays at `max`. The
+//! planner does not raise vrate while every slot was busy for most of the period (the device holds
+//! all it can take, so a throttled group is short of device, not of budget): vrate stops drifting
+//! above what the device serves.
 //!
-//! A group whose IOs waited for a slot in a period does not donate at its end: its budget is left
-//! over because the device, not the budget, held it back (in the kernel such a group donates, and
-//! each donation lowers its share of the device further).
+//! A group that waited for a slot in a period, or held at least its share of slots that were full
+//! most of the period, does not donate at its end: its budget is left over because the device, not
+//! the budget, held it back (in the kernel such a group donates, and each donation lowers its share
+//! of the device further).
 //!
 //! A slot freed by a completion is kept for the instant of that completion: a closed-loop producer
 //! that resubmits at once competes for it by tag instead of losing it to whoever waited.
@@ -55,11 +57,12 @@ type Waiter = (u64, Io);
 /// Slot accounting and the slot queue.
 #[derive(Debug)]
 pub(crate) struct Slots {
+    /// The option's maximum.
     pub max: u32,
     /// Current limit, `1..=max`.
     pub limit: u32,
     /// IOs released and not completed (debt and merged IOs included: they never wait).
-    pub inflight: u32,
+    inflight: u32,
     /// Per tree node, its IOs waiting for a slot in charge order.
     queues: Vec<VecDeque<Waiter>>,
     /// Nodes with waiting IOs.
@@ -78,7 +81,7 @@ pub(crate) struct Slots {
     kept: u32,
     kept_at: Nanos,
     /// Time this period with `inflight >= limit`, and when that was last accounted.
-    pub full_ns: u64,
+    full_ns: u64,
     last: Nanos,
 }
 
@@ -104,7 +107,7 @@ impl Slots {
     }
 
     /// Adds the time since the last call to `full_ns` if every slot was in use.
-    pub fn account(&mut self, now: Nanos) {
+    fn account(&mut self, now: Nanos) {
         if self.inflight >= self.limit {
             self.full_ns += now.saturating_sub(self.last);
         }
@@ -171,6 +174,7 @@ impl Slots {
         self.queues.get(node as usize).map_or(0, VecDeque::len)
     }
 
+    /// Whether any IO waits for a slot.
     pub fn waiting(&self) -> bool {
         !self.busy_nodes.is_empty()
     }
