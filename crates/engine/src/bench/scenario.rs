@@ -176,7 +176,7 @@ impl Scenario {
             Scenario::MixedCost => (2, 1, 0, 1, true),
             Scenario::Limits => (2, 1, 0, 1, false),
             Scenario::Overhead => (5, OVERHEAD_ROUNDS, OVERHEAD_ROUNDS * usize::from(fio::available()), 2, false),
-            Scenario::Donation => (2, 1, 0, 1, true),
+            Scenario::Donation => (3, 1, 0, 1, true),
         }
     }
 
@@ -291,7 +291,7 @@ impl Scenario {
                 Plan {
                     tenants: vec![high, reader("low", b, ctx.opts.iodepth)],
                     reference: vec![],
-                    ioshare: both,
+                    ioshare: vec![Ctl::None, Ctl::IoCost, Ctl::IoCostQd],
                     subjects: vec![Ctl::IoCost],
                     kernel: vec![KernelSetup::Bfq, KernelSetup::IoCost],
                     rounds: 1,
