@@ -21,6 +21,9 @@ pub struct Args {
     /// Weights of the two main tenants, high,low (proportional and work-conserving).
     #[arg(long, value_name = "A,B", default_value = "200,100", value_parser = parse_weights)]
     weights: (u32, u32),
+    /// Queue depth of each saturating reader in the proportional and donation scenarios.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    iodepth: u32,
     /// Length of each run in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
     duration: f64,
@@ -103,6 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<Found> {
     let opts = BenchOptions {
         scenarios: args.scenario,
         weights: args.weights,
+        iodepth: args.iodepth,
         duration: (args.duration.max(0.0) * 1e9) as u64,
         target: args.target,
         destructive: args.destructive,

@@ -151,12 +151,13 @@ fn kernel_peers_run_beside_ioshare_and_are_cleaned_up() {
         [
             ("none", "ioshare"),
             ("iocost", "ioshare"),
+            ("iocost+qd", "ioshare"),
             ("bfq", "kernel"),
             ("blk-throttle", "kernel"),
             ("agent", "kernel")
         ]
     );
-    for r in &runs[2..] {
+    for r in &runs[3..] {
         // Each tenant ran in its own worker process and did IO through the loop device.
         let tenants = r["tenants"].as_array().unwrap();
         assert_eq!(tenants.len(), 2);

@@ -5,6 +5,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use ioshare_core::iocost::depth::DepthLimit;
 use ioshare_core::{
     Completion, Controller, Dispatch, GroupId, GroupSettings, Io, IoCost, LinearModel, ModelParams, Nanos, Op,
     QosParams, Submit,
@@ -13,7 +14,15 @@ use ioshare_core::{
 /// A device where a 4 KiB read costs 1.3 µs (`ssd_fast`), so a group issuing one IO every 2 µs
 /// never runs out of budget: every submit takes the fast path.
 fn controller(groups: usize) -> (IoCost, Vec<GroupId>) {
+    controller_with(groups, None)
+}
+
+/// [`controller`], with the device-depth option when `depth` is given.
+fn controller_with(groups: usize, depth: Option<u32>) -> (IoCost, Vec<GroupId>) {
     let mut ctl = IoCost::new(LinearModel::new(ModelParams::SSD_FAST), QosParams::default());
+    if let Some(max) = depth {
+        ctl = ctl.with_depth_limit(DepthLimit { max });
+    }
     let ids = (0..groups)
         .map(|i| ctl.configure(0, &format!("parent{}/g{i}", i % 100), &GroupSettings::default()).unwrap())
         .collect();
@@ -22,11 +31,14 @@ fn controller(groups: usize) -> (IoCost, Vec<GroupId>) {
 
 fn fast_path(c: &mut Criterion) {
     let mut group = c.benchmark_group("iocost_fast_path");
-    for groups in [1usize, 100] {
-        let (mut ctl, ids) = controller(groups);
+    // "+qd": the device-depth option's slot accounting on the same path (a slot is always free).
+    for (name, depth, groups) in
+        [("submit_dispatch", None, 1usize), ("submit_dispatch", None, 100), ("submit_dispatch+qd", Some(32), 1)]
+    {
+        let (mut ctl, ids) = controller_with(groups, depth);
         let mut now: Nanos = 0;
         let mut id = 0u64;
-        group.bench_with_input(BenchmarkId::new("submit_dispatch", groups), &groups, |b, _| {
+        group.bench_with_input(BenchmarkId::new(name, groups), &groups, |b, _| {
             b.iter(|| {
                 now += 2_000;
                 id += 1;

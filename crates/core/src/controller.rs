@@ -66,6 +66,8 @@ pub struct DeviceStats {
     pub rq_wait_pct: u32,
     /// Number of active groups.
     pub nr_active: u32,
+    /// IOCost's device-depth limit (its option beyond the kernel), 0 when not in use.
+    pub depth_limit: u32,
 }
 
 /// Per-group state of a controller, readable at any time.
@@ -83,7 +85,8 @@ pub struct GroupStats {
     pub hweight_inuse: f64,
     /// IOs released to the device.
     pub issued: u64,
-    /// IOs waiting in the controller now.
+    /// IOs waiting in the controller now (for budget, or with IOCost's device-depth option for a
+    /// device slot).
     pub queued: u64,
     /// Device time used (debt included), µs at the vrate in force when it was used (kernel `cost.usage`).
     pub usage_us: u64,

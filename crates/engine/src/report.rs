@@ -115,6 +115,9 @@ pub struct ControllerSample {
     pub missed_ppm: [u32; 2],
     /// Time IOs waited for a device slot in the last period, percent of the period.
     pub rq_wait_pct: u32,
+    /// IOCost's device-depth limit (its option beyond the kernel), 0 when not in use.
+    #[serde(default)]
+    pub depth_limit: u32,
     /// Per group.
     pub groups: Vec<GroupSample>,
 }

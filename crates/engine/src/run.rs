@@ -474,6 +474,7 @@ impl<C: Controller + ?Sized> Engine<'_, C> {
             busy_level: stats.device.busy_level,
             missed_ppm: stats.device.missed_ppm,
             rq_wait_pct: stats.device.rq_wait_pct,
+            depth_limit: stats.device.depth_limit,
             groups: stats
                 .groups
                 .into_iter()

@@ -66,9 +66,9 @@ fn suite_reports_judged_runs_and_cleans_up_after_an_interrupt() {
     assert_eq!(suite.scenarios.len(), 1);
     let sc = &suite.scenarios[0];
     let names: Vec<&str> = sc.runs.iter().map(|r| r.report.controller.as_str()).collect();
-    assert_eq!(names, ["none", "iocost"]);
+    assert_eq!(names, ["none", "iocost", "iocost+qd"]);
     assert!(sc.runs.iter().all(|r| r.side == Side::Ioshare && r.verdict.is_some()));
-    assert!(sc.verdict.summary.starts_with("iocost: IOPS ratio"), "{:?}", sc.verdict);
+    assert!(sc.verdict.summary.starts_with("iocost+qd: IOPS ratio"), "{:?}", sc.verdict);
     // The JSON carries the fields the issue names.
     let json = serde_json::to_value(&suite).unwrap();
     let run = &json["scenarios"][0]["runs"][1];

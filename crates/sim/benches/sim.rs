@@ -18,7 +18,7 @@ fn proportional(controller: ControllerSpec) -> Scenario {
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("sim_proportional_10s");
     g.sample_size(10);
-    let iocost = ControllerSpec::IoCost { model: ModelParams::SSD_DFL, qos: QosParams::default() };
+    let iocost = ControllerSpec::IoCost { model: ModelParams::SSD_DFL, qos: QosParams::default(), depth: None };
     for (name, spec) in [("none", ControllerSpec::None), ("iocost", iocost)] {
         let sc = proportional(spec);
         let ios = sc.run().expect("runs").sim.ios;

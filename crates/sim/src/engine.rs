@@ -671,11 +671,12 @@ impl<'a> Engine<'a> {
                     dev_lat_p90_us: g.interval_dev.value_at_quantile(0.9) as f64 / 1e3,
                 });
             }
-            let vrate = self.ctl.stats(now).device.vrate_pct;
+            let device = self.ctl.stats(now).device;
             self.dev_series.push(DevicePoint {
                 t_s,
                 utilization: self.interval_busy as f64 / (self.dev.servers() as f64 * self.sc.sample_interval as f64),
-                vrate_pct: vrate,
+                vrate_pct: device.vrate_pct,
+                depth_limit: device.depth_limit,
             });
         }
         for g in &mut self.groups {

@@ -98,6 +98,8 @@ pub struct DevicePoint {
     pub utilization: f64,
     /// Controller vrate at the end of the interval, percent.
     pub vrate_pct: f64,
+    /// IOCost's device-depth limit at the end of the interval (0 without the option).
+    pub depth_limit: u32,
 }
 
 /// Device-wide results.

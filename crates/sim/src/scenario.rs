@@ -28,6 +28,7 @@
 //! model = "ssd_dfl"             # io.cost.model line; defaults to a linear device's own model
 //! model_scale = 2.0             # optional: a model 2x too optimistic
 //! qos = "rpct=90 rlat=5000"     # io.cost.qos line
+//! depth_limit = 32              # optional, beyond the kernel: at most 32 IOs in the device
 //! [[groups]]
 //! path = "workload/a"
 //! weight = 200
@@ -44,6 +45,7 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
+use ioshare_core::iocost::depth::DepthLimit;
 use ioshare_core::{
     Controller, GroupSettings, IoCost, LeakyBucketLimiter, Limits, LinearModel, ModelParams, Nanos, NoControl,
     QosParams, TokenBucketLimiter, NSEC_PER_SEC,
@@ -73,6 +75,9 @@ pub enum ControllerSpec {
         model: ModelParams,
         /// QoS targets and vrate bounds.
         qos: QosParams,
+        /// The device-depth option beyond the kernel (`None`: kernel-faithful; see
+        /// `ioshare_core::iocost::depth`).
+        depth: Option<DepthLimit>,
     },
     /// Any other controller, built fresh for every run.
     Custom {
@@ -89,7 +94,9 @@ impl fmt::Debug for ControllerSpec {
             ControllerSpec::None => write!(f, "None"),
             ControllerSpec::TokenBucket => write!(f, "TokenBucket"),
             ControllerSpec::LeakyBucket => write!(f, "LeakyBucket"),
-            ControllerSpec::IoCost { model, qos } => write!(f, "IoCost {{ model: {model:?}, qos: {qos:?} }}"),
+            ControllerSpec::IoCost { model, qos, depth } => {
+                write!(f, "IoCost {{ model: {model:?}, qos: {qos:?}, depth: {depth:?} }}")
+            }
             ControllerSpec::Custom { name, .. } => write!(f, "Custom({name})"),
         }
     }
@@ -102,7 +109,13 @@ impl ControllerSpec {
             ControllerSpec::None => Box::new(NoControl::new()),
             ControllerSpec::TokenBucket => Box::<TokenBucketLimiter>::default(),
             ControllerSpec::LeakyBucket => Box::<LeakyBucketLimiter>::default(),
-            ControllerSpec::IoCost { model, qos } => Box::new(IoCost::new(LinearModel::new(*model), *qos)),
+            ControllerSpec::IoCost { model, qos, depth } => {
+                let c = IoCost::new(LinearModel::new(*model), *qos);
+                Box::new(match depth {
+                    Some(d) => c.with_depth_limit(*d),
+                    None => c,
+                })
+            }
             ControllerSpec::Custom { build, .. } => build(),
         }
     }
@@ -194,7 +207,13 @@ impl Scenario {
 
     /// Runs IOCost with cost model `model` and QoS `qos`.
     pub fn iocost(self, model: ModelParams, qos: QosParams) -> Scenario {
-        self.controller(ControllerSpec::IoCost { model, qos })
+        self.controller(ControllerSpec::IoCost { model, qos, depth: None })
+    }
+
+    /// Runs IOCost with its device-depth option: at most `max` IOs in the device (see
+    /// `ioshare_core::iocost::depth`).
+    pub fn iocost_depth(self, model: ModelParams, qos: QosParams, max: u32) -> Scenario {
+        self.controller(ControllerSpec::IoCost { model, qos, depth: Some(DepthLimit { max }) })
     }
 
     /// Adds a group.
@@ -496,14 +515,19 @@ struct ControllerFile {
     model: Option<ModelLine>,
     model_scale: Option<f64>,
     qos: Option<QosLine>,
+    depth_limit: Option<u32>,
 }
 
 impl ControllerFile {
     fn resolve(self, device: &DeviceSpec) -> Result<ControllerSpec, String> {
         match self.kind {
             ControllerKind::None | ControllerKind::TokenBucket | ControllerKind::LeakyBucket => {
-                if self.model.is_some() || self.qos.is_some() || self.model_scale.is_some() {
-                    return Err("model, model_scale and qos apply only to kind = \"iocost\"".into());
+                if self.model.is_some()
+                    || self.qos.is_some()
+                    || self.model_scale.is_some()
+                    || self.depth_limit.is_some()
+                {
+                    return Err("model, model_scale, qos and depth_limit apply only to kind = \"iocost\"".into());
                 }
                 Ok(match self.kind {
                     ControllerKind::TokenBucket => ControllerSpec::TokenBucket,
@@ -524,7 +548,11 @@ impl ControllerFile {
                     return Err(format!("model_scale must be positive, got {scale}"));
                 }
                 let qos = self.qos.map_or_else(QosParams::default, |q| q.0);
-                Ok(ControllerSpec::IoCost { model: model.scaled(scale), qos })
+                if self.depth_limit == Some(0) {
+                    return Err("depth_limit must be at least 1 (or left out for the kernel's behaviour)".into());
+                }
+                let depth = self.depth_limit.map(|max| DepthLimit { max });
+                Ok(ControllerSpec::IoCost { model: model.scaled(scale), qos, depth })
             }
         }
     }

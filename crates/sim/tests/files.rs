@@ -65,6 +65,10 @@ iodepth = 4
 #[test]
 fn malformed_files_name_the_file_line_and_key() {
     assert!(Scenario::from_toml(GOOD, Path::new("good.toml")).is_ok());
+    // IOCost's device-depth option.
+    let with_depth = GOOD.replacen("kind = \"iocost\"", "kind = \"iocost\"\ndepth_limit = 8", 1);
+    let sc = Scenario::from_toml(&with_depth, Path::new("good.toml")).unwrap();
+    assert!(format!("{:?}", sc.controller).contains("DepthLimit { max: 8 }"), "{:?}", sc.controller);
     for (from, to, line, needle) in [
         ("weight = 100", "weight = 0", 10, "weight 0 is out of range"),
         ("iodepth = 4", "iodepth = 4\ndepth = 2", 14, "unknown field `depth`"),
@@ -72,6 +76,7 @@ fn malformed_files_name_the_file_line_and_key() {
         ("model = \"ssd_dfl\"", "model = \"ssd_dfl rbps=x\"", 4, "rbps"),
         ("kind = \"iocost\"", "kind = \"iocost\"\nqos = \"rpct=101\"", 8, "between 0 and 100"),
         ("kind = \"iocost\"", "kind = \"bfq\"", 7, "unknown variant `bfq`"),
+        ("kind = \"iocost\"", "kind = \"iocost\"\ndepth_limit = 0", 6, "depth_limit must be at least 1"),
         ("rw = \"randread\"", "rw = \"randread\"\nrate = 5.0", 11, "iodepth applies only to closed"),
         ("servers = 4", "servers = 4\nspeed = 2", 6, "[device]: speed: unknown field `speed`"),
         ("path = \"a\"", "path = \"a//b\"", 9, "invalid group path"),

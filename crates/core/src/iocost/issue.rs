@@ -40,6 +40,7 @@ impl<M: CostModel> IoCost<M> {
             // Bypassed, free, or issued by an inner group whose children are active: uncharged.
             io.charge = 0;
             self.tree.nodes[node as usize].issued += 1;
+            self.bypass_slots(now, node);
             return Submit::Issue { io, delay: 0 };
         }
         let vnow = self.vnow(now);
@@ -50,9 +51,24 @@ impl<M: CostModel> IoCost<M> {
         let n = &mut self.tree.nodes[node as usize];
         if n.waitq.is_empty() && n.abs_vdebt == 0 && !after(vtime.wrapping_add(cost), vnow) {
             n.commit(&mut io, abs_cost, cost);
+            if let Some(slots) = &mut self.slots {
+                let (hwa, _) = self.tree.hweights(node);
+                let tag = slots.tag(node, self.margins.target, abs_cost_to_cost(abs_cost, hwa));
+                if !slots.admit_now(now, node, tag) {
+                    slots.enqueue(node, tag, io);
+                    return Submit::Queued;
+                }
+            }
             return Submit::Issue { io, delay: 0 };
         }
         self.submit_over_budget(now, node, io, abs_cost)
+    }
+
+    /// With the device-depth option, counts an IO that goes out whatever the slots.
+    fn bypass_slots(&mut self, now: Nanos, node: u32) {
+        if let Some(slots) = &mut self.slots {
+            slots.bypass(now, node);
+        }
     }
 
     /// An IO merged into an issued request (kernel `ioc_rqos_merge`): it pays its size only, does not
@@ -68,6 +84,7 @@ impl<M: CostModel> IoCost<M> {
         }
         if !after(vtime.wrapping_add(cost), vnow) || !n.on_list {
             n.commit(&mut io, abs_cost, cost);
+            self.bypass_slots(now, node);
             return Submit::Issue { io, delay: 0 };
         }
         self.issue_as_debt(now, node, io, abs_cost)
@@ -79,6 +96,7 @@ impl<M: CostModel> IoCost<M> {
         let delay = if self.kick_delay(now, node) { self.current_delay_us(now, node) * NSEC_PER_USEC } else { 0 };
         io.charge = 0;
         self.tree.nodes[node as usize].issued += 1;
+        self.bypass_slots(now, node);
         Submit::Issue { io, delay }
     }
 
@@ -220,7 +238,8 @@ impl<M: CostModel> IoCost<M> {
             vbudget = (vbudget - abs_cost_to_cost(debt, hwa) as i64).min(0);
         }
         // Paying debt restores inuse: read hweight_inuse after it.
-        let (_, hwi) = self.tree.hweights(node);
+        let (hwa, hwi) = self.tree.hweights(node);
+        let margin = self.margins.target;
         let n = &mut self.tree.nodes[node as usize];
         while let Some(head) = n.waitq.front() {
             let cost = abs_cost_to_cost(head.charge, hwi);
@@ -231,7 +250,13 @@ impl<M: CostModel> IoCost<M> {
             let mut io = n.waitq.pop_front().expect("head exists");
             let abs_cost = io.charge;
             n.commit(&mut io, abs_cost, cost);
-            self.ready.push_back(io);
+            match &mut self.slots {
+                Some(slots) => {
+                    let tag = slots.tag(node, margin, abs_cost_to_cost(abs_cost, hwa));
+                    slots.enqueue(node, tag, io)
+                }
+                None => self.ready.push_back(io),
+            }
         }
         if n.waitq.is_empty() {
             if let Some(since) = n.wait_since.take() {
@@ -331,18 +356,22 @@ impl<M: CostModel> IoCost<M> {
     /// Hands out released IOs, firing due wait-queue timers first.
     pub(crate) fn dispatch_io(&mut self, now: Nanos) -> Dispatch {
         loop {
+            if let Some(slots) = &mut self.slots {
+                slots.pump(now, &mut self.ready);
+            }
             if let Some(io) = self.ready.pop_front() {
                 return Dispatch::Io(io);
             }
+            let retry = self.slots.as_ref().and_then(|s| s.retry_at(now));
             let Some(&Reverse((at, node))) = self.timers.peek() else {
-                return Dispatch::Idle;
+                return retry.map_or(Dispatch::Idle, Dispatch::At);
             };
             if self.tree.nodes[node as usize].timer != Some(at) {
                 self.timers.pop(); // stale: re-armed or cleared since
                 continue;
             }
             if at > now {
-                return Dispatch::At(at);
+                return Dispatch::At(retry.map_or(at, |r| r.min(at)));
             }
             self.timers.pop();
             let n = &mut self.tree.nodes[node as usize];
@@ -358,6 +387,9 @@ impl<M: CostModel> IoCost<M> {
         let node = self.node_of[io.group.index()];
         let n = &mut self.tree.nodes[node as usize];
         n.done_vtime = n.done_vtime.wrapping_add(io.charge);
+        if let Some(slots) = &mut self.slots {
+            slots.complete(now, node);
+        }
         if !self.qos.enable {
             return;
         }

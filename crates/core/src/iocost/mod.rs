@@ -36,6 +36,25 @@
 //! into a delay (250 µs..250 ms, halving each second) the caller must impose on the group's
 //! producer. Debt is forgiven (halved every 100 ms) while the device is mostly idle.
 //!
+//! # Beyond the kernel: the device-depth option (issue 13)
+//! The kernel judges saturation from completion latency against the QoS targets and from IOs waiting
+//! for a device tag (`rq_wait`). On a device that accepts far more IOs than it serves in parallel
+//! (virtual and network disks, NVMe with deep queues) neither signal fires until the queue is very
+//! deep: IOs never wait for a tag, and without a latency target nothing else says the device is
+//! full. Then vrate over-commits the device (it rises whenever a group is throttled), a group that
+//! runs out of IOs rather than budget donates, and the device's FIFO splits what is over-committed
+//! by queue depth — two saturating readers at 2:1 end near 1:1, weight 1 beside 10 000 takes its
+//! queue share, a group back from idle floods the device with the budget vrate over-commits.
+//! The kernel behaves the same (measured in `ioshare-sim`'s `qdepth` tests), so the kernel-faithful
+//! controller remains the default.
+//!
+//! With [`IoCost::with_depth_limit`] ioshare owns the device's slots instead ([`depth`]): at most
+//! a limit of IOs in the device, the rest waiting in a slot queue served by the groups' vtime
+//! (start-time fair queueing over IOCost's own virtual clocks), the limit sized by the latency
+//! target like blk-iolatency's queue depth or Seastar's io_queue. Slot waits are the kernel's tag
+//! waits (`rq_wait`); groups short of slots do not donate; vrate does not rise while the slots are
+//! full. Over-commit is then shared by weight, and vrate stays at what the device serves.
+//!
 //! # Userspace adaptation
 //! Time is a parameter in ns (the kernel uses µs); wait queues hold IOs instead of sleeping tasks;
 //! per-group hrtimers are entries of one timer heap served by [`Controller::dispatch`]; the delay is
@@ -43,6 +62,7 @@
 //! automatically (the kernel's "autop"): the caller gives the model and QoS.
 
 pub mod aggregate;
+pub mod depth;
 pub mod donation;
 pub mod issue;
 pub mod line;
@@ -63,6 +83,7 @@ use crate::controller::{Completion, Controller, DeviceStats, Dispatch, Event, Gr
 use crate::error::Result;
 use crate::group::{path_components, GroupNames, GroupSettings};
 use crate::io::{GroupId, Io, Nanos, NSEC_PER_USEC};
+use depth::{DepthLimit, Slots};
 use model::{CostModel, LinearModel, VTIME_PER_USEC};
 use qos::QosParams;
 use tree::{Tree, WEIGHT_ONE};
@@ -144,6 +165,8 @@ pub struct IoCost<M: CostModel = LinearModel> {
     /// Planner scratch: donors of the period, and the inner nodes above them (pre-order).
     donors: Vec<u32>,
     walk: Vec<u32>,
+    /// The device-depth option: slot accounting and queue (`None`: kernel-faithful).
+    slots: Option<Slots>,
 }
 
 impl<M: CostModel> IoCost<M> {
@@ -182,9 +205,22 @@ impl<M: CostModel> IoCost<M> {
             events: Vec::new(),
             donors: Vec::new(),
             walk: Vec::new(),
+            slots: None,
         };
         c.refresh_params();
         c
+    }
+
+    /// The same controller with the [device-depth option](depth): at most `limit.max` IOs in the
+    /// device, handed out in vtime order and sized by the latency target.
+    pub fn with_depth_limit(mut self, limit: DepthLimit) -> Self {
+        self.slots = Some(Slots::new(limit));
+        self
+    }
+
+    /// The current device-depth limit, if the option is on.
+    pub fn depth_limit(&self) -> Option<u32> {
+        self.slots.as_ref().map(|s| s.limit)
     }
 
     /// The cost model in use.
@@ -292,11 +328,12 @@ impl<M: CostModel> IoCost<M> {
             .tree
             .nodes
             .iter()
-            .map(|m| SubtreeTotals {
+            .enumerate()
+            .map(|(i, m)| SubtreeTotals {
                 usage_us: m.usage_us + (m.abs_vusage - m.last_abs_vusage) / self.vtime_base_rate,
                 wait_ns: m.wait_ns + since(m.wait_since),
                 issued: m.issued,
-                queued: m.waitq.len() as u64,
+                queued: (m.waitq.len() + self.slots.as_ref().map_or(0, |s| s.queued(i as u32))) as u64,
                 debt: m.abs_vdebt,
             })
             .collect();
@@ -379,6 +416,7 @@ impl<M: CostModel> Controller for IoCost<M> {
                 missed_ppm: self.last_missed_ppm,
                 rq_wait_pct: self.last_rq_wait_pct,
                 nr_active: self.active_list.len() as u32,
+                depth_limit: self.depth_limit().unwrap_or(0),
             },
             groups: {
                 let totals = self.subtree_totals(now);

@@ -10,7 +10,9 @@
 //! throttled groups nobody knows how close the device is to saturation). vrate moves by a step that
 //! grows with |busy level| (none up to 3, then 1%, 2%, 4%, 8%, 16% per period), within [min, max].
 //! A period without completions but with IOs lagging from earlier periods leaves the busy level as
-//! it was (the 2026 fix for saturated cloud disks).
+//! it was (the 2026 fix for saturated cloud disks). With the device-depth option ([`super::depth`])
+//! a missed latency target first shrinks the slot limit (vrate coasts), vrate does not rise while
+//! the slots were full, and groups short of slots do not donate.
 
 use super::model::CostModel;
 use super::tree::{after, before, cost_to_abs_cost, WEIGHT_ONE};
@@ -92,6 +94,10 @@ impl<M: CostModel> IoCost<M> {
         self.last_missed_ppm = missed_ppm;
         self.last_rq_wait_pct = rq_wait_pct;
 
+        let period_ns = self.period_ns();
+        if let Some(slots) = &mut self.slots {
+            slots.close_period(now, period_ns);
+        }
         let vnow = self.vnow(now);
         let period_vtime = vnow.wrapping_sub(self.period_at_vtime);
         let nr_debtors = self.check_groups(now, vnow);
@@ -123,7 +129,9 @@ impl<M: CostModel> IoCost<M> {
             }
             let mut usage_us = n.usage_delta_us;
             usage_us_sum += usage_us;
-            let candidate = hwi < hwa || (n.waitq.is_empty() && Self::has_budget_above(vtime, vnow, self.margins.low));
+            let short_of_slots = self.slots.as_ref().is_some_and(|s| s.short_of_slots(i, hwa, WEIGHT_ONE));
+            let candidate = hwi < hwa
+                || (n.waitq.is_empty() && !short_of_slots && Self::has_budget_above(vtime, vnow, self.margins.low));
             if !candidate {
                 nr_shortages += 1;
                 continue;
@@ -160,6 +168,7 @@ impl<M: CostModel> IoCost<M> {
         self.tree.commit();
 
         self.update_busy_level(missed_ppm, rq_wait_pct, ppm_rthr, ppm_wthr, nr_shortages, nr_lagging, nr_done);
+        self.plan_slots(missed_ppm, ppm_rthr, ppm_wthr);
         if self.busy_level != 0 && !(self.busy_level < 0 && nr_lagging > 0) {
             let old = self.vtime_base_rate;
             self.vtime_base_rate = adjust_vrate(old, self.busy_level, self.vrate_min, self.vrate_max);
@@ -255,6 +264,23 @@ impl<M: CostModel> IoCost<M> {
             self.busy_level = 0;
         }
         self.busy_level = self.busy_level.clamp(-1000, 1000);
+    }
+
+    /// The device-depth option's part of the period (see [`super::depth`]). The slot limit answers
+    /// the latency target first: while it can still shrink, a missed target shrinks it instead of
+    /// vrate (vrate coasts); at one slot the kernel's busy level acts. And vrate does not rise while
+    /// every slot was busy for most of the period.
+    fn plan_slots(&mut self, missed_ppm: [u32; 2], ppm_rthr: u64, ppm_wthr: u64) {
+        let Some(slots) = &mut self.slots else { return };
+        let (mr, mw) = (missed_ppm[0] as u64, missed_ppm[1] as u64);
+        let targets = ppm_rthr != MILLION || ppm_wthr != MILLION;
+        let missed = targets && (mr > ppm_rthr || mw > ppm_wthr);
+        let met = targets && mr <= ppm_rthr * UNBUSY_THR_PCT / 100 && mw <= ppm_wthr * UNBUSY_THR_PCT / 100;
+        let shrinking = missed && slots.limit > 1;
+        if shrinking || (self.busy_level < 0 && slots.period_full) {
+            self.busy_level = 0;
+        }
+        slots.adapt(missed, met);
     }
 
     /// Halves debts and delays every 100 ms while the device is less than half busy (kernel

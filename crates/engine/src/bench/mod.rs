@@ -40,6 +40,8 @@ use scenario::Scenario;
 /// Size of the temporary target: every byte is written first, so reads reach the device; large
 /// enough that random 4 KiB reads do not stay in a device-side cache of a few hundred MiB.
 pub const TEMP_TARGET_SIZE: u64 = 2 << 30;
+/// Deepest saturating reader `--iodepth` accepts (each IO holds a buffer of its block size).
+pub const MAX_IODEPTH: u32 = 1024;
 /// Smallest target the suite accepts (sequential jobs must not wrap every few milliseconds).
 pub const MIN_TARGET_SIZE: u64 = 256 << 20;
 
@@ -50,6 +52,8 @@ pub struct BenchOptions {
     pub scenarios: Vec<String>,
     /// Weights of the two main tenants (high, low).
     pub weights: (u32, u32),
+    /// Queue depth of each saturating reader of the proportional and donation scenarios.
+    pub iodepth: u32,
     /// Length of each run, ns.
     pub duration: Nanos,
     /// The device or file to run on; `None` = a temporary file in `temp_dir`.
@@ -73,6 +77,7 @@ impl Default for BenchOptions {
         BenchOptions {
             scenarios: Vec::new(),
             weights: (200, 100),
+            iodepth: 64,
             duration: 5 * NSEC_PER_SEC,
             target: None,
             destructive: false,
@@ -212,6 +217,9 @@ pub fn validate(opts: &BenchOptions) -> std::result::Result<(), String> {
         if !(1..=10_000).contains(&w) {
             return Err(format!("weight {w} is out of range: weights must be between 1 and 10000"));
         }
+    }
+    if !(1..=MAX_IODEPTH).contains(&opts.iodepth) {
+        return Err(format!("iodepth {} is out of range: give 1 to {MAX_IODEPTH}", opts.iodepth));
     }
     if opts.duration < NSEC_PER_SEC / 2 || opts.duration > 3600 * NSEC_PER_SEC {
         return Err("duration must be between 0.5 and 3600 seconds".into());

@@ -43,7 +43,7 @@ pub fn scenario(report: &ScenarioReport) -> String {
     let _ = writeln!(s, "\n== {} — {}", report.name, report.description);
     let _ = writeln!(
         s,
-        "{:<13} {:<9} {:<11} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}  run",
+        "{:<17} {:<9} {:<11} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}  run",
         "controller", "side", "tenant", "weight", "IOPS", "MB/s", "p50 us", "p90 us", "p99 us", "p99.9 us", "max us"
     );
     for run in &report.runs {
@@ -58,8 +58,12 @@ pub fn scenario(report: &ScenarioReport) -> String {
                 if run.report.device.busy_pct.is_finite() {
                     let _ = write!(note, ", busy {:.0}%", run.report.device.busy_pct);
                 }
-                if let Some(last) = run.report.controller_series.last().filter(|_| run.report.controller == "iocost") {
+                let iocost = run.side == Side::Ioshare && run.report.controller.starts_with("iocost");
+                if let Some(last) = run.report.controller_series.last().filter(|_| iocost) {
                     let _ = write!(note, ", vrate {:.0}%", last.vrate_pct);
+                    if last.depth_limit > 0 {
+                        let _ = write!(note, ", {} device slots", last.depth_limit);
+                    }
                 }
                 if let Some(v) = &run.verdict {
                     let _ = write!(note, " | {} {}", if v.pass { "pass" } else { "fail" }, v.summary);
@@ -74,7 +78,7 @@ pub fn scenario(report: &ScenarioReport) -> String {
             let l = &t.lat_us;
             let _ = writeln!(
                 s,
-                "{:<13} {:<9} {:<11} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}  {}",
+                "{:<17} {:<9} {:<11} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}  {}",
                 ctl,
                 side,
                 t.name,

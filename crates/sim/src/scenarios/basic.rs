@@ -44,7 +44,7 @@ pub(crate) fn qos_line(line: &str) -> QosParams {
 }
 
 fn iocost(args: &Args, model: ModelParams, qos: QosParams) -> ControllerSpec {
-    args.controller(ControllerSpec::IoCost { model, qos })
+    args.controller(ControllerSpec::IoCost { model, qos, depth: None })
 }
 
 /// Share ratios of the groups relative to the last one, beside the weight ratios.

@@ -42,7 +42,7 @@ fn fixed_vs_iocost(args: &Args) -> Result<Outcome, SimError> {
     };
     let fixed = run("fixed limits (token bucket)", ControllerSpec::TokenBucket)?;
     let qos = qos_line("rpct=95 rlat=5000 wpct=95 wlat=5000");
-    let iocost = run("iocost", ControllerSpec::IoCost { model: ModelParams::SSD_DFL, qos })?;
+    let iocost = run("iocost", ControllerSpec::IoCost { model: ModelParams::SSD_DFL, qos, depth: None })?;
     let pct = |x: f64| format!("{:.0}%", x * 100.0);
     let (fu, iu) = (fixed.device.utilization, iocost.device.utilization);
     let (fw, iw) = (fixed.group("web").iops, iocost.group("web").iops);

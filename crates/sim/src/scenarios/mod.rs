@@ -138,6 +138,7 @@ registry! {
     paper,
     fixed,
     limits,
+    qdepth,
 }
 
 /// The built-in scenario called `name`.

@@ -45,7 +45,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
 ];
 
 fn iocost(args: &Args, model: ModelParams, qos: &str) -> ControllerSpec {
-    args.controller(ControllerSpec::IoCost { model, qos: qos_line(qos) })
+    args.controller(ControllerSpec::IoCost { model, qos: qos_line(qos), depth: None })
 }
 
 /// Two readers that each keep their p90 latency under 10 ms by adjusting their concurrency, on the

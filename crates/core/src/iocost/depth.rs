@@ -1,0 +1,354 @@
+//! The device-depth option (not in the kernel): ioshare owns the device's slots, hands them out in
+//! virtual-time order, and sizes them by the latency target.
+//!
+//! With [`DepthLimit`] set, an IO that passed its budget does not go to the device at once if
+//! `limit` IOs are already there: it waits in a slot queue, and a freed slot goes to the waiting IO
+//! with the lowest start tag — start-time fair queueing, SFQ(D), in IOCost's virtual time. Budget
+//! still decides who may go; the tags decide, when vrate over-commits the device, who goes first, so
+//! the part above the device's capacity is shared by weight instead of by queue depth (a device's
+//! FIFO serves each group in proportion to the IOs it keeps there).
+//!
+//! A group's next tag is the later of its previous tag plus that IO's cost at its active share
+//! (cost ÷ hweight_active: a donor claims its full weight for a slot, as it does for budget the
+//! moment an IO would wait) and the slot clock less half a period of vtime (the start budget: a
+//! group that has been idle or light goes first, but banks no more than that). The slot clock is the
+//! tag of the last IO given a slot — SFQ's system virtual time, which follows the service the device
+//! really gives; IOCost's global vtime runs at vrate and, whenever vrate over-commits, would let
+//! every backlogged group fall to the same floor and leave the order to arrival times.
+//!
+//! Slot waits are not the kernel's tag waits: they do not count as `rq_wait`. The kernel lowers
+//! vrate on tag waits so that IOs wait in IOCost, by weight, rather than in the FIFO tag queue; here
+//! the slot queue is served by weight already, and lowering vrate for it only left the device idle
+//! (on this machine's disk vrate sank to 40–60% of what the device served). Once per period the
+//! planner moves `limit` like blk-iolatency's queue depth: down by a quarter when the latency target
+//! was missed (latency here is device time, from release), up by an eighth (at least one) when it
+//! was met with margin and the slots ran out, within `1..=max`; while the limit can still shrink, a
+//! missed target shrinks it instead of vrate. Without a latency target `limit` stays at `max`. The
+//! planner does not raise vrate while every slot was busy for most of the period (the device holds
+//! all it can take, so a throttled group is short of device, not of budget): vrate stops drifting
+//! above what the device serves.
+//!
+//! A group that waited for a slot in a period, or held at least its share of slots that were full
+//! most of the period, does not donate at its end: its budget is left over because the device, not
+//! the budget, held it back (in the kernel such a group donates, and each donation lowers its share
+//! of the device further).
+//!
+//! A slot freed by a completion is kept for the instant of that completion: a closed-loop producer
+//! that resubmits at once competes for it by tag instead of losing it to whoever waited.
+
+use std::collections::VecDeque;
+
+use super::tree::before;
+use crate::io::{Io, Nanos};
+
+/// Share of a period with every slot in use above which vrate is not raised, %.
+pub const FULL_PCT: u64 = 50;
+
+/// The option: how many IOs ioshare lets into the device at most.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DepthLimit {
+    /// Most IOs in the device at once; the adaptive limit starts here and never exceeds it.
+    pub max: u32,
+}
+
+/// One IO waiting for a slot, and its start tag.
+type Waiter = (u64, Io);
+
+/// Slot accounting and the slot queue.
+#[derive(Debug)]
+pub(crate) struct Slots {
+    /// The option's maximum.
+    pub max: u32,
+    /// Current limit, `1..=max`.
+    pub limit: u32,
+    /// IOs released and not completed (debt and merged IOs included: they never wait).
+    inflight: u32,
+    /// Per tree node, its IOs waiting for a slot in charge order.
+    queues: Vec<VecDeque<Waiter>>,
+    /// Nodes with waiting IOs.
+    busy_nodes: Vec<u32>,
+    /// Per tree node, whether one of its IOs waited for a slot this period.
+    short: Vec<bool>,
+    /// Per tree node, its IOs in the device.
+    held: Vec<u32>,
+    /// Per tree node, the finish tag of its last charged IO.
+    finish: Vec<u64>,
+    /// Tag of the last IO given a slot.
+    clock: u64,
+    /// Whether every slot was in use for more than [`FULL_PCT`] of the period that just ended.
+    pub period_full: bool,
+    /// Slots freed by completions at `kept_at`, kept for that instant.
+    kept: u32,
+    kept_at: Nanos,
+    /// Time this period with `inflight >= limit`, and when that was last accounted.
+    full_ns: u64,
+    last: Nanos,
+}
+
+impl Slots {
+    pub fn new(opt: DepthLimit) -> Self {
+        let max = opt.max.max(1);
+        Slots {
+            max,
+            limit: max,
+            inflight: 0,
+            queues: Vec::new(),
+            busy_nodes: Vec::new(),
+            short: Vec::new(),
+            held: Vec::new(),
+            finish: Vec::new(),
+            clock: 0,
+            period_full: false,
+            kept: 0,
+            kept_at: 0,
+            full_ns: 0,
+            last: 0,
+        }
+    }
+
+    /// Adds the time since the last call to `full_ns` if every slot was in use.
+    fn account(&mut self, now: Nanos) {
+        if self.inflight >= self.limit {
+            self.full_ns += now.saturating_sub(self.last);
+        }
+        self.last = now.max(self.last);
+    }
+
+    fn free(&self, now: Nanos) -> u32 {
+        let kept = if self.kept_at == now { self.kept } else { 0 };
+        self.limit.saturating_sub(self.inflight + kept)
+    }
+
+    /// Whether `node` is short of device, not of budget, so that it must not donate (it has budget
+    /// to spare only because vrate over-commits the device): one of its IOs waited for a slot this
+    /// period, or the slots were full most of the period and it holds at least its share of them
+    /// (`hweight` of the limit, in `one` units).
+    pub fn short_of_slots(&self, node: u32, hweight: u64, one: u64) -> bool {
+        let i = node as usize;
+        let held = self.held.get(i).copied().unwrap_or(0) as u64;
+        self.short.get(i).copied().unwrap_or(false) || (self.period_full && held * one >= hweight * self.limit as u64)
+    }
+
+    /// Ends the period at `now` for the full-slots judgement (`period_ns` long).
+    pub fn close_period(&mut self, now: Nanos, period_ns: Nanos) {
+        self.account(now);
+        self.period_full = self.full_ns * 100 > FULL_PCT * period_ns;
+    }
+
+    fn grow(&mut self, node: u32) {
+        let i = node as usize;
+        if i >= self.queues.len() {
+            self.queues.resize_with(i + 1, VecDeque::new);
+            self.short.resize(i + 1, false);
+            self.held.resize(i + 1, 0);
+            self.finish.resize(i + 1, 0);
+        }
+    }
+
+    /// The start tag of an IO of `node` of relative cost `cost`; `margin` is the vtime a group may
+    /// bank (half a period).
+    pub fn tag(&mut self, node: u32, margin: u64, cost: u64) -> u64 {
+        self.grow(node);
+        let floor = self.clock.wrapping_sub(margin);
+        let f = &mut self.finish[node as usize];
+        let tag = if before(*f, floor) { floor } else { *f };
+        *f = tag.wrapping_add(cost);
+        tag
+    }
+
+    fn advance_clock(&mut self, tag: u64) {
+        if before(self.clock, tag) {
+            self.clock = tag;
+        }
+    }
+
+    fn take_slot(&mut self, now: Nanos, node: u32) {
+        self.account(now);
+        self.inflight += 1;
+        self.grow(node);
+        self.held[node as usize] += 1;
+    }
+
+    /// IOs of `node` waiting for a slot.
+    pub fn queued(&self, node: u32) -> usize {
+        self.queues.get(node as usize).map_or(0, VecDeque::len)
+    }
+
+    /// Whether any IO waits for a slot.
+    pub fn waiting(&self) -> bool {
+        !self.busy_nodes.is_empty()
+    }
+
+    /// An IO submitted at `now` takes back a slot kept at `now`, if any.
+    fn reclaim_kept(&mut self, now: Nanos) {
+        if self.kept_at == now {
+            self.kept = self.kept.saturating_sub(1);
+        }
+    }
+
+    /// Whether an IO charged at its submission may go to the device at once (nobody waits for a
+    /// slot and one is free). A submission takes back a slot kept for its instant either way.
+    pub fn admit_now(&mut self, now: Nanos, node: u32, tag: u64) -> bool {
+        self.reclaim_kept(now);
+        if self.busy_nodes.is_empty() && self.free(now) > 0 {
+            self.advance_clock(tag);
+            self.take_slot(now, node);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Counts an IO that goes to the device whatever the slots (debt, merged, uncharged).
+    pub fn bypass(&mut self, now: Nanos, node: u32) {
+        self.take_slot(now, node);
+    }
+
+    /// An IO of `node` charged at start tag `tag` waits for a slot.
+    pub fn enqueue(&mut self, node: u32, tag: u64, io: Io) {
+        let i = node as usize;
+        self.grow(node);
+        self.short[i] = true;
+        if self.queues[i].is_empty() {
+            self.busy_nodes.push(node);
+        }
+        self.queues[i].push_back((tag, io));
+    }
+
+    /// Moves waiting IOs into `ready`, lowest start tag first, while slots are free.
+    pub fn pump(&mut self, now: Nanos, ready: &mut VecDeque<Io>) {
+        while self.free(now) > 0 && !self.busy_nodes.is_empty() {
+            let (mut best, mut best_tag) = (0, self.queues[self.busy_nodes[0] as usize][0].0);
+            for (k, &node) in self.busy_nodes.iter().enumerate().skip(1) {
+                let tag = self.queues[node as usize][0].0;
+                if before(tag, best_tag) {
+                    (best, best_tag) = (k, tag);
+                }
+            }
+            let node = self.busy_nodes[best];
+            let q = &mut self.queues[node as usize];
+            let (tag, io) = q.pop_front().expect("busy nodes have waiters");
+            if q.is_empty() {
+                self.busy_nodes.swap_remove(best);
+            }
+            self.advance_clock(tag);
+            self.take_slot(now, node);
+            ready.push_back(io);
+        }
+    }
+
+    /// A released IO of `node` completed at `now`: its slot is kept for this instant.
+    pub fn complete(&mut self, now: Nanos, node: u32) {
+        self.account(now);
+        self.inflight = self.inflight.saturating_sub(1);
+        if let Some(h) = self.held.get_mut(node as usize) {
+            *h = h.saturating_sub(1);
+        }
+        if self.kept_at != now {
+            self.kept_at = now;
+            self.kept = 0;
+        }
+        self.kept += 1;
+    }
+
+    /// When waiting IOs may take kept slots: just after the instant they were kept for.
+    pub fn retry_at(&self, now: Nanos) -> Option<Nanos> {
+        (self.waiting() && self.kept_at == now && self.kept > 0 && self.limit > self.inflight).then_some(now + 1)
+    }
+
+    /// Once per period: the new limit after latency targets were `missed` or met with margin
+    /// (`met`), and whether the slots ran out this period. Resets the period's counters.
+    pub fn adapt(&mut self, missed: bool, met: bool) {
+        let ran_out = self.full_ns > 0;
+        if missed {
+            self.limit = (self.limit - (self.limit / 4).max(1)).max(1);
+        } else if met && ran_out {
+            self.limit = (self.limit + (self.limit / 8).max(1)).min(self.max);
+        }
+        self.full_ns = 0;
+        self.short.iter_mut().for_each(|s| *s = false);
+        for &node in &self.busy_nodes {
+            self.short[node as usize] = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{GroupId, Op};
+
+    fn io(id: u64) -> Io {
+        Io::new(id, GroupId(0), Op::Read, 0, 4096)
+    }
+
+    #[test]
+    fn waiting_ios_take_free_slots_lowest_tag_first() {
+        let mut s = Slots::new(DepthLimit { max: 2 });
+        assert!(s.admit_now(0, 1, 0) && s.admit_now(0, 1, 0));
+        assert!(!s.admit_now(0, 1, 0));
+        s.enqueue(1, 500, io(1));
+        s.enqueue(2, 100, io(2));
+        s.enqueue(2, 900, io(3));
+        let mut ready = VecDeque::new();
+        s.pump(5, &mut ready);
+        assert!(ready.is_empty(), "no slot is free");
+        s.complete(10, 1);
+        // The slot is kept for the completion's instant, unless an IO is submitted then.
+        s.pump(10, &mut ready);
+        assert!(ready.is_empty());
+        assert_eq!(s.retry_at(10), Some(11));
+        s.pump(11, &mut ready);
+        assert_eq!(ready.pop_front().map(|i| i.id), Some(2));
+        // A submission at a completion's instant competes for the kept slot by tag.
+        s.complete(20, 1);
+        assert!(!s.admit_now(20, 1, 0), "others wait: the new IO queues behind their tags");
+        s.enqueue(3, 50, io(4));
+        s.pump(20, &mut ready);
+        assert_eq!(ready.pop_front().map(|i| i.id), Some(4));
+        assert!(s.waiting());
+    }
+
+    #[test]
+    fn a_group_banks_at_most_the_floor_and_pays_each_io_at_its_relative_cost() {
+        let mut s = Slots::new(DepthLimit { max: 1 });
+        s.clock = 2_000;
+        assert_eq!(s.tag(1, 1_000, 300), 1_000, "an idle group starts half a period behind the clock");
+        assert_eq!(s.tag(1, 1_000, 300), 1_300);
+        assert!(s.admit_now(0, 2, 1_900));
+        assert_eq!(s.clock, 2_000, "the clock never goes back");
+        assert_eq!(s.tag(1, 900, 300), 1_600, "ahead of the floor: its own finish");
+        s.clock = 6_000;
+        assert_eq!(s.tag(1, 1_000, 300), 5_000, "behind it: the floor, nothing more banked");
+    }
+
+    #[test]
+    fn tags_compare_across_the_vtime_wrap() {
+        let mut s = Slots::new(DepthLimit { max: 1 });
+        s.enqueue(1, 5, io(1));
+        s.enqueue(2, u64::MAX - 5, io(2));
+        let mut ready = VecDeque::new();
+        s.pump(1, &mut ready);
+        assert_eq!(ready[0].id, 2, "u64::MAX - 5 is before 5 in wrapping vtime");
+    }
+
+    #[test]
+    fn the_limit_shrinks_on_missed_latency_and_grows_back_when_slots_run_out() {
+        let mut s = Slots::new(DepthLimit { max: 32 });
+        s.adapt(true, false);
+        assert_eq!(s.limit, 24);
+        for _ in 0..20 {
+            s.adapt(true, false);
+        }
+        assert_eq!(s.limit, 1);
+        // Met, but the slots never ran out: no reason to grow.
+        s.adapt(false, true);
+        assert_eq!(s.limit, 1);
+        s.inflight = 1;
+        s.account(0);
+        s.account(1_000);
+        s.adapt(false, true);
+        assert_eq!(s.limit, 2);
+        assert_eq!(s.full_ns, 0);
+    }
+}

@@ -1,0 +1,56 @@
+//! Issue 13: saturation that hides in a device queue deeper than the device's parallelism, through
+//! the built-in scenarios `ioshare sim qdepth-*` prints. Each runs the kernel-faithful IOCost, whose
+//! comparison documents the kernel's drift (it would be this test's failure with the option off),
+//! and IOCost with the device-depth option, whose comparisons are the issue's acceptance. The
+//! tolerances live beside the scenarios, so the CLI and the tests cannot drift apart.
+
+use ioshare_sim::scenarios::{find, Args, Outcome};
+use ioshare_sim::Report;
+
+fn run(name: &str, args: Args) -> Outcome {
+    let out = (find(name).expect("built-in exists").run)(&args).expect("scenario runs");
+    assert!(out.ok(), "{name}:\n{}", out.to_table());
+    out
+}
+
+fn runs<'a>(out: &'a Outcome, controller: &str) -> Vec<&'a Report> {
+    out.runs.iter().filter(|r| r.controller == controller).collect()
+}
+
+#[test]
+fn case_1_saturating_readers_split_by_weight_only_with_the_option() {
+    for weights in [[200, 100], [400, 100], [100, 200]] {
+        let out = run("qdepth-split", Args { weights: Some(weights.to_vec()), ..Args::default() });
+        let want = weights[0] as f64 / weights[1] as f64;
+        for r in runs(&out, "iocost+qd") {
+            let ratio = r.group("a").cost_share / r.group("b").cost_share;
+            assert!((ratio / want - 1.0).abs() <= 0.03, "{weights:?}: {ratio}");
+        }
+        // The kernel-faithful controller: the device queue's split, whatever the weights.
+        for r in runs(&out, "iocost") {
+            assert!((r.group("a").cost_share - 0.5).abs() < 0.02);
+        }
+    }
+}
+
+#[test]
+fn case_2_weight_1_beside_10000_gets_its_weight_only_with_the_option() {
+    let out = run("qdepth-weight", Args::default());
+    assert!(runs(&out, "iocost")[0].group("light").cost_share > 0.4);
+    assert!(runs(&out, "iocost+qd")[0].group("light").cost_share < 1e-4 + 2.0 / 65_536.0);
+}
+
+#[test]
+fn case_3_a_group_back_from_idle_gets_its_share_not_a_flood() {
+    let out = run("qdepth-return", Args::default());
+    assert_eq!(out.runs.len(), 2);
+    let option = runs(&out, "iocost+qd")[0];
+    assert!(option.device.vrate_pct_mean <= 105.0, "{}", option.device.vrate_pct_mean);
+}
+
+#[test]
+fn with_the_option_a_latency_target_moves_the_point_along_the_trade_off() {
+    let out = run("qdepth-latency", Args::default());
+    // solo, then (kernel, option) at 2x and at 4x.
+    assert_eq!(out.runs.len(), 5);
+}
