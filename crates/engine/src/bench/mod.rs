@@ -317,7 +317,7 @@ pub fn run_suite(opts: &BenchOptions, stop: &AtomicBool, obs: &mut dyn Observer)
         suite.notes.push(format!("removed what an earlier, killed run left behind: {}", list.join(", ")));
     }
     let mut clock = Progress::new(
-        cases.iter().map(|c| c.scenario.planned_runs(peers.as_ref().ok().and_then(|p| p.as_ref()))).sum(),
+        cases.iter().map(|c| c.scenario.planned_runs(peers.as_ref().ok().and_then(|p| p.as_ref()), opts.observe)).sum(),
     );
     for case in &cases {
         if stop.load(Ordering::Relaxed) {

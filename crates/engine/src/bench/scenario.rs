@@ -176,14 +176,16 @@ impl Scenario {
         }
     }
 
-    /// Runs the scenario will make (for the progress line), with these kernel peers.
-    pub fn planned_runs(self, peers: Option<&Peers>) -> usize {
+    /// Runs the scenario will make (for the progress line), with these kernel peers and whether an
+    /// observer is attached (the overhead scenario then runs no control once more per round).
+    pub fn planned_runs(self, peers: Option<&Peers>, observed: bool) -> usize {
         let p = self.plan_shape();
         let kernel = match peers {
             None => 0,
             Some(peers) => p.3 + usize::from(p.4 && peers.supports(&KernelSetup::IoCost)),
         };
-        p.0 * p.1 + p.2 + kernel
+        let observed_rounds = if observed && self == Scenario::Overhead { p.1 } else { 0 };
+        p.0 * p.1 + p.2 + kernel + observed_rounds
     }
 
     /// (ioshare controllers, rounds, reference runs, kernel runs other than kernel IOCost, whether
@@ -826,9 +828,13 @@ mod tests {
         }
         assert!(Scenario::by_name("nope").is_none());
         // Work-conserving: none, iocost, two p99 targets with and without the option; solo, capacity.
-        assert_eq!(Scenario::WorkConserving.planned_runs(None), 6 + 2 + frontier::DEPTHS.len());
+        assert_eq!(Scenario::WorkConserving.planned_runs(None, false), 6 + 2 + frontier::DEPTHS.len());
         // Overhead: five controllers (iocost and iocost+qd among them) per round.
-        assert_eq!(Scenario::Overhead.planned_runs(None), 15 + OVERHEAD_ROUNDS * usize::from(fio::available()));
-        assert_eq!(Scenario::Proportional.planned_runs(None), 3);
+        assert_eq!(Scenario::Overhead.planned_runs(None, false), 15 + OVERHEAD_ROUNDS * usize::from(fio::available()));
+        assert_eq!(
+            Scenario::Overhead.planned_runs(None, true),
+            Scenario::Overhead.planned_runs(None, false) + OVERHEAD_ROUNDS
+        );
+        assert_eq!(Scenario::Proportional.planned_runs(None, false), 3);
     }
 }
