@@ -30,13 +30,13 @@ pub const AGENT_PLAN: Plan = Plan {
 /// Measures a device for the agent, read-only, reporting progress through `progress`.
 pub struct AgentProfiler<'a> {
     stop: &'a AtomicBool,
-    progress: std::cell::RefCell<Box<dyn FnMut(&str) + 'a>>,
+    progress: Box<dyn Fn(&str) + 'a>,
 }
 
 impl<'a> AgentProfiler<'a> {
     /// A profiler that stops (with an error) when `stop` is raised.
-    pub fn new(stop: &'a AtomicBool, progress: impl FnMut(&str) + 'a) -> Self {
-        AgentProfiler { stop, progress: std::cell::RefCell::new(Box::new(progress)) }
+    pub fn new(stop: &'a AtomicBool, progress: impl Fn(&str) + 'a) -> Self {
+        AgentProfiler { stop, progress: Box::new(progress) }
     }
 }
 
@@ -45,9 +45,8 @@ impl Measure for AgentProfiler<'_> {
         let path = std::path::Path::new("/dev").join(&device.name);
         let failed = |e: crate::Error| format!("profiling {} failed: {e}", path.display());
         let target = Target::open_read_only(&path, MIN_PROFILE_SIZE).map_err(failed)?;
-        let mut progress = self.progress.borrow_mut();
         let mut step = |step: Step, i: usize, n: usize| {
-            progress(&format!("profiling {} [run {}/{n}] {}", device.name, i + 1, step.describe(&AGENT_PLAN)))
+            (self.progress)(&format!("profiling {} [run {}/{n}] {}", device.name, i + 1, step.describe(&AGENT_PLAN)))
         };
         Ok(measure(&target, &AGENT_PLAN, false, self.stop, &mut step).map_err(failed)?.model)
     }
