@@ -50,15 +50,18 @@ pub enum Scenario {
     /// Two saturating readers; the high-weight one drops to a tenth of its share mid-run: the other
     /// takes what it leaves.
     Donation,
+    /// The host agent on real processes beside BFQ and blk-throttle ([`super::agent`]).
+    Agent,
 }
 
-const ALL: [Scenario; 6] = [
+const ALL: [Scenario; 7] = [
     Scenario::Proportional,
     Scenario::WorkConserving,
     Scenario::MixedCost,
     Scenario::Limits,
     Scenario::Overhead,
     Scenario::Donation,
+    Scenario::Agent,
 ];
 
 /// Proportional split tolerance: ±5% of the weight ratio (issue acceptance).
@@ -121,6 +124,7 @@ impl Scenario {
             Scenario::Limits => "limits",
             Scenario::Overhead => "overhead",
             Scenario::Donation => "donation",
+            Scenario::Agent => super::agent::NAME,
         }
     }
 
@@ -151,6 +155,7 @@ impl Scenario {
                 "two saturating readers, weights A:B; mid-run the high-weight one drops to 10% of its share -> \
                  the low-weight reader takes the capacity it leaves (judged on the samples that start after the drop)"
             }
+            Scenario::Agent => super::agent::DESCRIPTION,
         }
     }
 
@@ -174,6 +179,7 @@ impl Scenario {
             Scenario::Limits => (2, 1, 0, 1, false),
             Scenario::Overhead => (4, OVERHEAD_ROUNDS, OVERHEAD_ROUNDS * usize::from(fio::available()), 2, false),
             Scenario::Donation => (2, 1, 0, 1, true),
+            Scenario::Agent => (0, 1, 0, 4, true),
         }
     }
 
@@ -268,6 +274,7 @@ impl Scenario {
                 rounds: OVERHEAD_ROUNDS,
                 notes,
             },
+            Scenario::Agent => unreachable!("the agent scenario plans and judges its runs itself (bench::agent)"),
             Scenario::Donation => {
                 // The high tenant's saturating job stops half-way; a rate-capped job at a tenth of its
                 // share runs throughout (a tenth more IO in the first half, where it is saturated anyway).
@@ -297,6 +304,9 @@ impl Scenario {
         stop: &AtomicBool,
         progress: &mut dyn FnMut(&str),
     ) -> Result<ScenarioReport> {
+        if self == Scenario::Agent {
+            return super::agent::run(ctx, peers, stop, progress);
+        }
         let plan = self.plan(ctx);
         let opts = RunOptions { device_depth: ctx.calibration.device_depth, ..RunOptions::new(ctx.opts.duration) };
         let mut runs: Vec<RunEntry> = Vec::new();
@@ -483,6 +493,7 @@ impl Scenario {
                     ),
                 }
             }
+            Scenario::Agent => unreachable!("the agent scenario plans and judges its runs itself (bench::agent)"),
             Scenario::Donation => {
                 let (high, low) = second_half_iops(r, opts.duration);
                 if !high.is_finite() || !low.is_finite() {
