@@ -204,9 +204,15 @@ impl DeviceLoop {
             .filter(|t| t.present)
             .map(|t| {
                 let cost = t.usage[0].cost + t.usage[1].cost;
-                let fair = before.groups.get(t.id.index()).map_or(0.0, |g| g.hweight_active);
+                let g = before.groups.get(t.id.index());
+                let fair = g.map_or(0.0, |g| g.hweight_active);
                 let competing = busy && cost > 0 && cost as f64 >= FAIR_SHARE_REACHED * fair * delivered as f64;
-                let held = held_back(&t.throttle, &t.usage, elapsed_s, LIMITED_AT);
+                // A donor's limit is its donation target plus its budget left (about 1.5 × what it
+                // used): one that nears it is usually a noisy small user, not one held back — and one
+                // really held back grows its target anyway (the donation math doubles a target whose
+                // budget was spent). Only reaching its limit in full ends its donating.
+                let donating = g.is_some_and(|g| g.hweight_inuse + 1e-3 < g.hweight_active);
+                let held = held_back(&t.throttle, &t.usage, elapsed_s, if donating { FULLY_HELD } else { LIMITED_AT });
                 let fully_held = held_back(&t.throttle, &t.usage, elapsed_s, FULLY_HELD);
                 device_bound |= competing && !fully_held && t.throttle.is_limited();
                 Charge { group: t.id, abs_cost: cost, limited: competing || held }

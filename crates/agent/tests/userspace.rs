@@ -191,7 +191,10 @@ fn weights_split_two_readers_and_idle_share_is_donated() {
     // surplus), which swings the ratio of one period's limits.
     let hw = median(views.iter().map(|v| v.hweight_inuse[0] / v.hweight_inuse[1]).collect());
     let lim = median(views.iter().map(|v| v.riops[0] as f64 / v.riops[1].max(1) as f64).collect());
-    eprintln!("agent's view over {} periods: median hweight ratio {hw:.3}, median read-limit ratio {lim:.2}", views.len());
+    eprintln!(
+        "agent's view over {} periods: median hweight ratio {hw:.3}, median read-limit ratio {lim:.2}",
+        views.len()
+    );
     assert!(views.len() >= 10, "the status was read every period: {}", views.len());
     assert!((hw / 2.0 - 1.0).abs() <= 0.02, "hweights follow the weights 2:1: {hw:.3}");
     assert!((lim / 2.0 - 1.0).abs() <= 0.25, "read limits follow the hweights 2:1: {lim:.2}");
@@ -208,7 +211,9 @@ fn weights_split_two_readers_and_idle_share_is_donated() {
     if total >= 0.85 * free_total {
         assert!((ratio / 2.0 - 1.0).abs() <= 0.15, "ratio {ratio:.2} at {total:.0} of {free_total:.0} IOPS");
     } else {
-        eprintln!("ratio {ratio:.2} not judged: the device delivered {total:.0} of {free_total:.0} IOPS (machine busy)");
+        eprintln!(
+            "ratio {ratio:.2} not judged: the device delivered {total:.0} of {free_total:.0} IOPS (machine busy)"
+        );
     }
     // Donation: with the high-weight tenant at a tenth, it lends its share out (in-use share below
     // its 2/3) and the low-weight one holds more than its 1/3. The low-weight tenant's rate compared

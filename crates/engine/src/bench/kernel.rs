@@ -215,6 +215,11 @@ impl Peers {
         }
     }
 
+    /// The device the peers run on (a loop device over the target, or the target itself).
+    pub fn device(&self) -> &Path {
+        self.dev.path()
+    }
+
     /// Which cgroups the peers use, for the report.
     pub fn describe(&self) -> String {
         let how = match (self.v2, self.io_cost) {
@@ -369,8 +374,8 @@ impl Peers {
             groups,
             memory_dry_run: false,
         };
-        let (agent, _) = ioshare_agent::Agent::start(config, backend, state)
-            .map_err(|e| peer_error("starting the agent", e))?;
+        let (agent, _) =
+            ioshare_agent::Agent::start(config, backend, state).map_err(|e| peer_error("starting the agent", e))?;
         Ok(agent)
     }
 }
