@@ -3,7 +3,8 @@
 //! configuration, starts `ioshare agent run --backend kernel` in the background and checks what it
 //! wrote (`io.cost.model`, `io.cost.qos` in the root, `io.weight` and `io.max` in the tenants), creates
 //! a cgroup after the start and times how long until it is under control, then kills the agent with
-//! SIGKILL, runs `ioshare agent revert`, and prints a snapshot of every file from before and after.
+//! SIGKILL, runs `ioshare agent revert`, and prints a snapshot of every file from before and after;
+//! then runs `ioshare bench --scenario agent`, whose peers there include the agent's kernel backend.
 //! The assertions are made here, on the lines the script prints.
 //!
 //! Skips with the lab's own one-line reason where it cannot run (no qemu, no guest kernel: run
@@ -82,6 +83,12 @@ EOF
     echo "revert $? $(tr '\n' ' ' < /tmp/revert.out)"
     snap after
     echo "log $(tr '\n' ' ' < /tmp/agent.log)"
+    rmdir $cg/tenants/a $cg/tenants/b $cg/tenants
+    ioshare bench --target $LAB_DISK --scenario agent --duration 8 --json > /tmp/bench.json 2> /tmp/bench.err
+    echo "bench $?"
+    echo "bench_json $(tr -d '\n' < /tmp/bench.json)"
+    echo "bench_left $(ls -d $cg/ioshare-bench-* 2>/dev/null | wc -l)"
+    echo "bench_qos $(grep "^$dev " $cg/io.cost.qos)"
 "#;
 
 /// Every `NAME file: value` line of snapshot `name`, as (file, value).
@@ -165,4 +172,21 @@ fn kernel_backend_writes_iocost_controls_late_cgroups_and_reverts_after_kill() {
     for file in ["io.weight", "io.max"] {
         assert_eq!(value(&after, &format!("b/{file}")), value(&before, &format!("a/{file}")), "b/{file} restored");
     }
+
+    // The bench's agent scenario with the kernel backend as a peer (the guest's disk is throttled by
+    // nothing but TCG, so only that it ran, did IO, and cleaned up is asserted; its verdicts are
+    // figures for the report).
+    assert!(matches!(field(&stdout, "bench"), "0" | "3"), "the bench completed\n{stdout}");
+    let suite: serde_json::Value = serde_json::from_str(field(&stdout, "bench_json")).expect("bench printed JSON");
+    let runs = suite["scenarios"][0]["runs"].as_array().expect("runs");
+    let names: Vec<&str> = runs.iter().map(|r| r["controller"].as_str().unwrap()).collect();
+    assert_eq!(names, ["kernel-none", "bfq", "blk-throttle", "agent-kernel"], "every v2 peer ran");
+    for run in runs {
+        for t in run["tenants"].as_array().unwrap() {
+            assert!(t["iops"].as_f64().unwrap() > 0.0, "{} tenant {} did IO", run["controller"], t["name"]);
+        }
+    }
+    eprintln!("agent-kernel: {}", runs[3]["verdict"]["summary"]);
+    assert_eq!(field(&stdout, "bench_left"), "0", "the bench removed its cgroups");
+    assert!(field(&stdout, "bench_qos").contains("enable=0"), "iocost switched off again: {stdout}");
 }

@@ -135,7 +135,11 @@ pub fn run(
             break;
         }
         if !peers.supports(setup) {
-            report.notes.push(format!("{}: not on this host (needs cgroup v2 with iocost)", setup.name()));
+            let needs = match setup {
+                KernelSetup::Agent { .. } => "its peer drives blk-throttle through cgroup v1 blkio",
+                _ => "it needs cgroup v2 with the kernel's iocost",
+            };
+            report.notes.push(format!("{}: not run on this host ({needs})", setup.name()));
             continue;
         }
         progress(&format!("{} (one process and cgroup per tenant)", setup.name()));
