@@ -11,13 +11,14 @@
 //!
 //! What the controllers are given comes from the uncontrolled run, which runs first: the device's
 //! capacity for these two tenants (its total IOPS before the drop) and its p50 latency then. The
-//! static limits are the weight shares of that capacity; the agent gets the model the suite's
-//! calibration measures on the loop device (read-only; one process at QD32, as `ioshare profile`
-//! measures) scaled to that capacity, and that p50 as its latency target (vrate 20–500%). Why not
-//! the calibration as it is: one process at QD32 gets a third to a half less from a loop device than
-//! two at QD64, and a model that far below the device costs the agent that much throughput until
-//! vrate has climbed (1–2% per 100 ms period, the kernel's step table) — the calibration's error,
-//! not the agent's. The 10% the high-weight tenant drops to is of the calibrated IOPS.
+//! static limits are the weight shares of that capacity; the agent gets the suite's calibrated model
+//! (one process at QD32 on the file, as `ioshare profile` measures) scaled to that capacity, and
+//! that p50 as its latency target (vrate 20–500%) — as a user would configure it after profiling
+//! the device under its real load. Why not the calibration as it is: one process at QD32 gets a
+//! third to a half less than two at QD64 through a loop device here, and a model that far below the
+//! device costs the agent that much throughput until vrate has climbed (1–2% per 100 ms period, the
+//! kernel's step table) — the calibration's error, not the agent's. The 10% the high-weight tenant
+//! drops to is of the calibrated IOPS.
 //!
 //! Judged on each run's samples (every [`SAMPLE_S`]), for the agent's backends (the subjects; the
 //! others carry the same figures for comparison):
@@ -33,16 +34,14 @@ use std::sync::atomic::AtomicBool;
 use ioshare_core::iocost::line::Ctrl;
 use ioshare_core::{ModelConfig, ModelParams, Nanos, QosParams, NSEC_PER_SEC};
 
-use super::calibrate::{self, Calibration};
+use super::calibrate::Calibration;
 use super::kernel::{KernelSetup, Peers};
 use super::scenario::Context;
-use super::MIN_TARGET_SIZE;
 use super::{BenchOptions, RunEntry, ScenarioReport, Side, Verdict};
 use crate::error::Result;
 use crate::job::{JobSpec, Pattern, TenantSpec};
 use crate::report::TenantReport;
 use crate::run::RunOptions;
-use crate::target::Target;
 
 /// The scenario's name.
 pub const NAME: &str = "agent";
@@ -93,22 +92,19 @@ pub fn run(
         notes: Vec::new(),
     };
     let Some(peers) = peers else { return Ok(report) };
-    progress("measuring the loop device the tenants run on");
-    let device = Target::open_read_only(peers.device(), MIN_TARGET_SIZE)?;
-    let calibration = calibrate::measure(&device, stop)?;
-    drop(device);
+    let calibration = ctx.calibration;
     let duration = ctx.opts.duration.max(MIN_DURATION);
     let opts = RunOptions { sample_every: (SAMPLE_S * 1e9) as Nanos, ..RunOptions::new(duration) };
     let tenants = tenants(ctx.opts, calibration.max_iops, duration);
     progress("kernel-none (one process and cgroup per tenant)");
-    let none = peers.run(&KernelSetup::Plain, &tenants, &opts, &calibration)?;
+    let none = peers.run(&KernelSetup::Plain, &tenants, &opts, calibration)?;
     report.runs.push(RunEntry { side: Side::Kernel, report: none, verdict: None });
     let (h, l) = phases(&report.runs[0], duration)[0];
     let capacity = h + l;
-    let setups = controlled(ctx.opts, &calibration, capacity, saturated_p50_us(&report.runs[0], duration));
+    let setups = controlled(ctx.opts, calibration, capacity, saturated_p50_us(&report.runs[0], duration));
     report.notes.push(format!(
-        "{}: {:.0} IOPS measured by one process at QD32, {capacity:.0} by the two tenants uncontrolled — the \
-         static limits' and the agent's reference: {}",
+        "{}: the calibration's {:.0} IOPS (one process at QD32 on the file), {capacity:.0} by the two tenants \
+         uncontrolled on the loop device — the static limits' and the agent's reference: {}",
         peers.device().display(),
         calibration.max_iops,
         setups
@@ -143,7 +139,7 @@ pub fn run(
             continue;
         }
         progress(&format!("{} (one process and cgroup per tenant)", setup.name()));
-        let run = peers.run(setup, &tenants, &opts, &calibration)?;
+        let run = peers.run(setup, &tenants, &opts, calibration)?;
         report.runs.push(RunEntry { side: Side::Kernel, report: run, verdict: None });
     }
     judge_all(ctx.opts, duration, &subjects, &mut report);
