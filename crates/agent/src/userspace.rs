@@ -12,8 +12,9 @@
 //!    rq-wait stand-in when the device rather than its limit held a competing group back (it got
 //!    less than [`FULLY_HELD`] of its limit on a busy device);
 //! 4. run the planner ([`ioshare_core::Controller::tick`]): hweights, donation, vrate;
-//! 5. turn each group's budget for the next period into blk-throttle limits ([`crate::limits`]);
-//!    the recorder writes only values that changed.
+//! 5. turn each group's budget for the next period into blk-throttle limits ([`crate::limits`]),
+//!    keeping those in force when they are within a few percent; the recorder writes only values
+//!    that changed.
 //!
 //! Without a QoS line the vrate is pinned at 100% (`min=max=100`): the counters carry no
 //! device-saturation signal of their own (the kernel's rq-wait), so without latency targets the
@@ -32,7 +33,7 @@ use crate::config::DeviceConfig;
 use crate::error::Result;
 use crate::hierarchy::{Hierarchy, Throttle};
 use crate::latency::{verdicts, Verdicts};
-use crate::limits::{throttle_for, DirUsage};
+use crate::limits::{settle, throttle_for, DirUsage};
 
 /// QoS used when the configuration gives none: vrate pinned to the model.
 pub const PINNED_QOS: QosParams = QosParams {
@@ -240,7 +241,7 @@ impl DeviceLoop {
             let g = &stats.groups[t.id.index()];
             let alone = g.hweight_active >= 0.999;
             let budget = if alone { None } else { self.ctl.budget(now, t.id, horizon) };
-            let throttle = throttle_for(budget, &t.usage, &model, self.period, &t.caps);
+            let throttle = settle(&t.throttle, throttle_for(budget, &t.usage, &model, self.period, &t.caps));
             match h.set_throttle(rec, rel, dev, &throttle)? {
                 ioshare_host::Written::Vanished => t.present = false,
                 _ => t.throttle = throttle,
