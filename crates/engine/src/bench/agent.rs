@@ -5,7 +5,7 @@
 //! ([`Peers`]) — both saturating 4 KiB random readers at QD64 with weights A:B. Half-way through,
 //! the high-weight tenant drops to a tenth of the device (its saturating job ends; a job capped at
 //! 10% of the calibrated IOPS runs throughout). Controlled by: nothing, BFQ weights, static
-//! blk-throttle limits at the weight shares of the calibrated IOPS, the agent's userspace backend
+//! blk-throttle limits at the weight shares of the device's capacity, the agent's userspace backend
 //! (IOCost planner writing blk-throttle limits every [`PERIOD_S`]), and — where the host has cgroup
 //! v2 with iocost — the agent's kernel backend. One run each, one table.
 //!
@@ -56,8 +56,8 @@ pub const RATIO_TOLERANCE: f64 = 0.10;
 pub const TOTAL_MIN: f64 = 0.90;
 /// Share of the capacity left after the drop the low-weight tenant must take (acceptance; goal 95%).
 pub const DONATED_MIN: f64 = 0.85;
-/// The agent's planning period, s (the bench's agent peers plan every 100 ms).
-pub const PERIOD_S: f64 = 0.1;
+/// The agent's planning period, s (that of the bench's agent peers).
+pub const PERIOD_S: f64 = super::kernel::AGENT_PERIOD.as_secs_f64();
 /// Sample interval, s: one agent period, so the donation is judged from two periods after the drop.
 pub const SAMPLE_S: f64 = PERIOD_S;
 /// Before-the-drop window starts here (s): the warm-up plus a second for the agent's limits and

@@ -381,7 +381,7 @@ impl Peers {
 }
 
 /// The agent peer's planning period.
-const AGENT_PERIOD: Duration = Duration::from_millis(100);
+pub const AGENT_PERIOD: Duration = Duration::from_millis(100);
 
 /// Starts the ready workers together and reads their reports.
 fn collect(workers: &mut Workers, tenants: &[TenantSpec]) -> Result<Vec<RunReport>> {
