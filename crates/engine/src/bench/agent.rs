@@ -286,3 +286,72 @@ fn judge_all(opts: &BenchOptions, duration: Nanos, subjects: &[&str], report: &m
         report.verdict = Verdict::not_judged();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{RunReport, TenantSample};
+
+    const D: Nanos = MIN_DURATION;
+
+    /// A tenant doing `before` IOPS until the middle and `after` from then, in 100 ms samples.
+    fn tenant(before: f64, after: f64) -> TenantReport {
+        let d = D as f64 / NSEC_PER_SEC as f64;
+        let series = (1..=(d / SAMPLE_S).round() as usize)
+            .map(|i| {
+                let t_s = i as f64 * SAMPLE_S;
+                TenantSample { t_s, iops: if t_s <= d / 2.0 + 1e-9 { before } else { after }, ..Default::default() }
+            })
+            .collect();
+        TenantReport { series, ..Default::default() }
+    }
+
+    fn run(name: &str, high: (f64, f64), low: (f64, f64)) -> RunEntry {
+        let report = RunReport {
+            controller: name.into(),
+            tenants: vec![tenant(high.0, high.1), tenant(low.0, low.1)],
+            ..Default::default()
+        };
+        RunEntry { side: Side::Kernel, report, verdict: None }
+    }
+
+    fn judged(agent: RunEntry) -> ScenarioReport {
+        let mut report = ScenarioReport {
+            name: NAME.into(),
+            description: DESCRIPTION.into(),
+            // Uncontrolled: 30k in all before the drop, 28k after (the high one at 2k).
+            runs: vec![run("kernel-none", (15_000.0, 2_000.0), (15_000.0, 26_000.0)), agent],
+            verdict: Verdict::not_judged(),
+            notes: Vec::new(),
+        };
+        judge_all(&BenchOptions::default(), D, &["agent"], &mut report);
+        report
+    }
+
+    #[test]
+    fn the_agent_is_judged_on_ratio_total_and_what_it_leaves() {
+        // 2:1 at 95% of the uncontrolled total, then the low one takes 25k of the 26k left.
+        let good = judged(run("agent", (19_000.0, 2_000.0), (9_500.0, 25_000.0)));
+        assert!(good.verdict.pass, "{:?}", good.verdict);
+        assert!((good.verdict.value - 2.0).abs() < 1e-9);
+        assert!(good.verdict.summary.starts_with("agent: before the drop: ratio 2.00"), "{}", good.verdict.summary);
+        assert!(!good.runs[0].verdict.as_ref().unwrap().pass, "none does not split 2:1");
+        for (agent, why) in [
+            (run("agent", (17_000.0, 2_000.0), (11_000.0, 25_000.0)), "ratio 1.55"),
+            (run("agent", (16_000.0, 2_000.0), (8_000.0, 25_000.0)), "total 80%"),
+            (run("agent", (19_000.0, 2_000.0), (9_500.0, 20_000.0)), "took 77%"),
+        ] {
+            let v = judged(agent).verdict;
+            assert!(!v.pass && v.summary.contains(why), "{why}: {v:?}");
+        }
+    }
+
+    #[test]
+    fn windows_take_only_whole_samples_inside_them() {
+        let t = tenant(100.0, 10.0);
+        let d = D as f64 / NSEC_PER_SEC as f64;
+        assert!((window_iops(&t, SETTLE_S, d / 2.0) - 100.0).abs() < 1e-9);
+        assert!((window_iops(&t, d / 2.0 + 2.0 * PERIOD_S, d) - 10.0).abs() < 1e-9);
+        assert!(window_iops(&t, d + 1.0, d + 2.0).is_nan());
+    }
+}

@@ -758,7 +758,7 @@ mod tests {
 
     #[test]
     fn scenarios_are_found_by_name() {
-        assert_eq!(Scenario::names().len(), 6);
+        assert_eq!(Scenario::names().len(), 7);
         for n in Scenario::names() {
             assert_eq!(Scenario::by_name(n).unwrap().name(), n);
         }
