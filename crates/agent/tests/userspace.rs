@@ -10,8 +10,11 @@ use common::{wait_for, Rig};
 use ioshare_agent::{Agent, BackendChoice, Config};
 use ioshare_host::{skip_unless_root, BlkioCgroup, ThrottleKnob};
 
-/// Queue depth of each reader.
-const DEPTH: u32 = 64;
+/// Queue depth of each reader's job.
+const DEPTH: u32 = 32;
+/// A saturating reader: two fio jobs (threads) at [`DEPTH`] — one fio thread did at most 37k IOPS
+/// here, less than the 2/3 of the device the high-weight tenant is entitled to.
+const SATURATING: &[&str] = &["--numjobs=2"];
 
 /// The tests of this file measure rates on the same host disk: they run one at a time.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -113,8 +116,8 @@ fn weights_split_two_readers_and_idle_share_is_donated() {
     let state = tempfile::tempdir().unwrap();
 
     // Uncontrolled: both readers saturating, then the high-weight one at a tenth of the device.
-    let hi = rig.fio(0, DEPTH, &[]);
-    let lo = rig.fio(1, DEPTH, &[]);
+    let hi = rig.fio(0, DEPTH, SATURATING);
+    let lo = rig.fio(1, DEPTH, SATURATING);
     std::thread::sleep(Duration::from_millis(500));
     let (free, free_lat) = rig.rates(Duration::from_millis(2000));
     let free_total: f64 = free.iter().sum();
@@ -135,7 +138,7 @@ fn weights_split_two_readers_and_idle_share_is_donated() {
     let config = rig.config(state.path(), &model, Some(&qos), &[200, 100], 100);
 
     let (split, views, slowed) = with_agent(&config, state.path(), || {
-        let hi = rig.fio(0, DEPTH, &[]);
+        let hi = rig.fio(0, DEPTH, SATURATING);
         for _ in 0..25 {
             std::thread::sleep(Duration::from_millis(100));
             trace(state.path());
@@ -231,8 +234,12 @@ fn weights_split_two_readers_and_idle_share_is_donated() {
     // Donation: with the high-weight tenant at a tenth, it lends its share out (in-use share below
     // its 2/3) and the low-weight one holds more than its 1/3 — in the median period of the window
     // (a single period may see the donor's small, bursty rate reach its limit and take its share
-    // back for that period). The low-weight tenant's rate compared with the uncontrolled run of the
-    // same mix is printed, not asserted, for the same reason as the ratio.
+    // back for that period). "A tenth" is of the uncontrolled rate measured earlier: when the busy
+    // machine has since slowed the device (and latency lowered vrate), it is a larger part of what
+    // the device gives now, and the donor keeps more (up to half its share seen, at a third of the
+    // uncontrolled rate); so donating is asserted as keeping less than two thirds of its share, while
+    // a tenant that does not donate keeps all of it. The low-weight tenant's rate compared with the
+    // uncontrolled run of the same mix is printed, not asserted, for the same reason as the ratio.
     let hi_lends = median(slowed_views.iter().map(|v| v.hweight_inuse[0] / v.hweight_active[0]).collect());
     let lo_holds = median(slowed_views.iter().map(|v| v.hweight_inuse[1]).collect());
     eprintln!(
@@ -240,7 +247,7 @@ fn weights_split_two_readers_and_idle_share_is_donated() {
         hi_lends * 100.0,
         lo_holds * 100.0
     );
-    assert!(hi_lends < 0.5, "hi does not donate: keeps {hi_lends:.2} of its share");
+    assert!(hi_lends < 0.67, "hi does not donate: keeps {hi_lends:.2} of its share");
     assert!(lo_holds > 0.5, "lo did not receive: {lo_holds:.2}");
     assert_eq!(rig.snapshot(), before, "stopping the agent restored every throttle file");
 }
