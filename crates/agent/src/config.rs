@@ -5,7 +5,8 @@
 //!
 //! [[devices]]
 //! path = "/dev/loop3"              # block device path or MAJ:MIN (a whole device)
-//! model = "ssd_dfl"                # a built-in set, an io.cost.model line, or "profile"
+//! model = "ssd_dfl"                # a built-in set, an io.cost.model line, or "profile" (measured
+//!                                  # at start, read-only, cached: see [`crate::profile`])
 //! qos = "rpct=95 rlat=5000 wpct=95 wlat=5000 min=50 max=150"   # optional io.cost.qos line
 //!
 //! [[groups]]
@@ -18,7 +19,8 @@
 //! ```
 //!
 //! Every error is one line, `FILE:LINE: key: what is wrong`: TOML syntax and unknown keys from the
-//! parser's span, values from the span of the value (each field is `toml::Spanned`).
+//! parser's span, values from the span of the value (each field is `toml::Spanned`). Devices with
+//! `model = "profile"` are measured last, once everything else in the file is known to be valid.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -31,6 +33,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::error::{Error, Result};
+use crate::profile::{Measure, Unavailable};
 
 /// Default planning period of the userspace backend.
 pub const PERIOD_DEFAULT_MS: u64 = 100;
@@ -100,15 +103,27 @@ struct RawGroup {
 }
 
 impl Config {
-    /// Reads and validates `file`.
+    /// Reads and validates `file`; `model = "profile"` is refused (no profiler: see [`Unavailable`]).
     pub fn load(file: &Path) -> Result<Config> {
-        let text =
-            std::fs::read_to_string(file).map_err(|reason| Error::ReadConfig { file: file.to_path_buf(), reason })?;
-        Config::parse(&text, file)
+        Config::load_with(file, &Unavailable)
     }
 
-    /// Validates the text of a configuration; `file` names it in errors.
+    /// Reads and validates `file`, measuring devices with `model = "profile"` with `measurer`.
+    pub fn load_with(file: &Path, measurer: &dyn Measure) -> Result<Config> {
+        let text =
+            std::fs::read_to_string(file).map_err(|reason| Error::ReadConfig { file: file.to_path_buf(), reason })?;
+        Config::parse_with(&text, file, measurer)
+    }
+
+    /// Validates the text of a configuration; `file` names it in errors; `model = "profile"` is
+    /// refused.
     pub fn parse(text: &str, file: &Path) -> Result<Config> {
+        Config::parse_with(text, file, &Unavailable)
+    }
+
+    /// Validates the text of a configuration, then measures the devices with `model = "profile"`
+    /// with `measurer` (a failure names the device's `model` line).
+    pub fn parse_with(text: &str, file: &Path, measurer: &dyn Measure) -> Result<Config> {
         let err = |offset: usize, key: &str, msg: String| Error::Config {
             file: file.to_path_buf(),
             line: line_of(text, offset),
@@ -138,6 +153,8 @@ impl Config {
             return Err(err(0, "groups", "no [[groups]] table: name at least one cgroup pattern".into()));
         }
         let mut devices: Vec<DeviceConfig> = Vec::new();
+        // Devices to measure once the rest is valid: (index in `devices`, offset of the model value).
+        let mut to_measure: Vec<(usize, usize)> = Vec::new();
         for d in &raw.devices {
             let d = d.get_ref();
             let at = |s: &Spanned<String>| s.span().start;
@@ -145,7 +162,12 @@ impl Config {
             if devices.iter().any(|x| x.device.dev == device.dev) {
                 return Err(err(at(&d.path), "path", format!("device {} is listed twice", device.dev)));
             }
-            let model = parse_model(d.model.get_ref(), &device).map_err(|m| err(at(&d.model), "model", m))?;
+            let model = if d.model.get_ref().trim() == "profile" {
+                to_measure.push((devices.len(), at(&d.model)));
+                ModelParams::SSD_DFL // replaced by the measurement below
+            } else {
+                parse_model(d.model.get_ref(), &device).map_err(|m| err(at(&d.model), "model", m))?
+            };
             let qos = match &d.qos {
                 Some(q) => Some(parse_qos(q.get_ref(), &device).map_err(|m| err(at(q), "qos", m))?),
                 None => None,
@@ -193,15 +215,15 @@ impl Config {
             };
             groups.push(GroupConfig { cgroup, weight, limits, memory });
         }
+        for (i, offset) in to_measure {
+            devices[i].model = measurer.measure(&devices[i].device).map_err(|m| err(offset, "model", m))?;
+        }
         Ok(Config { period: Duration::from_millis(period_ms), devices, groups, memory_dry_run: false })
     }
 }
 
-/// A device's model from the `model` value: "profile", a built-in set name, or an io.cost.model line.
+/// A device's model from the `model` value: a built-in set name, or an io.cost.model line.
 fn parse_model(value: &str, device: &DiskId) -> std::result::Result<ModelParams, String> {
-    if value.trim() == "profile" {
-        return crate::profile::measure_model(device);
-    }
     let line: ModelConfig = value.parse().map_err(|e: ioshare_core::Error| e.to_string())?;
     match line.device {
         Some(d) if d != device.dev => {
@@ -281,6 +303,10 @@ mod tests {
             (good().replace("iops-read=5000", "iops-read=x"), "agent.toml:9: limits: "),
             (good().replace("ssd_dfl rrandiops=40000", "nvme"), "agent.toml:4: model: invalid io.cost.model"),
             (good().replace("ssd_dfl rrandiops=40000", "profile"), "agent.toml:4: model: measuring"),
+            (
+                good().replace("ssd_dfl rrandiops=40000", "profile").replace("weight = 300", "weight = 0"),
+                "agent.toml:8: weight: 0 is out of range",
+            ),
             (good().replace("rpct=95", "rpct=101"), "agent.toml:5: qos: invalid io.cost.qos"),
             (good().replace(&format!("\"{dev}\""), "\"/etc/hostname\""), "agent.toml:3: path: block device"),
             (good().replace("tenants/*", "/abs"), "agent.toml:7: cgroup: invalid cgroup name"),
@@ -314,6 +340,22 @@ mod tests {
             let e = parse(&with(m)).unwrap_err().to_string();
             assert!(e.starts_with(expect), "expected '{expect}', got '{e}'");
         }
+    }
+
+    #[test]
+    fn profile_is_measured_by_the_measurer_given() {
+        struct Fixed;
+        impl Measure for Fixed {
+            fn measure(&self, device: &DiskId) -> std::result::Result<ModelParams, String> {
+                match device.name.is_empty() {
+                    true => Err("no name".into()),
+                    false => Ok(ModelParams { rrandiops: 777, ..ModelParams::SSD_DFL }),
+                }
+            }
+        }
+        let text = good().replace("ssd_dfl rrandiops=40000", "profile");
+        let c = Config::parse_with(&text, Path::new("agent.toml"), &Fixed).unwrap();
+        assert_eq!(c.devices[0].model.rrandiops, 777);
     }
 
     #[test]

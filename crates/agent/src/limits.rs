@@ -12,7 +12,11 @@
 //! iops does — in either case the next period re-measures. A group that is the only active one on the
 //! device, or not active, gets no limit (a cgroup alone is not limited); fixed caps from the
 //! configuration are applied on top (`*-total` caps bound each direction). Values are rounded to
-//! three significant digits so that noise does not rewrite the files every period.
+//! three significant digits, and limits within [`KEEP_WITHIN`] of those in force are kept
+//! ([`settle`]): blk-throttle starts a new slice whenever a limit is written, and a new slice lets
+//! the group dispatch a whole slice's allowance at once — a burst above the limit, then queueing at
+//! the device — so rewriting a limit every period for a few percent of budget jitter made the limit
+//! looser and the latency worse than keeping it.
 
 use std::time::Duration;
 
@@ -25,6 +29,25 @@ use crate::hierarchy::Throttle;
 pub const MIN_DIRECTION_SHARE: f64 = 0.25;
 /// Smallest IOPS limit written (a zero would mean "no limit" to the kernel).
 pub const MIN_IOPS: u64 = 10;
+
+/// Relative change below which the limits in force are kept rather than rewritten.
+pub const KEEP_WITHIN: f64 = 0.04;
+
+/// The limits to write when `current` are in force and `planned` are wanted: `current` if it limits
+/// and every value of `planned` is within [`KEEP_WITHIN`] of it (a value going to or from "no
+/// limit" is always a change), else `planned`.
+pub fn settle(current: &Throttle, planned: Throttle) -> Throttle {
+    let near = |c: u64, p: u64| (c == 0) == (p == 0) && (c as f64 - p as f64).abs() <= KEEP_WITHIN * c as f64;
+    let all = near(current.riops, planned.riops)
+        && near(current.wiops, planned.wiops)
+        && near(current.rbps, planned.rbps)
+        && near(current.wbps, planned.wbps);
+    if current.is_limited() && all {
+        *current
+    } else {
+        planned
+    }
+}
 
 /// What a group did in one direction last period.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -139,6 +162,18 @@ mod tests {
     fn an_empty_budget_still_writes_a_limit() {
         let t = throttle_for(Some(0), &reads(10), &model(), SECOND, &Limits::default());
         assert_eq!(t.riops, MIN_IOPS, "0 would lift the limit");
+    }
+
+    #[test]
+    fn small_changes_keep_the_limits_in_force() {
+        let current = Throttle { riops: 10_000, wiops: 2_000, rbps: 40_000_000, wbps: 8_000_000 };
+        let close = Throttle { riops: 10_300, wiops: 1_950, ..current };
+        assert_eq!(settle(&current, close), current);
+        let far = Throttle { riops: 10_500, ..current };
+        assert_eq!(settle(&current, far), far, "5% is a change");
+        let lifted = Throttle { rbps: 0, ..current };
+        assert_eq!(settle(&current, lifted), lifted, "lifting a limit is a change");
+        assert_eq!(settle(&Throttle::default(), current), current, "no limit in force: write");
     }
 
     #[test]

@@ -1,18 +1,175 @@
-//! The seam where `model = "profile"` gets a device's cost model measured.
+//! `model = "profile"`: a device's cost model measured at start, cached, and reused on the next start.
 //!
-//! Measuring a device (`ioshare profile`) belongs to the engine and is being built separately; until
-//! it exists here, "profile" is refused at validation with an error saying what to use instead. When
-//! the profiler lands, [`measure_model`] calls it (read-only on a device in use) and the agent
-//! caches the result.
+//! Measuring a device belongs to the engine (`ioshare profile`), which depends on this crate; so the
+//! agent does not call it, it is handed a [`Measure`] — the CLI supplies one built on the engine's
+//! profiler, a library user without a profiler gets [`Unavailable`], which refuses with a line
+//! saying what to write instead. [`Cached`] wraps any measurer with a cache directory
+//! (`/var/cache/ioshare` by default): one file per device, `model-MAJ_MIN.json`, holding the
+//! device's identity and the measured `io.cost.model` line. The identity is what makes a cached
+//! model belong to *this* device: the name, size, and whatever sysfs gives to tell one device from
+//! another (the disk's WWID or serial, a loop device's backing file). A cache file whose identity
+//! differs (another disk got the same number, a loop device now over another file) is measured
+//! again and replaced; a cache file that cannot be read or written is not an error (the model is
+//! then measured every start, and said so on stderr).
 
-use ioshare_core::ModelParams;
+use std::path::{Path, PathBuf};
+
+use ioshare_core::iocost::line::Ctrl;
+use ioshare_core::{ModelConfig, ModelParams};
 use ioshare_host::DiskId;
+use serde::{Deserialize, Serialize};
 
-/// Measures `device`'s cost model, or says why that is not possible.
-pub fn measure_model(device: &DiskId) -> Result<ModelParams, String> {
-    Err(format!(
-        "measuring {} is not available in this build yet: run `ioshare profile` on the device when it exists, \
-         and give its io.cost.model line, or a built-in set (hdd, ssd_qd1, ssd_dfl, ssd_fast)",
-        device.name
-    ))
+/// Default directory of the cache of measured models.
+pub const DEFAULT_CACHE_DIR: &str = "/var/cache/ioshare";
+
+/// Measures a device's cost model.
+pub trait Measure {
+    /// `device`'s model, or one line saying why it could not be measured.
+    fn measure(&self, device: &DiskId) -> Result<ModelParams, String>;
+}
+
+/// The measurer of a build without a profiler: refuses, naming what to use instead.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Unavailable;
+
+impl Measure for Unavailable {
+    fn measure(&self, device: &DiskId) -> Result<ModelParams, String> {
+        Err(format!(
+            "measuring {} needs the profiler, which this program does not have: run `ioshare agent run`, or give \
+             the io.cost.model line `ioshare profile` prints, or a built-in set (hdd, ssd_qd1, ssd_dfl, ssd_fast)",
+            device.name
+        ))
+    }
+}
+
+/// A measurer with a cache: a model measured once per device is reused on later starts.
+pub struct Cached<'a> {
+    dir: PathBuf,
+    inner: &'a dyn Measure,
+}
+
+/// What a cache file holds.
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
+struct CacheEntry {
+    /// [`identity`] of the device measured.
+    identity: String,
+    /// The measured model, as an `io.cost.model` line without device.
+    model: String,
+}
+
+impl<'a> Cached<'a> {
+    /// Caches `inner`'s measurements in `dir` (created when first needed).
+    pub fn new(dir: &Path, inner: &'a dyn Measure) -> Self {
+        Cached { dir: dir.to_path_buf(), inner }
+    }
+
+    /// The cache file of `device`.
+    pub fn file(&self, device: &DiskId) -> PathBuf {
+        self.dir.join(format!("model-{}_{}.json", device.dev.major, device.dev.minor))
+    }
+
+    /// The cached model of `device`, if the cache holds one for this very device.
+    pub fn lookup(&self, device: &DiskId) -> Option<ModelParams> {
+        let text = std::fs::read_to_string(self.file(device)).ok()?;
+        let entry: CacheEntry = serde_json::from_str(&text).ok()?;
+        if entry.identity != identity(device) {
+            return None;
+        }
+        entry.model.parse::<ModelConfig>().ok().map(|m| m.params)
+    }
+
+    fn store(&self, device: &DiskId, model: &ModelParams) -> std::io::Result<()> {
+        let line = ModelConfig { device: None, ctrl: Ctrl::User, params: *model }.to_string();
+        let entry = CacheEntry { identity: identity(device), model: line };
+        std::fs::create_dir_all(&self.dir)?;
+        let file = self.file(device);
+        let tmp = file.with_extension("tmp");
+        std::fs::write(&tmp, serde_json::to_string_pretty(&entry).expect("entry serialises"))?;
+        std::fs::rename(tmp, file)
+    }
+}
+
+impl Measure for Cached<'_> {
+    fn measure(&self, device: &DiskId) -> Result<ModelParams, String> {
+        if let Some(model) = self.lookup(device) {
+            return Ok(model);
+        }
+        let model = self.inner.measure(device)?;
+        if let Err(e) = self.store(device, &model) {
+            eprintln!(
+                "ioshare agent: could not cache the model of {} in {}: {e} (it will be measured again next start)",
+                device.name,
+                self.dir.display()
+            );
+        }
+        Ok(model)
+    }
+}
+
+/// What tells `device` apart from another device that later gets the same number: its name, size in
+/// sectors, and the first of the disk's WWID, serial, or (a loop device) backing file that sysfs has.
+pub fn identity(device: &DiskId) -> String {
+    let sys = Path::new("/sys/block").join(&device.name);
+    let read = |rel: &str| std::fs::read_to_string(sys.join(rel)).ok().map(|s| s.trim().to_string());
+    let size = read("size").unwrap_or_default();
+    let which = ["device/wwid", "wwid", "device/serial", "serial", "loop/backing_file"]
+        .into_iter()
+        .find_map(|rel| read(rel).filter(|v| !v.is_empty()).map(|v| format!("{rel}={v}")))
+        .unwrap_or_default();
+    format!("{} {} size={size} {which}", device.name, device.dev)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    /// Counts its calls; answers a fixed model.
+    struct Counting(Cell<u32>);
+
+    impl Measure for Counting {
+        fn measure(&self, _: &DiskId) -> Result<ModelParams, String> {
+            self.0.set(self.0.get() + 1);
+            Ok(ModelParams { rrandiops: 12_345, ..ModelParams::SSD_DFL })
+        }
+    }
+
+    fn some_device() -> DiskId {
+        let entry = std::fs::read_dir("/sys/block").unwrap().flatten().next().expect("a block device");
+        DiskId::resolve(std::fs::read_to_string(entry.path().join("dev")).unwrap().trim()).unwrap()
+    }
+
+    #[test]
+    fn a_model_is_measured_once_then_read_from_the_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let counting = Counting(Cell::new(0));
+        let cached = Cached::new(&dir.path().join("cache"), &counting);
+        let dev = some_device();
+        assert_eq!(cached.measure(&dev).unwrap().rrandiops, 12_345);
+        assert_eq!(cached.measure(&dev).unwrap().rrandiops, 12_345);
+        assert_eq!(counting.0.get(), 1, "the second start reused the cache");
+        // Another start, another process: the file alone is enough.
+        assert_eq!(Cached::new(&dir.path().join("cache"), &Unavailable).measure(&dev).unwrap().rrandiops, 12_345);
+    }
+
+    #[test]
+    fn a_cache_file_of_another_device_is_measured_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let counting = Counting(Cell::new(0));
+        let cached = Cached::new(dir.path(), &counting);
+        let dev = some_device();
+        let stale = CacheEntry { identity: "another disk".into(), model: "rrandiops=1".into() };
+        std::fs::write(cached.file(&dev), serde_json::to_string(&stale).unwrap()).unwrap();
+        assert_eq!(cached.measure(&dev).unwrap().rrandiops, 12_345);
+        assert_eq!(counting.0.get(), 1);
+        assert_eq!(cached.lookup(&dev).unwrap().rrandiops, 12_345, "replaced");
+    }
+
+    #[test]
+    fn an_unwritable_cache_still_measures() {
+        let counting = Counting(Cell::new(0));
+        let cached = Cached::new(Path::new("/proc/ioshare-no-such-dir"), &counting);
+        assert_eq!(cached.measure(&some_device()).unwrap().rrandiops, 12_345);
+    }
 }

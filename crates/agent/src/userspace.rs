@@ -13,8 +13,9 @@
 //!    rq-wait stand-in when the device rather than its limit held a competing group back (it got
 //!    less than [`FULLY_HELD`] of its limit on a busy device);
 //! 4. run the planner ([`ioshare_core::Controller::tick`]): hweights, donation, vrate;
-//! 5. turn each group's budget for the next period into blk-throttle limits ([`crate::limits`]);
-//!    the recorder writes only values that changed.
+//! 5. turn each group's budget for the next period into blk-throttle limits ([`crate::limits`]),
+//!    keeping those in force when they are within a few percent; the recorder writes only values
+//!    that changed.
 //!
 //! Without a QoS line the vrate is pinned at 100% (`min=max=100`): the counters carry no
 //! device-saturation signal of their own (the kernel's rq-wait), so without latency targets the
@@ -34,7 +35,7 @@ use crate::error::Result;
 use crate::hierarchy::{Hierarchy, Throttle};
 use crate::io_mix::IoMix;
 use crate::latency::{verdicts, Verdicts};
-use crate::limits::{throttle_for, DirUsage};
+use crate::limits::{settle, throttle_for, DirUsage};
 
 /// QoS used when the configuration gives none: vrate pinned to the model.
 pub const PINNED_QOS: QosParams = QosParams {
@@ -210,9 +211,15 @@ impl DeviceLoop {
             .filter(|t| t.present)
             .map(|t| {
                 let cost = t.usage[0].cost + t.usage[1].cost;
-                let fair = before.groups.get(t.id.index()).map_or(0.0, |g| g.hweight_active);
+                let g = before.groups.get(t.id.index());
+                let fair = g.map_or(0.0, |g| g.hweight_active);
                 let competing = busy && cost > 0 && cost as f64 >= FAIR_SHARE_REACHED * fair * delivered as f64;
-                let held = held_back(&t.throttle, &t.usage, elapsed_s, LIMITED_AT);
+                // A donor's limit is its donation target plus its budget left (about 1.5 × what it
+                // used): one that nears it is usually a noisy small user, not one held back — and one
+                // really held back grows its target anyway (the donation math doubles a target whose
+                // budget was spent). Only reaching its limit in full ends its donating.
+                let donating = g.is_some_and(|g| g.hweight_inuse + 1e-3 < g.hweight_active);
+                let held = held_back(&t.throttle, &t.usage, elapsed_s, if donating { FULLY_HELD } else { LIMITED_AT });
                 let fully_held = held_back(&t.throttle, &t.usage, elapsed_s, FULLY_HELD);
                 device_bound |= competing && !fully_held && t.throttle.is_limited();
                 Charge { group: t.id, abs_cost: cost, limited: competing || held }
@@ -240,7 +247,7 @@ impl DeviceLoop {
             let g = &stats.groups[t.id.index()];
             let alone = g.hweight_active >= 0.999;
             let budget = if alone { None } else { self.ctl.budget(now, t.id, horizon) };
-            let throttle = throttle_for(budget, &t.usage, &model, self.period, &t.caps);
+            let throttle = settle(&t.throttle, throttle_for(budget, &t.usage, &model, self.period, &t.caps));
             match h.set_throttle(rec, rel, dev, &throttle)? {
                 ioshare_host::Written::Vanished => t.present = false,
                 _ => t.throttle = throttle,

@@ -1,10 +1,12 @@
 //! `ioshare agent check|run|status|revert`: parses, calls ioshare-agent, prints.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Subcommand, ValueEnum};
-use ioshare_agent::{Agent, BackendChoice, Check, Config, Status};
+use ioshare_agent::{Agent, BackendChoice, Cached, Check, Config, Status};
+use ioshare_engine::profile::agent::AgentProfiler;
 
 /// The agent's subcommands.
 #[derive(Subcommand)]
@@ -27,6 +29,10 @@ pub enum Command {
         /// Where the agent records what it changed (for revert) and its status.
         #[arg(long, default_value_os_t = ioshare_agent::default_state_dir())]
         state_dir: PathBuf,
+        /// Where models measured for `model = "profile"` are kept (one file per device, reused while
+        /// the device is the same one).
+        #[arg(long, default_value = ioshare_agent::profile::DEFAULT_CACHE_DIR)]
+        cache_dir: PathBuf,
         /// Memory guard: log which process priority OOM would kill, kill and reclaim nothing (the
         /// kernel's OOM killer stays in charge).
         #[arg(long)]
@@ -72,8 +78,14 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
                 println!("{check}");
             }
         }
-        Command::Run { config, backend, state_dir, dry_run } => {
-            let config = Config { memory_dry_run: dry_run, ..Config::load(&config)? };
+        Command::Run { config, backend, state_dir, cache_dir, dry_run } => {
+            let tty = std::io::stderr().is_terminal();
+            // model = "profile": the measurement's progress on one line on a terminal, else line by line.
+            let progress = |l: &str| if tty { crate::status_line(tty, l) } else { eprintln!("ioshare agent: {l}") };
+            let profiler = AgentProfiler::new(ioshare_engine::interrupt::stop_flag(), progress);
+            let loaded = Config::load_with(&config, &Cached::new(&cache_dir, &profiler));
+            crate::clear_status(tty);
+            let config = Config { memory_dry_run: dry_run, ..loaded? };
             let choice = match backend {
                 BackendArg::Auto => BackendChoice::Auto,
                 BackendArg::Kernel => BackendChoice::Kernel,

@@ -15,7 +15,8 @@ use ioshare_engine::interrupt;
 #[derive(clap::Args)]
 pub struct Args {
     /// Run only this scenario (repeatable): proportional, work-conserving, mixed-cost, limits, overhead,
-    /// donation; or fidelity (ioshare IOCost vs the kernel's, where cgroup v2 has io: see scripts/lab).
+    /// donation, agent (the host agent on separate processes, root; in the default suite when root);
+    /// or fidelity (ioshare IOCost vs the kernel's, where cgroup v2 has io: see scripts/lab).
     #[arg(long, value_name = "NAME")]
     scenario: Vec<String>,
     /// Weights of the two main tenants, high,low (proportional and work-conserving).

@@ -64,6 +64,14 @@ pub enum KernelSetup {
         /// Latency QoS.
         qos: QosParams,
     },
+    /// The ioshare agent's kernel backend (cgroup v2 with iocost): the agent writes `io.cost.model`,
+    /// `io.cost.qos` and each tenant's `io.weight`, as `ioshare agent run --backend kernel` does.
+    AgentKernel {
+        /// The device's cost model.
+        model: ModelParams,
+        /// Latency QoS.
+        qos: QosParams,
+    },
 }
 
 impl KernelSetup {
@@ -75,6 +83,7 @@ impl KernelSetup {
             KernelSetup::ReadIopsLimits(_) => "blk-throttle",
             KernelSetup::IoCost => "kernel-iocost",
             KernelSetup::Agent { .. } => "agent",
+            KernelSetup::AgentKernel { .. } => "agent-kernel",
         }
     }
 }
@@ -199,14 +208,14 @@ impl Peers {
     /// Whether `setup` can run here (the kernel's IOCost needs cgroup v2 with `io.cost.qos`).
     pub fn supports(&self, setup: &KernelSetup) -> bool {
         match setup {
-            KernelSetup::IoCost => self.io_cost,
+            KernelSetup::IoCost | KernelSetup::AgentKernel { .. } => self.io_cost,
             // The agent peer drives blk-throttle through cgroup v1 here.
             KernelSetup::Agent { .. } => !self.v2,
             _ => true,
         }
     }
 
-    /// The device the peers run on.
+    /// The device the peers run on (a loop device over the target, or the target itself).
     pub fn device(&self) -> &Path {
         self.dev.path()
     }
@@ -270,7 +279,12 @@ impl Peers {
         }
         let state = std::env::temp_dir().join(format!("ioshare-bench-agent-{}", std::process::id()));
         let agent = match setup {
-            KernelSetup::Agent { model, qos } => Some(self.start_agent(*model, *qos, &groups, tenants, &state)?),
+            KernelSetup::Agent { model, qos } => {
+                Some(self.start_agent(BackendChoice::Userspace, *model, *qos, &groups, tenants, &state)?)
+            }
+            KernelSetup::AgentKernel { model, qos } => {
+                Some(self.start_agent(BackendChoice::Kernel, *model, *qos, &groups, tenants, &state)?)
+            }
             _ => None,
         };
         let stop = AtomicBool::new(false);
@@ -294,7 +308,9 @@ impl Peers {
     fn cgroup_v1(&self, name: &str, setup: &KernelSetup, i: usize, t: &TenantSpec) -> Result<PeerCgroup> {
         let cg = BlkioCgroup::create(name).map_err(|e| peer_error("creating a cgroup", e))?;
         match setup {
-            KernelSetup::Plain | KernelSetup::IoCost | KernelSetup::Agent { .. } => Ok(()),
+            KernelSetup::Plain | KernelSetup::IoCost | KernelSetup::Agent { .. } | KernelSetup::AgentKernel { .. } => {
+                Ok(())
+            }
             KernelSetup::Bfq => cg.set_bfq_weight(t.weight.clamp(BFQ_WEIGHT_MIN, BFQ_WEIGHT_MAX)),
             KernelSetup::ReadIopsLimits(l) => cg.set_throttle(self.dev.dev(), ThrottleKnob::ReadIops, l[i]),
         }
@@ -311,7 +327,7 @@ impl Peers {
             KernelSetup::ReadIopsLimits(l) => {
                 cg.write("io.max", &IoMax { riops: Some(l[i]), ..IoMax::unlimited(self.dev.dev()) }.to_string())
             }
-            KernelSetup::Agent { .. } => Ok(()),
+            KernelSetup::Agent { .. } | KernelSetup::AgentKernel { .. } => Ok(()),
             KernelSetup::IoCost => {
                 cg.write("io.weight", &format!("default {}", t.weight.clamp(IO_WEIGHT_MIN, IO_WEIGHT_MAX)))
             }
@@ -328,16 +344,19 @@ impl Peers {
             .map_err(|e| peer_error("enabling the kernel's iocost", e))
     }
 
-    /// Starts the agent's userspace backend over the tenants' cgroups (weights from the tenants).
+    /// Starts the agent's `backend` over the tenants' cgroups (weights from the tenants).
     fn start_agent(
         &self,
+        backend: BackendChoice,
         model: ModelParams,
         qos: QosParams,
         groups: &[PeerCgroup],
         tenants: &[TenantSpec],
         state: &Path,
     ) -> Result<ioshare_agent::Agent> {
-        let root = Capabilities::probe().blkio_v1.ok_or_else(|| peer_error("the agent", "no blkio hierarchy"))?;
+        let caps = Capabilities::probe();
+        let root = if self.v2 { caps.cgroup_v2 } else { caps.blkio_v1 };
+        let root = root.ok_or_else(|| peer_error("the agent", "no cgroup hierarchy with io control"))?;
         let device = DiskId::resolve(&self.dev.dev().to_string()).map_err(|e| peer_error("the agent", e))?;
         let groups = groups
             .iter()
@@ -355,14 +374,14 @@ impl Peers {
             groups,
             memory_dry_run: false,
         };
-        let (agent, _) = ioshare_agent::Agent::start(config, BackendChoice::Userspace, state)
-            .map_err(|e| peer_error("starting the agent", e))?;
+        let (agent, _) =
+            ioshare_agent::Agent::start(config, backend, state).map_err(|e| peer_error("starting the agent", e))?;
         Ok(agent)
     }
 }
 
 /// The agent peer's planning period.
-const AGENT_PERIOD: Duration = Duration::from_millis(100);
+pub const AGENT_PERIOD: Duration = Duration::from_millis(100);
 
 /// Starts the ready workers together and reads their reports.
 fn collect(workers: &mut Workers, tenants: &[TenantSpec]) -> Result<Vec<RunReport>> {

@@ -15,6 +15,7 @@
 //! and blkio cgroup on a loop device over the target. Results come back as plain data
 //! ([`SuiteReport`]) for the table ([`table`]), JSON and SVG ([`svg`]) renderers.
 
+pub mod agent;
 pub mod calibrate;
 pub mod controllers;
 pub mod fidelity;
@@ -350,7 +351,8 @@ pub fn run_suite(opts: &BenchOptions, stop: &AtomicBool, obs: &mut dyn Observer)
 fn cases_to_run(opts: &BenchOptions) -> Vec<fidelity::Case> {
     let plain = |sc: Scenario| fidelity::Case { name: sc.name(), scenario: sc, weights: None };
     if opts.scenarios.is_empty() {
-        return Scenario::all().into_iter().map(plain).collect();
+        let here = |sc: &Scenario| *sc != Scenario::Agent || agent::in_default_suite(opts);
+        return Scenario::all().into_iter().filter(here).map(plain).collect();
     }
     let mut cases: Vec<fidelity::Case> = Vec::new();
     for name in &opts.scenarios {

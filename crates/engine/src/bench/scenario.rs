@@ -39,7 +39,7 @@ pub struct Context<'a> {
 
 impl Context<'_> {
     /// Runs `run` under the observer when there is one (see [`super::observe`]).
-    fn observed(
+    pub(super) fn observed(
         &self,
         side: Side,
         name: &str,
@@ -50,6 +50,11 @@ impl Context<'_> {
             Some(rec) => rec.observed(side, name, device, run),
             None => run(),
         }
+    }
+
+    /// What the observer saw in the scenario's runs, and its notes (empty without `--observe`).
+    pub(super) fn take_observed(&self) -> (Vec<super::observe::RunObserved>, Vec<String>) {
+        self.observe.map(Recorder::take).unwrap_or_default()
     }
 }
 
@@ -69,15 +74,18 @@ pub enum Scenario {
     /// Two saturating readers; the high-weight one drops to a tenth of its share mid-run: the other
     /// takes what it leaves.
     Donation,
+    /// The host agent on real processes beside BFQ and blk-throttle ([`super::agent`]).
+    Agent,
 }
 
-const ALL: [Scenario; 6] = [
+const ALL: [Scenario; 7] = [
     Scenario::Proportional,
     Scenario::WorkConserving,
     Scenario::MixedCost,
     Scenario::Limits,
     Scenario::Overhead,
     Scenario::Donation,
+    Scenario::Agent,
 ];
 
 /// Proportional split tolerance: ±5% of the weight ratio (issue acceptance).
@@ -140,6 +148,7 @@ impl Scenario {
             Scenario::Limits => "limits",
             Scenario::Overhead => "overhead",
             Scenario::Donation => "donation",
+            Scenario::Agent => super::agent::NAME,
         }
     }
 
@@ -173,6 +182,7 @@ impl Scenario {
                 "two saturating readers, weights A:B; mid-run the high-weight one drops to 10% of its share -> \
                  the low-weight reader takes the capacity it leaves (judged on the samples that start after the drop)"
             }
+            Scenario::Agent => super::agent::DESCRIPTION,
         }
     }
 
@@ -198,6 +208,7 @@ impl Scenario {
             Scenario::Limits => (2, 1, 0, 1, false),
             Scenario::Overhead => (5, OVERHEAD_ROUNDS, OVERHEAD_ROUNDS * usize::from(fio::available()), 2, false),
             Scenario::Donation => (3, 1, 0, 1, true),
+            Scenario::Agent => (0, 1, 0, 4, true),
         }
     }
 
@@ -301,6 +312,7 @@ impl Scenario {
                 rounds: OVERHEAD_ROUNDS,
                 notes,
             },
+            Scenario::Agent => unreachable!("the agent scenario plans and judges its runs itself (bench::agent)"),
             Scenario::Donation => {
                 // The high tenant's saturating job stops half-way; a rate-capped job at a tenth of its
                 // share runs throughout (a tenth more IO in the first half, where it is saturated anyway).
@@ -330,6 +342,9 @@ impl Scenario {
         stop: &AtomicBool,
         progress: &mut dyn FnMut(&str),
     ) -> Result<ScenarioReport> {
+        if self == Scenario::Agent {
+            return super::agent::run(ctx, peers, stop, progress);
+        }
         let plan = self.plan(ctx);
         let opts = RunOptions { device_depth: ctx.calibration.device_depth, ..RunOptions::new(ctx.opts.duration) };
         let mut runs: Vec<RunEntry> = Vec::new();
@@ -439,7 +454,7 @@ impl Scenario {
                     .join("; "),
             }
         };
-        let (observed, observe_notes) = ctx.observe.map(Recorder::take).unwrap_or_default();
+        let (observed, observe_notes) = ctx.take_observed();
         notes.extend(observe_notes);
         Ok(ScenarioReport {
             name: self.name().into(),
@@ -552,6 +567,7 @@ impl Scenario {
                     ),
                 }
             }
+            Scenario::Agent => unreachable!("the agent scenario plans and judges its runs itself (bench::agent)"),
             Scenario::Donation => {
                 let (high, low) = second_half_iops(r, opts.duration);
                 if !high.is_finite() || !low.is_finite() {
@@ -822,7 +838,7 @@ mod tests {
 
     #[test]
     fn scenarios_are_found_by_name() {
-        assert_eq!(Scenario::names().len(), 6);
+        assert_eq!(Scenario::names().len(), 7);
         for n in Scenario::names() {
             assert_eq!(Scenario::by_name(n).unwrap().name(), n);
         }

@@ -22,6 +22,7 @@
 //! then the target is opened read-only and the write coefficients are derived from the reads and
 //! the write:read ratios of a built-in set ([`measure::WRITE_RATIOS_FROM`]), and said so.
 
+pub mod agent;
 pub mod disk;
 pub mod measure;
 mod prepare;
@@ -233,9 +234,11 @@ pub fn profile(
         runs.iter().filter(|r| r.spread_pct > SPREAD_WARN_PCT).max_by(|a, b| a.spread_pct.total_cmp(&b.spread_pct))
     {
         notes.push(format!(
-            "rounds disagreed by up to {:.0}% ({}): the host was busy or the device varies; re-run when it is quiet, \
-             or with more --rounds",
-            worst.spread_pct, worst.name
+            "rounds disagreed by up to {:.0}% ({}): the host was busy{} or the device varies; re-run when it is \
+             quiet, or with more --rounds",
+            worst.spread_pct,
+            worst.name,
+            host_load().map_or(String::new(), |l| format!(" (load average {l})"))
         ));
     }
     let device = prepared.disk.as_ref().map(|d| d.dev);
@@ -254,6 +257,15 @@ pub fn profile(
         runs,
         notes,
     })
+}
+
+/// The host's 1-minute load average and CPU count (`2.9 on 2 CPUs`), when /proc tells: how busy
+/// the host was while the rounds ran — profile's figures are as good as the quietest round.
+fn host_load() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let one: f64 = text.split_whitespace().next()?.parse().ok()?;
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    Some(format!("{one:.1} on {cpus} CPUs"))
 }
 
 pub(crate) fn check_stop(stop: &AtomicBool) -> Result<()> {
