@@ -168,7 +168,8 @@ impl Scenario {
             Scenario::WorkConserving => {
                 "high-weight QD1 reader with 100 us think time vs saturating low-weight reader -> each controller's \
                  (QD1 p99 / solo, leftover used) lies on the device's frontier (the uncontrolled neighbour at QD \
-                 1..32) and no kernel peer dominates; IOCost with p99 targets of 2x and 4x solo"
+                 1..32) and no kernel peer dominates; IOCost with p99 targets of 2x and 4x solo, kernel-faithful \
+                 and with the device-depth option (+qd, the subjects)"
             }
             Scenario::MixedCost => {
                 "random 4 KiB and sequential 64 KiB readers and writers, equal weights -> equal shares of device \
@@ -259,7 +260,9 @@ impl Scenario {
                     Ctl::IoCostP99Qd(2),
                     Ctl::IoCostP99Qd(4),
                 ],
-                subjects: vec![Ctl::IoCostP99(2), Ctl::IoCostP99(4)],
+                // The kernel-faithful rows cannot hold the device's queue short enough to reach the
+                // frontier (issue 13); the device-depth option is the subject, both are shown.
+                subjects: vec![Ctl::IoCostP99Qd(2), Ctl::IoCostP99Qd(4)],
                 kernel: vec![
                     KernelSetup::Bfq,
                     KernelSetup::ReadIopsLimits(vec![share(a), share(b)]),
