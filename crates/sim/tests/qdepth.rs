@@ -49,6 +49,11 @@ fn case_3_a_group_back_from_idle_gets_its_share_not_a_flood() {
 }
 
 #[test]
+fn with_the_option_the_low_reader_takes_what_the_dropped_one_leaves() {
+    run("qdepth-donation", Args::default());
+}
+
+#[test]
 fn with_the_option_a_latency_target_moves_the_point_along_the_trade_off() {
     let out = run("qdepth-latency", Args::default());
     // solo, then (kernel, option) at 2x and at 4x.

@@ -55,7 +55,7 @@ impl<M: CostModel> IoCost<M> {
                 let (hwa, _) = self.tree.hweights(node);
                 let tag = slots.tag(node, self.margins.target, abs_cost_to_cost(abs_cost, hwa));
                 if !slots.admit_now(now, node, tag) {
-                    slots.enqueue(node, tag, io);
+                    slots.enqueue(now, node, tag, io);
                     return Submit::Queued;
                 }
             }
@@ -253,7 +253,7 @@ impl<M: CostModel> IoCost<M> {
             match &mut self.slots {
                 Some(slots) => {
                     let tag = slots.tag(node, margin, abs_cost_to_cost(abs_cost, hwa));
-                    slots.enqueue(node, tag, io)
+                    slots.enqueue(now, node, tag, io)
                 }
                 None => self.ready.push_back(io),
             }

@@ -10,7 +10,7 @@
 //! beyond the start budget when a group returns.
 
 use ioshare_core::iocost::depth::DepthLimit;
-use ioshare_core::{ModelParams, QosConfig, QosParams, NSEC_PER_MSEC};
+use ioshare_core::{ModelParams, QosConfig, QosParams, NSEC_PER_MSEC, NSEC_PER_SEC};
 
 use super::{compare, Args, Builtin, Outcome};
 use crate::error::SimError;
@@ -34,6 +34,11 @@ pub(crate) const BUILTINS: &[Builtin] = &[
         name: "qdepth-latency",
         about: "QD1 reader beside a saturating one, device queue 128, p99 targets 2x/4x solo: +qd moves along the trade-off",
         run: latency,
+    },
+    Builtin {
+        name: "qdepth-donation",
+        about: "the bench's donation with +qd: 2:1 readers, the high one drops to a rate-capped tenth -> the low one takes what it leaves",
+        run: donation,
     },
     Builtin {
         name: "qdepth-return",
@@ -272,4 +277,62 @@ fn latency(args: &Args) -> Result<Outcome, SimError> {
         q4.2 > q2.2 && q4.3 >= 0.9,
     ));
     Ok(out)
+}
+
+/// When the high tenant of `qdepth-donation` drops to its trickle.
+const DROP_S: f64 = 2.0;
+/// Acceptance of `qdepth-donation` (the bench's): the low tenant takes at least this share of the
+/// capacity the high one leaves, in every interval from [`SETTLE_MS`] after the drop.
+const LEFTOVER_MIN: f64 = 0.9;
+/// Time the planner has to move budget after the drop: the first 50 ms interval (the high tenant's
+/// last IOs still complete in it, and donation waits for a period's end). Before the fix the low
+/// tenant took 63% of the leftover in that interval, then 36% in the next (its banked budget spent,
+/// the device idle while high kept its weight); with it, 98% and more from the second interval on.
+const SETTLE_MS: u64 = 50;
+
+/// The bench's donation scenario with the option: "high" (weight 200) reads at QD64 until
+/// [`DROP_S`], beside a rate-capped reader at a tenth of its share with at most 4 IOs outstanding
+/// that runs throughout; "low" (weight 100) reads at QD64. The trickle finds low's IOs queued for a
+/// slot at nearly every submission: counted as short of device for any such wait, high kept its full
+/// weight after the drop, low spent the budget it had banked while queued and then waited for
+/// budget with the device idle (`ioshare_core::iocost::depth`'s module doc).
+fn donation(args: &Args) -> Result<Outcome, SimError> {
+    let w = args.weights([200, 100])?;
+    let capacity = ModelParams::SSD_DFL.rrandiops as f64;
+    let high_share = capacity * w[0] as f64 / (w[0] + w[1]) as f64;
+    let mut saturating = Job::open(Rw::RandRead, 4096, 2.0 * capacity);
+    saturating.load = Load::Open {
+        rate: 2.0 * capacity,
+        poisson: false,
+        burst: Some(((DROP_S * 1e9) as u64, 1_000 * NSEC_PER_SEC)),
+        max_outstanding: 64,
+    };
+    let mut trickle = Job::open(Rw::RandRead, 4096, high_share / 10.0);
+    trickle.load = Load::Open { rate: high_share / 10.0, poisson: true, burst: None, max_outstanding: 4 };
+    let (_, option) = controllers(args).into_iter().find(|(n, _)| *n == "iocost+qd").expect("listed");
+    let mut sc = Scenario::new("qdepth-donation", device(128))
+        .controller(option)
+        .group("high", w[0], [saturating, trickle])
+        .group("low", w[1], [Job::closed(Rw::RandRead, 4096, 64)])
+        .seconds(DROP_S + 1.0)
+        .seed(args.seed());
+    sc.sample_interval = INTERVAL_MS * NSEC_PER_MSEC;
+    let r = sc.run()?;
+    let from = DROP_S + SETTLE_MS as f64 / 1e3;
+    let taken: Vec<f64> = r
+        .group("high")
+        .series
+        .iter()
+        .zip(&r.group("low").series)
+        .filter(|(h, _)| h.t_s > from + INTERVAL_MS as f64 / 1e3 - 1e-9)
+        .map(|(h, l)| l.iops / (capacity - h.iops).max(1.0))
+        .collect();
+    let least = taken.iter().copied().fold(f64::INFINITY, f64::min);
+    let comparison = compare(
+        &format!("iocost+qd: low's share of the capacity high leaves, least 50 ms interval from {from:.1} s"),
+        format!(">= {:.0}%", LEFTOVER_MIN * 100.0),
+        format!("{:.0}%", least * 100.0),
+        !taken.is_empty() && least >= LEFTOVER_MIN,
+    );
+    Ok(Outcome { runs: vec![named(r, "iocost+qd")], comparisons: vec![comparison] })
 }
