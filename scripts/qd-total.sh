@@ -10,7 +10,7 @@
 #   TARGET    file or block device to read (never written), e.g. a 2 GiB file you created
 #   ROUNDS    rounds per case (default 5)
 #   DURATION  seconds per run (default 5)
-# Needs jq and a release build (cargo build --release -p ioshare).
+# Needs jq (scripts/setup.sh installs it) and a release build (cargo build --release -p ioshare).
 set -euo pipefail
 
 if [[ $# -lt 1 ]]; then

@@ -28,7 +28,7 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${opts[@]}" "${missing[@]}"
 }
 
-apt_install -- fio clang libelf-dev zlib1g-dev pkg-config e2fsprogs qemu-system-x86 busybox-static
+apt_install -- fio clang libelf-dev zlib1g-dev pkg-config e2fsprogs qemu-system-x86 busybox-static jq
 apt_install --no-install-recommends -- prometheus
 
 # Without the guest kernel only the lab's tests skip (with this reason), so a failure here is a warning.

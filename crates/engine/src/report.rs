@@ -61,6 +61,27 @@ pub struct TenantReport {
     pub series: Vec<TenantSample>,
 }
 
+impl TenantReport {
+    /// Mean IOPS over the samples that lie wholly in `[from, to]` seconds of the run (NaN if none
+    /// does).
+    pub fn window_iops(&self, from: f64, to: f64) -> f64 {
+        let mut start = 0.0;
+        let (mut ios, mut secs) = (0.0, 0.0);
+        for s in &self.series {
+            if start >= from - 1e-6 && s.t_s <= to + 1e-6 {
+                ios += s.iops * (s.t_s - start);
+                secs += s.t_s - start;
+            }
+            start = s.t_s;
+        }
+        if secs > 0.0 {
+            ios / secs
+        } else {
+            f64::NAN
+        }
+    }
+}
+
 /// Device-side figures over the window.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DeviceReport {

@@ -40,7 +40,6 @@ use super::scenario::Context;
 use super::{BenchOptions, RunEntry, ScenarioReport, Side, Verdict};
 use crate::error::Result;
 use crate::job::{JobSpec, Pattern, TenantSpec};
-use crate::report::TenantReport;
 use crate::run::RunOptions;
 
 /// The scenario's name.
@@ -221,30 +220,12 @@ fn saturated_p50_us(entry: &RunEntry, duration: Nanos) -> f64 {
     p50s.get(p50s.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
-/// Mean IOPS of `t` over the samples that lie wholly in `[from, to]` seconds (NaN if none does).
-fn window_iops(t: &TenantReport, from: f64, to: f64) -> f64 {
-    let mut start = 0.0;
-    let (mut ios, mut secs) = (0.0, 0.0);
-    for s in &t.series {
-        if start >= from - 1e-6 && s.t_s <= to + 1e-6 {
-            ios += s.iops * (s.t_s - start);
-            secs += s.t_s - start;
-        }
-        start = s.t_s;
-    }
-    if secs > 0.0 {
-        ios / secs
-    } else {
-        f64::NAN
-    }
-}
-
 /// The figures of one run: (high, low) IOPS before the drop, and after it.
 fn phases(entry: &RunEntry, duration: Nanos) -> [(f64, f64); 2] {
     let d = duration as f64 / NSEC_PER_SEC as f64;
     let after = d / 2.0 + 2.0 * PERIOD_S;
     let t = &entry.report.tenants;
-    let w = |from, to| (window_iops(&t[0], from, to), window_iops(&t[1], from, to));
+    let w = |from, to| (t[0].window_iops(from, to), t[1].window_iops(from, to));
     [w(SETTLE_S, d / 2.0), w(after, d)]
 }
 
@@ -298,7 +279,7 @@ fn judge_all(opts: &BenchOptions, duration: Nanos, subjects: &[&str], report: &m
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{RunReport, TenantSample};
+    use crate::report::{RunReport, TenantReport, TenantSample};
 
     const D: Nanos = MIN_DURATION;
 
@@ -359,8 +340,8 @@ mod tests {
     fn windows_take_only_whole_samples_inside_them() {
         let t = tenant(100.0, 10.0);
         let d = D as f64 / NSEC_PER_SEC as f64;
-        assert!((window_iops(&t, SETTLE_S, d / 2.0) - 100.0).abs() < 1e-9);
-        assert!((window_iops(&t, d / 2.0 + 2.0 * PERIOD_S, d) - 10.0).abs() < 1e-9);
-        assert!(window_iops(&t, d + 1.0, d + 2.0).is_nan());
+        assert!((t.window_iops(SETTLE_S, d / 2.0) - 100.0).abs() < 1e-9);
+        assert!((t.window_iops(d / 2.0 + 2.0 * PERIOD_S, d) - 10.0).abs() < 1e-9);
+        assert!(t.window_iops(d + 1.0, d + 2.0).is_nan());
     }
 }

@@ -669,23 +669,7 @@ struct References {
 /// the controllers to react).
 fn second_half_iops(r: &RunReport, duration: Nanos) -> (f64, f64) {
     let middle = duration as f64 / NSEC_PER_SEC as f64 / 2.0;
-    let mean = |t: &crate::report::TenantReport| {
-        let mut start = 0.0;
-        let (mut ios, mut secs) = (0.0, 0.0);
-        for s in &t.series {
-            if start >= middle - 1e-6 {
-                ios += s.iops * (s.t_s - start);
-                secs += s.t_s - start;
-            }
-            start = s.t_s;
-        }
-        if secs > 0.0 {
-            ios / secs
-        } else {
-            f64::NAN
-        }
-    };
-    (mean(&r.tenants[0]), mean(&r.tenants[1]))
+    (r.tenants[0].window_iops(middle, f64::INFINITY), r.tenants[1].window_iops(middle, f64::INFINITY))
 }
 
 /// A total IOPS limit.
