@@ -259,18 +259,8 @@ fn judge_all(opts: &BenchOptions, duration: Nanos, subjects: &[&str], report: &m
     }
     let subjects: Vec<&RunEntry> =
         report.runs.iter().filter(|r| subjects.contains(&r.report.controller.as_str())).collect();
-    if let Some(first) = subjects.first() {
-        let vs: Vec<&Verdict> = subjects.iter().filter_map(|r| r.verdict.as_ref()).collect();
-        report.verdict = Verdict {
-            pass: vs.iter().all(|v| v.pass),
-            value: first.verdict.as_ref().map_or(f64::NAN, |v| v.value),
-            summary: subjects
-                .iter()
-                .zip(&vs)
-                .map(|(r, v)| format!("{}: {}", r.report.controller, v.summary))
-                .collect::<Vec<_>>()
-                .join("; "),
-        };
+    if let Some(v) = Verdict::of_subjects(&subjects) {
+        report.verdict = v;
     } else if !report.runs.is_empty() {
         report.verdict = Verdict::not_judged();
     }

@@ -107,6 +107,20 @@ impl Verdict {
         Verdict { pass: false, value: f64::NAN, summary: NOT_JUDGED.into() }
     }
 
+    /// A scenario's verdict from its subjects' runs: passes when every judged subject passes; the value
+    /// is the first subject's; the summary names each subject with its own. `None` when no subject
+    /// was judged.
+    pub fn of_subjects(subjects: &[&RunEntry]) -> Option<Verdict> {
+        let judged: Vec<(&str, &Verdict)> =
+            subjects.iter().filter_map(|r| Some((r.report.controller.as_str(), r.verdict.as_ref()?))).collect();
+        let (_, first) = judged.first()?;
+        Some(Verdict {
+            pass: judged.iter().all(|(_, v)| v.pass),
+            value: first.value,
+            summary: judged.iter().map(|(name, v)| format!("{name}: {}", v.summary)).collect::<Vec<_>>().join("; "),
+        })
+    }
+
     /// `PASS`, `FAIL`, or `INTERRUPTED` for a scenario that was never judged.
     pub fn label(&self) -> &'static str {
         match (self.pass, self.summary == NOT_JUDGED) {

@@ -441,20 +441,11 @@ impl Scenario {
             .iter()
             .filter(|r| r.side == Side::Ioshare && plan.subjects.iter().any(|c| c.name() == r.report.controller))
             .collect();
-        let verdict = if subjects.is_empty() || subjects.len() < plan.subjects.len() {
-            notes.push("interrupted before the controllers this scenario judges had run".into());
-            Verdict::not_judged()
-        } else {
-            let vs: Vec<&Verdict> = subjects.iter().filter_map(|r| r.verdict.as_ref()).collect();
-            Verdict {
-                pass: vs.iter().all(|v| v.pass),
-                value: vs[0].value,
-                summary: subjects
-                    .iter()
-                    .zip(&vs)
-                    .map(|(r, v)| format!("{}: {}", r.report.controller, v.summary))
-                    .collect::<Vec<_>>()
-                    .join("; "),
+        let verdict = match Verdict::of_subjects(&subjects) {
+            Some(v) if subjects.len() == plan.subjects.len() => v,
+            _ => {
+                notes.push("interrupted before the controllers this scenario judges had run".into());
+                Verdict::not_judged()
             }
         };
         let (observed, observe_notes) = ctx.take_observed();
