@@ -1,6 +1,6 @@
-//! An existing whole-disk block device (not a loop device we attach): its device number, and its IO
-//! scheduler switched for a run and restored on drop. Used where the kernel peers run on the device
-//! itself, like the lab guest's NVMe data disk; the caller is responsible for the device being one
+//! A whole-disk block device: its device number, and its IO scheduler switched for a run and restored
+//! on drop. Used where the kernel peers run on the device itself, like the lab guest's NVMe data disk,
+//! and as what a [`crate::LoopDevice`] is while attached; the caller is responsible for the device being one
 //! the user named (`--target`), never the machine's own disk by default.
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt};

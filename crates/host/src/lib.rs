@@ -7,10 +7,8 @@
 //! # API
 //! ```text
 //! LoopDevice::attach(file: &Path, direct_io: bool) -> Result<LoopDevice>   // losetup --find --show [--direct-io=on]
-//!     .path() -> &Path                  // /dev/loopN
-//!     .dev() -> DevNum                  // 7:N, ioshare_core::iocost::line::DevNum
-//!     .set_scheduler(name) -> Result<()>// "bfq", "none": this loop device only; restored on drop
-//!     .scheduler() -> Result<String>    // current scheduler
+//!     deref -> &BlockDevice              // .path() /dev/loopN, .dev() 7:N, .scheduler(),
+//!                                       // .set_scheduler(name): this loop device only
 //!     drop                              // scheduler restored, device detached (the kernel also
 //!                                       // detaches it if the process dies: autoclear)
 //! BlkioCgroup::create(name) -> Result<BlkioCgroup>   // e.g. "ioshare-bench-<pid>/tenant-a", below our
@@ -29,7 +27,8 @@
 //! remove_stale_cgroups(prefix) -> Result<Vec<PathBuf>>  // "<prefix><pid>" cgroups of dead processes
 //!                                                    // (a SIGKILLed bench), at the next start
 //! BlockDevice::open(path) -> Result<BlockDevice>     // an existing whole disk: .path(), .dev(),
-//!                                                    // .set_scheduler(name) restored on drop
+//!                                                    // .scheduler(), .set_scheduler(name) restored
+//!                                                    // on drop
 //! Cgroup2::create(name, controllers) -> Result<Cgroup2> // cgroup v2, below our own v2 cgroup, with
 //!                                                    // e.g. ["io"] enabled on the way down
 //!     .path() / .write(file, value) / .read(file)    // any interface file: io.weight, io.max, ...

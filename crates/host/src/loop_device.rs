@@ -13,20 +13,20 @@
 //! that turns out to be taken (`EBUSY`) is skipped and another free one requested.
 //!
 //! The IO scheduler of a loop device outlives the attachment (loop devices persist), so
-//! [`LoopDevice::set_scheduler`] remembers the original and restores it on drop.
+//! [`BlockDevice::set_scheduler`] on it remembers the original and restores it on drop, before the
+//! device is detached.
 
 use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::ops::Deref;
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use ioshare_core::iocost::line::DevNum;
-
+use crate::block_device::BlockDevice;
 use crate::error::{Error, Result};
 use crate::loop_sys::{self, LoopConfig, LO_FLAGS_AUTOCLEAR, LO_FLAGS_DIRECT_IO};
-use crate::scheduler::SchedulerSwitch;
 use crate::sysfs;
 
 /// How many times a free device is requested before giving up (each miss means another process took
@@ -34,22 +34,27 @@ use crate::sysfs;
 const ATTACH_ATTEMPTS: usize = 32;
 
 /// A loop device attached to a file; detached on drop (also when unwinding from a panic, and by the
-/// kernel itself if the process dies, see the module comment).
+/// kernel itself if the process dies, see the module comment). It is a [`BlockDevice`] (node, number,
+/// scheduler switch) for as long as it is attached: [`LoopDevice`] dereferences to it.
 #[derive(Debug)]
 pub struct LoopDevice {
+    /// `/dev/loopN` as a block device; declared first so that its scheduler is restored (on drop)
+    /// before the attachment below is released.
+    block: BlockDevice,
+    /// The attachment, released after `block` on drop.
+    attachment: Attachment,
+}
+
+/// What makes the device ours: the open descriptor (with autoclear, closing the last one detaches
+/// the device) and whether we created the device node.
+#[derive(Debug)]
+struct Attachment {
     /// N in `/dev/loopN`.
     index: u32,
-    /// `/dev/loopN`.
-    path: PathBuf,
-    /// Its device number.
-    dev: DevNum,
-    /// The device, held open: with autoclear, closing the last descriptor detaches it. `None` only
-    /// once detached.
+    /// The device, held open; `None` only while being dropped.
     device: Option<File>,
     /// Whether `LOOP_CTL_GET_FREE` created the device for us (then it is removed again on drop).
     created: bool,
-    /// Its IO scheduler, restored on drop if [`LoopDevice::set_scheduler`] changed it.
-    scheduler: SchedulerSwitch,
 }
 
 impl LoopDevice {
@@ -80,17 +85,9 @@ impl LoopDevice {
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) => continue,
                 Err(e) => return Err(attach_error(e)),
             }
-            // From here on the device is ours: `Drop` detaches it if anything below fails.
-            let scheduler = SchedulerSwitch::new(Path::new(&format!("/sys/block/loop{index}")), &path);
-            let mut attached = LoopDevice {
-                index,
-                path,
-                dev: DevNum { major: 0, minor: 0 },
-                device: Some(device),
-                created: !existing.contains(&index),
-                scheduler,
-            };
-            attached.dev = attached.read_dev()?;
+            // From here on the device is ours: dropping `attachment` detaches it if anything below fails.
+            let attachment = Attachment { index, device: Some(device), created: !existing.contains(&index) };
+            let attached = LoopDevice { block: BlockDevice::open(&path)?, attachment };
             if direct_io && sysfs::read(&attached.sys_dir().join("loop/dio"))?.trim() != "1" {
                 return Err(Error::DirectIoUnsupported { path: file.to_path_buf() });
             }
@@ -102,54 +99,32 @@ impl LoopDevice {
         )))
     }
 
-    /// The device node, `/dev/loopN`.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// The device number (`7:N` for the first 256 loop devices), as cgroup files name devices.
-    pub fn dev(&self) -> DevNum {
-        self.dev
-    }
-
-    /// The device's current IO scheduler (`none`, `mq-deadline`, `bfq`, ...).
-    pub fn scheduler(&self) -> Result<String> {
-        self.scheduler.current()
-    }
-
-    /// Switches this loop device's IO scheduler to `name` (`bfq` for BFQ weights, `none` to undo).
-    ///
-    /// Only this loop device is touched, never the disk below it; the original scheduler is restored
-    /// on drop, because loop devices outlive their attachment.
-    pub fn set_scheduler(&self, name: &str) -> Result<()> {
-        self.scheduler.set(name)
-    }
-
     /// `/sys/block/loopN`.
     fn sys_dir(&self) -> PathBuf {
-        PathBuf::from(format!("/sys/block/loop{}", self.index))
+        PathBuf::from(format!("/sys/block/loop{}", self.attachment.index))
     }
+}
 
-    /// Reads `MAJ:MIN` from `/sys/block/loopN/dev`.
-    fn read_dev(&self) -> Result<DevNum> {
-        let file = self.sys_dir().join("dev");
-        let text = sysfs::read(&file)?;
-        text.trim().parse().map_err(|()| Error::KernelFile {
-            action: "cannot parse the device number in".to_string(),
-            path: file,
-            source: io::Error::new(io::ErrorKind::InvalidData, text.trim().to_string()),
-        })
+impl Deref for LoopDevice {
+    type Target = BlockDevice;
+
+    /// The attached device: its node `/dev/loopN`, its number (`7:N` for the first 256), and its IO
+    /// scheduler (switching it touches only this loop device, never the disk below; the original is
+    /// restored on drop, because loop devices outlive their attachment).
+    fn deref(&self) -> &BlockDevice {
+        &self.block
     }
+}
 
-    /// Restores the scheduler, detaches, and removes a device node we created. Best effort: a failure
-    /// is reported on stderr, as nothing can be returned from `drop`.
-    fn detach(&mut self) {
-        self.scheduler.restore();
+impl Drop for Attachment {
+    /// Detaches, and removes a device node we created. Best effort: a failure is reported on stderr, as
+    /// nothing can be returned from `drop`.
+    fn drop(&mut self) {
         let Some(device) = self.device.take() else { return };
         // We are normally the only opener, so this detaches at once; if a child process still holds the
         // device open, the kernel detaches it when that process closes it (autoclear).
         if let Err(e) = loop_sys::clear(device.as_fd()) {
-            eprintln!("ioshare-host: cannot detach {}: {e}", self.path.display());
+            eprintln!("ioshare-host: cannot detach /dev/loop{}: {e}", self.index);
         }
         // The device cannot be removed while open, so close it first.
         drop(device);
@@ -159,12 +134,6 @@ impl LoopDevice {
                 let _ = loop_sys::remove(control.as_fd(), self.index);
             }
         }
-    }
-}
-
-impl Drop for LoopDevice {
-    fn drop(&mut self) {
-        self.detach();
     }
 }
 

@@ -16,6 +16,7 @@
 //! host crate's loop devices also auto-clear if this process dies).
 
 use std::io::{BufRead, BufReader, Write};
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
@@ -24,7 +25,7 @@ use std::time::Duration;
 
 use ioshare_agent::config::{Config, DeviceConfig, GroupConfig};
 use ioshare_agent::BackendChoice;
-use ioshare_core::iocost::line::{Ctrl, DevNum};
+use ioshare_core::iocost::line::Ctrl;
 use ioshare_core::iocost::qos::QosConfig;
 use ioshare_core::{Limits, ModelParams, Nanos, NoControl, QosParams};
 use ioshare_host::{
@@ -96,25 +97,13 @@ enum PeerDevice {
     Block(BlockDevice),
 }
 
-impl PeerDevice {
-    fn path(&self) -> &Path {
-        match self {
-            PeerDevice::Loop(d) => d.path(),
-            PeerDevice::Block(d) => d.path(),
-        }
-    }
+impl Deref for PeerDevice {
+    type Target = BlockDevice;
 
-    fn dev(&self) -> DevNum {
+    fn deref(&self) -> &BlockDevice {
         match self {
-            PeerDevice::Loop(d) => d.dev(),
-            PeerDevice::Block(d) => d.dev(),
-        }
-    }
-
-    fn set_scheduler(&self, name: &str) -> ioshare_host::Result<()> {
-        match self {
-            PeerDevice::Loop(d) => d.set_scheduler(name),
-            PeerDevice::Block(d) => d.set_scheduler(name),
+            PeerDevice::Loop(d) => d,
+            PeerDevice::Block(d) => d,
         }
     }
 }
