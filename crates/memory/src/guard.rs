@@ -157,10 +157,7 @@ impl Guard {
         for g in &groups {
             g.settings.validate()?;
         }
-        let ranks = Ranks {
-            priorities: groups.iter().map(|g| (g.memcg.path().to_path_buf(), g.settings.priority)).collect(),
-            whole: groups.iter().filter(|g| g.settings.oom_group).map(|g| g.memcg.path().to_path_buf()).collect(),
-        };
+        let ranks = Ranks::of(groups.iter().map(|g| (g.memcg.path(), &g.settings)));
         let mut guard = Guard { watches: Vec::new(), ranks, dry_run, changed: Vec::new(), watchdog: None, kills: 0 };
         for group in groups {
             let watch = guard.watch(group)?;
@@ -179,10 +176,7 @@ impl Guard {
             .rev()
             .map(|(m, setting, previous, _)| (m.path().join(setting.file()), previous.to_string()))
             .collect();
-        if restore.is_empty() {
-            return Ok(None);
-        }
-        Watchdog::start(&restore).map(Some)
+        Watchdog::start(&restore)
     }
 
     fn watch(&mut self, group: GuardedGroup) -> Result<Watch> {

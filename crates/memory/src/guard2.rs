@@ -130,10 +130,7 @@ impl Guard2 {
         for g in &groups {
             g.settings.validate()?;
         }
-        let ranks = Ranks {
-            priorities: groups.iter().map(|g| (g.memcg.path().to_path_buf(), g.settings.priority)).collect(),
-            whole: groups.iter().filter(|g| g.settings.oom_group).map(|g| g.memcg.path().to_path_buf()).collect(),
-        };
+        let ranks = Ranks::of(groups.iter().map(|g| (g.memcg.path(), &g.settings)));
         let mut guard = Guard2 { watches: Vec::new(), ranks, dry_run, changed: Vec::new(), watchdog: None, kills: 0 };
         for group in groups {
             let watch = guard.watch(group)?;
@@ -141,9 +138,7 @@ impl Guard2 {
         }
         let restore: Vec<(PathBuf, String)> =
             guard.changed.iter().rev().map(|(_, _, c)| (c.file.clone(), c.previous.clone())).collect();
-        if !restore.is_empty() {
-            guard.watchdog = Some(Watchdog::start(&restore)?);
-        }
+        guard.watchdog = Watchdog::start(&restore)?;
         Ok(guard)
     }
 

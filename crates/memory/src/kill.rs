@@ -15,6 +15,7 @@ use ioshare_host::{Memcg, Memcg2};
 use crate::error::{Error, Result};
 use crate::guard::Action;
 use crate::priority::{choose_victim, Node};
+use crate::watermark::MemorySettings;
 
 /// How long a guard waits for a killed process to leave its cgroup.
 const KILL_WAIT: Duration = Duration::from_secs(2);
@@ -76,6 +77,20 @@ pub struct Ranks {
     pub priorities: HashMap<PathBuf, u8>,
     /// Groups whose processes all die together (`oom_group`).
     pub whole: Vec<PathBuf>,
+}
+
+impl Ranks {
+    /// The ranks of the guarded groups, each named by its cgroup directory.
+    pub fn of<'a>(groups: impl IntoIterator<Item = (&'a Path, &'a MemorySettings)>) -> Ranks {
+        let mut ranks = Ranks::default();
+        for (path, settings) in groups {
+            ranks.priorities.insert(path.to_path_buf(), settings.priority);
+            if settings.oom_group {
+                ranks.whole.push(path.to_path_buf());
+            }
+        }
+        ranks
+    }
 }
 
 /// The subtree of `root` as the priority rule sees it.

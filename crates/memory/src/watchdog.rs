@@ -28,8 +28,11 @@ pub struct Watchdog {
 
 impl Watchdog {
     /// Starts a watchdog that writes each `(file, value)` back, in the order given, if this process
-    /// dies before [`Watchdog::disarm`].
-    pub fn start(restore: &[(PathBuf, String)]) -> Result<Watchdog> {
+    /// dies before [`Watchdog::disarm`]; none when there is nothing to restore.
+    pub fn start(restore: &[(PathBuf, String)]) -> Result<Option<Watchdog>> {
+        if restore.is_empty() {
+            return Ok(None);
+        }
         let mut cmd = Command::new("sh");
         cmd.arg("-c").arg(SCRIPT).arg("ioshare-memory-watchdog");
         for (file, value) in restore {
@@ -45,7 +48,7 @@ impl Watchdog {
         }
         let mut child = cmd.spawn().map_err(|source| Error::Watchdog { source })?;
         let stdin = child.stdin.take();
-        Ok(Watchdog { child, stdin })
+        Ok(Some(Watchdog { child, stdin }))
     }
 
     /// Tells the watchdog the guard restored everything itself; waits for it to exit.
