@@ -2,31 +2,21 @@
 //! an existing file is refused without `--destructive` (checksum before and after); bad input gets
 //! one line and exit 1. Real IO in short mode (`--quick`) in a scratch directory under this crate.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::atomic::AtomicBool;
 
 use ioshare_engine::TempTarget;
+use tempfile::TempDir;
+
+/// A scratch directory on the disk under test (not /tmp, which may be tmpfs), removed with what is in
+/// it, also when an assertion fails.
+fn scratch(tag: &str) -> TempDir {
+    tempfile::Builder::new().prefix(&format!("{tag}-")).tempdir_in(std::env::current_dir().unwrap()).unwrap()
+}
 
 fn profile(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ioshare")).arg("profile").args(args).output().expect("ioshare runs")
-}
-
-/// A scratch directory, removed with what is in it.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Self {
-        let dir = std::env::current_dir().unwrap().join(format!("profile-cli-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn sha256(path: &Path) -> String {
@@ -36,8 +26,8 @@ fn sha256(path: &Path) -> String {
 
 #[test]
 fn json_gives_the_six_coefficients_with_the_kernel_lines() {
-    let scratch = Scratch::new("json");
-    let out = profile(&[scratch.0.to_str().unwrap(), "--quick", "--json"]);
+    let scratch = scratch("profile-cli-json");
+    let out = profile(&[scratch.path().to_str().unwrap(), "--quick", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
     let line = json["model_line"].as_str().unwrap();
@@ -56,13 +46,13 @@ fn json_gives_the_six_coefficients_with_the_kernel_lines() {
     // Progress went to stderr, one line per run when stderr is not a terminal.
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.lines().any(|l| l.contains("[run 8/8") && l.contains("wlat")), "{err}");
-    assert_eq!(std::fs::read_dir(&scratch.0).unwrap().count(), 0, "temporary file removed");
+    assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 0, "temporary file removed");
 }
 
 #[test]
 fn an_existing_file_is_refused_with_one_line_and_kept_intact() {
-    let scratch = Scratch::new("refuse");
-    let file = TempTarget::create(&scratch.0, 64 << 20, &AtomicBool::new(false), |_, _| {}).unwrap();
+    let scratch = scratch("profile-cli-refuse");
+    let file = TempTarget::create(scratch.path(), 64 << 20, &AtomicBool::new(false), |_, _| {}).unwrap();
     let before = sha256(file.path());
     let path = file.path().to_str().unwrap();
     for (args, needle) in [

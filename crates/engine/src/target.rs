@@ -299,23 +299,6 @@ mod tests {
         assert_eq!(left, vec![false, true, true]);
     }
 
-    /// A scratch directory on the disk under test, removed even when an assertion fails.
-    struct Scratch(PathBuf);
-
-    impl Scratch {
-        fn new() -> Self {
-            let dir = std::env::current_dir().unwrap().join(format!("target-test-{}", std::process::id()));
-            fs::create_dir_all(&dir).unwrap();
-            Scratch(dir)
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
-
     #[test]
     fn bad_targets_get_their_own_error() {
         let missing = Target::open(Path::new("/nonexistent/ioshare"), 0).unwrap_err();
@@ -336,8 +319,10 @@ mod tests {
 
     #[test]
     fn temp_target_is_filled_checked_and_removed() {
-        let scratch = Scratch::new();
-        let dir = &scratch.0;
+        // On the disk under test (not /tmp, which may be tmpfs); removed also when an assertion fails.
+        let scratch =
+            tempfile::Builder::new().prefix("target-test-").tempdir_in(std::env::current_dir().unwrap()).unwrap();
+        let dir = scratch.path();
         let stop = AtomicBool::new(false);
         let mut calls = 0;
         let tmp = TempTarget::create(dir, 3 << 20, &stop, |_, _| calls += 1).unwrap();

@@ -2,21 +2,11 @@
 //! are tested through the `ioshare` binary, which is their worker): results reach the observer and
 //! the report, an interrupt keeps what finished, and the temporary file is gone afterwards.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ioshare_core::NSEC_PER_MSEC;
 use ioshare_engine::bench::calibrate::Calibration;
 use ioshare_engine::bench::{run_suite, BenchOptions, Observer, ScenarioReport, Side, TargetInfo};
-
-/// A scratch directory on the disk under test, removed even when an assertion fails.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Records what the suite reports and raises `stop` after the first scenario (an "interrupt").
 struct StopAfterFirst<'a> {
@@ -45,13 +35,13 @@ impl Observer for StopAfterFirst<'_> {
 
 #[test]
 fn suite_reports_judged_runs_and_cleans_up_after_an_interrupt() {
-    let dir = std::env::current_dir().unwrap().join(format!("bench-suite-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let scratch = Scratch(dir);
+    // On the disk under test (not /tmp, which may be tmpfs); removed also when an assertion fails.
+    let scratch =
+        tempfile::Builder::new().prefix("bench-suite-test-").tempdir_in(std::env::current_dir().unwrap()).unwrap();
     let opts = BenchOptions {
         scenarios: vec!["proportional".into(), "overhead".into()],
         duration: 600 * NSEC_PER_MSEC,
-        temp_dir: scratch.0.clone(),
+        temp_dir: scratch.path().to_path_buf(),
         kernel_peers: false,
         ..BenchOptions::default()
     };
@@ -83,6 +73,6 @@ fn suite_reports_judged_runs_and_cleans_up_after_an_interrupt() {
     for key in ["p50", "p90", "p99", "p999", "max"] {
         assert!(t["lat_us"][key].as_f64().unwrap() > 0.0, "{key}");
     }
-    let left: Vec<_> = std::fs::read_dir(&scratch.0).unwrap().collect();
+    let left: Vec<_> = std::fs::read_dir(scratch.path()).unwrap().collect();
     assert!(left.is_empty(), "the temporary target is removed: {left:?}");
 }

@@ -15,22 +15,12 @@ use ioshare_engine::profile::measure::with_preset_writes;
 use ioshare_engine::profile::{profile, Profile, ProfileOptions, QOS_FACTOR, QOS_LOAD};
 use ioshare_engine::{Error, TempTarget};
 use ioshare_host::{skip_unless_root, LoopDevice};
+use tempfile::TempDir;
 
-/// A scratch directory, removed with what is in it.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Self {
-        let dir = std::env::current_dir().unwrap().join(format!("profile-test-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A scratch directory on the disk under test (not /tmp, which may be tmpfs), removed with what is in
+/// it, also when an assertion fails.
+fn scratch(tag: &str) -> TempDir {
+    tempfile::Builder::new().prefix(&format!("{tag}-")).tempdir_in(std::env::current_dir().unwrap()).unwrap()
 }
 
 /// A mount point with a filesystem mounted on it; unmounted on drop.
@@ -94,18 +84,18 @@ fn assert_consistent(p: &Profile) {
 
 #[test]
 fn a_temporary_file_gets_a_consistent_model_and_is_removed() {
-    let scratch = Scratch::new("file");
-    let p = quiet(&ProfileOptions::quick(), &scratch.0).unwrap();
+    let scratch = scratch("profile-test-file");
+    let p = quiet(&ProfileOptions::quick(), scratch.path()).unwrap();
     assert!(p.created && p.writes_measured && p.kind == "file", "{p:?}");
     assert_consistent(&p);
     assert!(p.disk.is_none() || p.model_line.starts_with(&format!("{} ", p.disk.as_ref().unwrap().dev)));
-    assert_eq!(std::fs::read_dir(&scratch.0).unwrap().count(), 0, "the temporary file is removed");
+    assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 0, "the temporary file is removed");
 }
 
 #[test]
 fn an_existing_file_is_refused_without_destructive_and_only_read_with_read_only() {
-    let scratch = Scratch::new("refuse");
-    let file = data_file(&scratch.0);
+    let scratch = scratch("profile-test-refuse");
+    let file = data_file(scratch.path());
     let before = sha256(file.path());
     let err = quiet(&ProfileOptions::quick(), file.path()).unwrap_err();
     assert!(matches!(err, Error::WouldOverwrite { .. }), "{err}");
@@ -125,8 +115,8 @@ fn a_loop_device_over_a_temporary_file_is_profiled_and_detached() {
     if skip_unless_root("a_loop_device_over_a_temporary_file_is_profiled_and_detached") {
         return;
     }
-    let scratch = Scratch::new("loop");
-    let p = quiet(&ProfileOptions { loop_device: true, ..ProfileOptions::quick() }, &scratch.0).unwrap();
+    let scratch = scratch("profile-test-loop");
+    let p = quiet(&ProfileOptions { loop_device: true, ..ProfileOptions::quick() }, scratch.path()).unwrap();
     assert_eq!(p.kind, "loop device over a file");
     assert_consistent(&p);
     let disk = p.disk.clone().expect("a loop device is a disk");
@@ -136,14 +126,14 @@ fn a_loop_device_over_a_temporary_file_is_profiled_and_detached() {
     // last close, so this waits up to 3 s) and the file is gone.
     let backing = PathBuf::from(format!("/sys/block/{}/loop/backing_file", disk.name));
     for _ in 0..30 {
-        let still = std::fs::read_to_string(&backing).is_ok_and(|b| b.contains(&*scratch.0.to_string_lossy()));
+        let still = std::fs::read_to_string(&backing).is_ok_and(|b| b.contains(&*scratch.path().to_string_lossy()));
         if !still {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    assert!(!std::fs::read_to_string(&backing).is_ok_and(|b| b.contains(&*scratch.0.to_string_lossy())));
-    assert_eq!(std::fs::read_dir(&scratch.0).unwrap().count(), 0);
+    assert!(!std::fs::read_to_string(&backing).is_ok_and(|b| b.contains(&*scratch.path().to_string_lossy())));
+    assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 0);
 }
 
 #[test]
@@ -151,8 +141,8 @@ fn a_mounted_device_is_never_written_even_with_destructive() {
     if skip_unless_root("a_mounted_device_is_never_written_even_with_destructive") {
         return;
     }
-    let scratch = Scratch::new("mounted");
-    let file = data_file(&scratch.0);
+    let scratch = scratch("profile-test-mounted");
+    let file = data_file(scratch.path());
     let dev = LoopDevice::attach(file.path(), true).unwrap();
     // No lazy initialisation: the mounted filesystem must not write in the background, so that the
     // checksum compares what profile did and nothing else.
@@ -162,7 +152,7 @@ fn a_mounted_device_is_never_written_even_with_destructive() {
         .status()
         .expect("mkfs.ext4 runs (scripts/setup.sh installs e2fsprogs)");
     assert!(mkfs.success());
-    let mnt = scratch.0.join("mnt");
+    let mnt = scratch.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
     assert!(Command::new("mount").arg(dev.path()).arg(&mnt).status().unwrap().success());
     let mounted = Mounted(mnt);
