@@ -123,7 +123,7 @@ impl IoMix {
 /// Absolute cost of `ios` IOs of direction `op` totalling `bytes`, a share `sequential` (0..=1) of them
 /// sequential: each part is charged at the average IO size, the sequential part at the model's
 /// sequential base cost and the rest at its random one.
-pub fn mixed_cost<M: CostModel>(model: &M, op: Op, ios: u64, bytes: u64, sequential: f64) -> u64 {
+fn mixed_cost<M: CostModel>(model: &M, op: Op, ios: u64, bytes: u64, sequential: f64) -> u64 {
     if ios == 0 {
         return 0;
     }

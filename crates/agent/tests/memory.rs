@@ -3,7 +3,8 @@
 //! (v1: `oom_kill_disable`; v2: `memory.high` below the limit, PSI trigger), a cgroup created later
 //! under the same glob is picked up at the next discovery, the status lists them, every memory file
 //! the guard writes is journaled in the agent's state file — so `ioshare agent revert` restores it
-//! after a `kill -9` of the agent — and stopping restores everything.
+//! after a `kill -9` of the agent — and stopping restores everything (checked on its own, before the
+//! revert case).
 
 use std::path::Path;
 use std::time::Duration;
@@ -73,19 +74,29 @@ fn memory_rules(test: &str) {
     assert!(lines.iter().all(|l| l.priority == 4 && l.limit == Some(LIMIT) && l.watermarks.is_some()));
     assert!(lines.iter().all(|l| l.pressure.is_some() == v2), "PSI shown where the hierarchy has it (v2)");
 
-    // Both files of both groups are in the journal; a killed agent's state file (the recorder
-    // forgotten, as SIGKILL would) is reverted by `ioshare agent revert`.
-    assert_eq!(recorder.changes().len(), 4, "{:?}", recorder.changes());
+    assert_eq!(recorder.changes().len(), 4, "both files of both groups journaled: {:?}", recorder.changes());
+    guard.stop().unwrap();
+    for cg in [&first, &second] {
+        assert_eq!(guarded(cg), before, "{} restored on stop", cg.path().display());
+    }
+    drop(recorder);
+
+    // Again, and this time the agent dies: its state file (the recorder forgotten, as SIGKILL would
+    // leave it) is reverted by `ioshare agent revert`.
+    let killed = tempfile::tempdir().unwrap();
+    let (mut recorder, _) = Recorder::open(killed.path(), roots.clone()).unwrap();
+    let guard = MemoryGuard::start(&config, &mut recorder).unwrap().expect("a rule with memory settings");
+    for cg in [&first, &second] {
+        assert_eq!(guarded(cg), want, "{} guarded again", cg.path().display());
+    }
     std::mem::forget(recorder);
-    let reverted = revert_state_dir(state.path(), &roots).unwrap().expect("a state file");
+    let reverted = revert_state_dir(killed.path(), &roots).unwrap().expect("a state file");
     assert_eq!(reverted.restored, 4);
     for cg in [&first, &second] {
         assert_eq!(guarded(cg), before, "{} reverted", cg.path().display());
     }
-    guard.stop().unwrap();
-    for cg in [&first, &second] {
-        assert_eq!(guarded(cg), before, "{} restored", cg.path().display());
-    }
+    // Only now the guard (its watchdog and notifications) goes; it writes the same values back.
+    drop(guard);
 }
 
 #[test]

@@ -3,7 +3,11 @@
 //! `model = "profile"` measures a loop device at the first start and reuses the cached model next;
 //! (root) `ioshare bench --scenario agent` runs every peer this host has (~35 s: four 8 s runs).
 
+mod common;
+
 use std::process::{Command, Output};
+
+use common::cgroup_exists;
 
 fn ioshare(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ioshare")).args(args).output().expect("the binary runs")
@@ -124,7 +128,10 @@ fn model_profile_is_measured_at_the_first_start_and_cached_for_the_next() {
     let model = entry["model"].as_str().unwrap();
     let rrandiops: u64 =
         model.split_whitespace().find_map(|kv| kv.strip_prefix("rrandiops=")).unwrap().parse().unwrap();
-    assert!(rrandiops > 1, "a measured random-read rate: {model}");
+    // A loop device over a file on this machine's disk measured >= 30 000 random reads/s even while
+    // other engineers compiled; 1000 leaves 30x for a slower machine, and is far above the placeholder
+    // rate 1 the unit tests give a stale cache entry.
+    assert!(rrandiops >= 1000, "a measured random-read rate: {model}");
 
     let second = run_until_applied(&args, &state, &dir.path().join("second.log"));
     assert!(!second.contains("profiling"), "the second start used the cache: {second}");
@@ -169,11 +176,6 @@ fn bench_scenario_agent_runs_every_peer_on_separate_processes_and_judges_the_age
         assert!(summary.contains("before the drop: ratio") && summary.contains("after: high"), "{summary}");
     }
     assert!(sc["verdict"]["summary"].as_str().unwrap().starts_with("agent: "), "{sc}");
-    let blkio = ioshare_host::Capabilities::probe().blkio_v1.unwrap();
-    let left: Vec<_> = std::fs::read_dir(&blkio)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy() == format!("ioshare-bench-{pid}"))
-        .collect();
-    assert!(left.is_empty(), "cgroups left: {left:?}");
+    // Below this process's own blkio cgroup (where the bench makes its tenants), not only the top.
+    assert!(!cgroup_exists(&format!("ioshare-bench-{pid}")), "cgroups removed");
 }

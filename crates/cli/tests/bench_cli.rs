@@ -10,6 +10,9 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::AtomicBool;
 
+mod common;
+
+use common::cgroup_exists;
 use ioshare_engine::TempTarget;
 use ioshare_host::skip_unless_root;
 
@@ -38,18 +41,6 @@ fn loops_over(file: &Path) -> String {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     list()
-}
-
-/// Whether a blkio cgroup named `name` exists anywhere in the first levels of the hierarchy.
-fn cgroup_exists(name: &str) -> bool {
-    fn walk(dir: &Path, name: &str, depth: u32) -> bool {
-        let Ok(entries) = std::fs::read_dir(dir) else { return false };
-        entries
-            .flatten()
-            .filter(|e| e.path().is_dir())
-            .any(|e| e.file_name().to_string_lossy() == name || (depth > 0 && walk(&e.path(), name, depth - 1)))
-    }
-    walk(Path::new("/sys/fs/cgroup/blkio"), name, 3)
 }
 
 #[test]
