@@ -22,9 +22,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{
-    allocation_times, allocator, holder, leaker, page_cache_writer, usage_of, wait_usage, Group, Proc, MIB, WAIT,
+    allocation_times, allocator, holder, leaker, page_cache_writer, page_cache_writer_to, usage_of, wait_usage, Group,
+    Proc, MIB, WAIT,
 };
-use ioshare_host::{in_lab, run_tests_in_lab, skip_unless_root, Capabilities};
+use ioshare_host::{in_lab, run_tests_in_lab, skip_unless_root, Capabilities, DevNum, LoopDevice, ThrottleKnob};
 use ioshare_memory::{Action, AnyGuard, MemorySettings};
 
 /// The priority OOM ancestor's limit.
@@ -381,40 +382,98 @@ fn limit_hits(dir: &Path) -> u64 {
     std::fs::read_to_string(dir.join("memory.failcnt")).unwrap().trim().parse().unwrap()
 }
 
-/// The experiment (not a test: timings; run with `--ignored --nocapture experiment_`): a
-/// latency-sensitive allocator beside a page-cache-heavy writer in one 128 MiB group, without and
-/// with early reclaim (`wmark_ratio = 80`), three times each, alternating: the allocator's p50/p99
-/// per 1 MiB allocation (wall time, and its own: without the time it waited for a CPU, which on a
-/// shared machine is other processes' doing) and the charges that hit the limit (direct reclaim in
-/// the group's tasks). A first row measures the allocator alone, in an unlimited group.
+/// The allocation-latency experiments (not tests: timings; run with `--ignored --nocapture
+/// experiment_allocation`): a latency-sensitive allocator beside a page-cache-heavy writer in one
+/// 128 MiB group, without and with early reclaim (`wmark_ratio = 80`), alternating: the allocator's
+/// percentiles per 1 MiB allocation (wall time, and its own: without the time it waited for a CPU,
+/// which on a shared machine is other processes' doing), the charges that hit the limit (direct
+/// reclaim in the group's tasks) and the share of usage samples at or below `wmark_high`. A first
+/// row measures the allocator alone, in an unlimited group.
+///
+/// - `experiment_allocation_latency`: the writer's cache is clean (fio at 96 MiB/s to a file on
+///   this machine's fast disk, which writes back as fast), so reclaim at the limit is cheap.
+/// - `experiment_allocation_latency_dirty`: the case watermarks exist for. The writer writes to a
+///   file system whose writeback is slow ([`SlowDisk`]), so the group fills with dirty pages; v1
+///   memcg reclaim cannot write them itself, wakes the flusher and waits for writeback (v1 has no
+///   per-memcg dirty throttling, and the global dirty limits, GiBs here, never bite a 128 MiB
+///   group).
+///
+/// Environment: `IOSHARE_WMARK_SCALE` sets wmark_scale_factor (default 50: wmark_low 0.5% of the
+/// limit below wmark_high); `IOSHARE_WRITER_MIB_S` and `IOSHARE_DISK_MIB_S` the dirty experiment's
+/// writer and writeback rates (default 8 and 16); `IOSHARE_RUNS` the alternations (default 3).
 #[test]
 #[ignore = "experiment: timings, run by hand (README, Memory isolation)"]
 fn experiment_allocation_latency() {
-    let v2 = Capabilities::probe().memory_v2();
-    if !can_run("experiment_allocation_latency", v2) {
+    if let Some(v2) = experiment_hierarchy("experiment_allocation_latency") {
+        allocation_latency(v2, "a clean page-cache writer at 96 MiB/s", None, 96);
+    }
+}
+
+/// The dirty-page half of [`experiment_allocation_latency`] (cgroup v1: the throttle is set where
+/// v1 counts writeback, the blkio root).
+#[test]
+#[ignore = "experiment: timings, run by hand (README, Memory isolation)"]
+fn experiment_allocation_latency_dirty() {
+    if experiment_hierarchy("experiment_allocation_latency_dirty") != Some(false) {
         return;
     }
+    let writer = env_u64("IOSHARE_WRITER_MIB_S", 8);
+    let disk = env_u64("IOSHARE_DISK_MIB_S", 16);
+    let slow = SlowDisk::create(disk * MIB);
+    let what = format!("a dirty-page writer at {writer} MiB/s, writeback throttled to {disk} MiB/s");
+    allocation_latency(false, &what, Some(slow.dir()), writer);
+}
+
+/// The hierarchy an experiment runs on (v2 where it has `memory`, else v1), or `None` (printed why).
+fn experiment_hierarchy(test: &str) -> Option<bool> {
+    let v2 = Capabilities::probe().memory_v2();
+    can_run(test, v2).then_some(v2)
+}
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
+/// Runs the allocation-latency experiment with a writer at `rate_mib` MiB/s writing to a file in
+/// `dir` (a file of its own per run, removed after it) or, without `dir`, where
+/// [`page_cache_writer`] writes; prints the table.
+fn allocation_latency(v2: bool, what: &str, dir: Option<&Path>, rate_mib: u64) {
     const GROUP_LIMIT: u64 = 128 * MIB;
-    const SECS: u64 = 6;
-    // `IOSHARE_WMARK_SCALE` sets wmark_scale_factor (default 50: wmark_low 0.5% of the limit below).
-    let scale = std::env::var("IOSHARE_WMARK_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(50);
+    const SECS: u64 = 10;
+    let scale = env_u64("IOSHARE_WMARK_SCALE", 50) as u32;
     let settings = MemorySettings {
         wmark_ratio: 80,
         wmark_scale_factor: scale,
         limit: Some(GROUP_LIMIT),
         ..MemorySettings::default()
     };
+    let high = settings.watermarks(GROUP_LIMIT).unwrap().high;
     let top = format!("ioshare-memory-test-{}-latency", std::process::id());
     println!(
-        "allocation latency beside a page-cache writer ({}, {} MiB group, wmark_scale_factor {scale}, {SECS} s runs)",
+        "allocation latency beside {what} ({}, {} MiB group, wmark_scale_factor {scale}, {SECS} s runs)",
         if v2 { "cgroup v2" } else { "cgroup v1" },
         GROUP_LIMIT >> 20
     );
     println!(
-        "{:<16} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>11}",
-        "run", "p50 µs", "p99 µs", "max µs", "own p50", "own p99", "own max", "allocs", "limit hits"
+        "{:<15} {:>6} {:>6} {:>8} {:>8} {:>7} {:>8} {:>8} {:>9} {:>8} {:>6} {:>6} {:>6}",
+        "run",
+        "p50",
+        "p99",
+        "p99.9",
+        "max",
+        "own p99",
+        "own max",
+        "due p99",
+        "due p99.9",
+        "due max",
+        "allocs",
+        "hits",
+        "≤ high"
     );
-    let runs = [None, Some(false), Some(true), Some(false), Some(true), Some(false), Some(true)];
+    let mut runs = vec![None];
+    for _ in 0..env_u64("IOSHARE_RUNS", 3) {
+        runs.extend([Some(false), Some(true)]);
+    }
     for (i, run) in runs.into_iter().enumerate() {
         let g = Group::create(v2, &format!("{top}/run-{i}"));
         let mut guard = match run {
@@ -425,8 +484,12 @@ fn experiment_allocation_latency() {
             }
             None => None,
         };
+        let file = dir.map(|d| d.join(format!("run-{i}")));
         let writer = run.map(|_| {
-            let w = page_cache_writer(&g, 1024, 96);
+            let w = match &file {
+                Some(f) => (page_cache_writer_to(&g, f, 1024, rate_mib), None),
+                None => page_cache_writer(&g, 1024, rate_mib),
+            };
             // Let the cache fill the group first.
             wait_usage(&g, GROUP_LIMIT * 7 / 10);
             w
@@ -434,16 +497,34 @@ fn experiment_allocation_latency() {
         let hits = limit_hits(g.path());
         let alloc = allocator(&g, SECS);
         let end = Instant::now() + Duration::from_secs(SECS + 1);
-        while Instant::now() < end {
-            match guard.as_mut() {
-                Some(guard) => drop(guard.poll(Duration::from_millis(5)).unwrap()),
-                None => std::thread::sleep(Duration::from_millis(5)),
+        // Usage is sampled every 5 ms by a thread of its own: the guard's poll blocks while it
+        // reclaims (long, when the cache is dirty), and sampling only between polls would miss
+        // exactly the times usage is high.
+        let (below, samples) = std::thread::scope(|s| {
+            let sampler = s.spawn(|| {
+                let (mut below, mut samples) = (0u32, 0u32);
+                while Instant::now() < end {
+                    below += (g.usage() <= high) as u32;
+                    samples += 1;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                (below, samples)
+            });
+            while Instant::now() < end {
+                match guard.as_mut() {
+                    Some(guard) => drop(guard.poll(Duration::from_millis(5)).unwrap()),
+                    None => std::thread::sleep(Duration::from_millis(5)),
+                }
             }
-        }
+            sampler.join().unwrap()
+        });
         let hits = limit_hits(g.path()) - hits;
-        let (wall, own) = allocation_times(alloc);
+        let t = allocation_times(alloc);
         drop(writer);
         drop(guard);
+        if let Some(f) = &file {
+            let _ = std::fs::remove_file(f);
+        }
         let q = |t: &[u64], p: f64| {
             t.get(((t.len() as f64 * p) as usize).min(t.len().saturating_sub(1))).copied().unwrap_or(0)
         };
@@ -453,51 +534,122 @@ fn experiment_allocation_latency() {
             Some(true) => "wmark_ratio 80",
         };
         println!(
-            "{name:<16} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {hits:>11}",
-            q(&wall, 0.5),
-            q(&wall, 0.99),
-            q(&wall, 1.0),
-            q(&own, 0.5),
-            q(&own, 0.99),
-            q(&own, 1.0),
-            wall.len()
+            "{name:<15} {:>6} {:>6} {:>8} {:>8} {:>7} {:>8} {:>8} {:>9} {:>8} {:>6} {hits:>6} {:>5.0}%",
+            q(&t.wall, 0.5),
+            q(&t.wall, 0.99),
+            q(&t.wall, 0.999),
+            q(&t.wall, 1.0),
+            q(&t.own, 0.99),
+            q(&t.own, 1.0),
+            q(&t.due, 0.99),
+            q(&t.due, 0.999),
+            q(&t.due, 1.0),
+            t.wall.len(),
+            below as f64 * 100.0 / samples.max(1) as f64,
         );
     }
 }
 
-/// The lab experiment's scratch file system on the guest's data disk: ext2 with a swap file in use
-/// and the reader's data file. Swap off and unmounted on drop.
+/// Runs `cmd`, failing with its stderr if it fails.
+fn run(cmd: &mut Command) {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A scratch ext2 file system made on `disk` and mounted at `dir`, optionally with a swap file in
+/// use; swap off and unmounted on drop.
 struct Scratch {
     dir: PathBuf,
+    swap: Option<PathBuf>,
 }
 
 impl Scratch {
-    fn create(disk: &str, swap_mib: u64) -> Scratch {
-        let dir = PathBuf::from("/mnt/ioshare-memleak");
-        let run = |cmd: &mut Command| {
-            let out = cmd.output().unwrap();
-            assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-        };
-        run(Command::new("mke2fs").args(["-q", disk]));
-        std::fs::create_dir_all(&dir).unwrap();
-        run(Command::new("mount").arg(disk).arg(&dir));
-        let scratch = Scratch { dir };
-        let swap = scratch.dir.join("swap");
-        run(Command::new("dd")
-            .arg("if=/dev/zero")
-            .arg(format!("of={}", swap.display()))
-            .args(["bs=1M", &format!("count={swap_mib}")]));
+    fn mount(disk: &Path, dir: &Path) -> Scratch {
+        run(Command::new("mke2fs").arg("-q").arg(disk));
+        std::fs::create_dir_all(dir).unwrap();
+        run(Command::new("mount").arg(disk).arg(dir));
+        Scratch { dir: dir.to_path_buf(), swap: None }
+    }
+
+    /// Adds a swap file of `mib` MiB and turns it on.
+    fn with_swap(mut self, mib: u64) -> Scratch {
+        let swap = self.dir.join("swap");
+        run(Command::new("dd").arg("if=/dev/zero").arg(format!("of={}", swap.display())).args([
+            "bs=1M",
+            &format!("count={mib}"),
+            "status=none",
+        ]));
         std::fs::set_permissions(&swap, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
         run(Command::new("mkswap").arg(&swap));
         run(Command::new("swapon").arg(&swap));
-        scratch
+        self.swap = Some(swap);
+        self
     }
 }
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        let _ = Command::new("swapoff").arg(self.dir.join("swap")).status();
+        if let Some(swap) = &self.swap {
+            let _ = Command::new("swapoff").arg(swap).status();
+        }
         let _ = Command::new("umount").arg(&self.dir).status();
+    }
+}
+
+/// A blk-throttle write limit of the cgroup v1 blkio root on one device, the previous value
+/// (0: none) written back on drop.
+struct RootThrottle {
+    file: PathBuf,
+    dev: DevNum,
+    previous: u64,
+}
+
+impl RootThrottle {
+    fn set(dev: DevNum, bps: u64) -> RootThrottle {
+        let root = Capabilities::probe().blkio_v1.expect("the slow disk needs the cgroup v1 blkio hierarchy");
+        let file = root.join(ThrottleKnob::WriteBps.file_name());
+        let text = std::fs::read_to_string(&file).unwrap();
+        let previous = text.lines().find_map(|l| l.strip_prefix(&format!("{dev} "))?.trim().parse().ok()).unwrap_or(0);
+        std::fs::write(&file, format!("{dev} {bps}")).unwrap();
+        RootThrottle { file, dev, previous }
+    }
+}
+
+impl Drop for RootThrottle {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::write(&self.file, format!("{} {}", self.dev, self.previous)) {
+            eprintln!("cannot restore {}: {e}", self.file.display());
+        }
+    }
+}
+
+/// A file system whose writeback is slow: ext2 on a loop device (over a sparse file in the target
+/// directory) whose writes blk-throttle limits to `bps`. On cgroup v1 the flusher threads write
+/// dirty pages back from the blkio root, so the limit is set there, for this loop device only
+/// (checked: the root's `blkio.throttle.io_service_bytes` counts the writeback of a buffered
+/// writer, and 64 MiB written and synced take 4 s at 16 MiB/s). Fields drop in order: the limit
+/// first (so the final flush is quick), then the mount, the loop device, the file.
+struct SlowDisk {
+    _throttle: RootThrottle,
+    scratch: Scratch,
+    _mount_point: tempfile::TempDir,
+    _device: LoopDevice,
+    _file: tempfile::NamedTempFile,
+}
+
+impl SlowDisk {
+    fn create(bps: u64) -> SlowDisk {
+        let file = tempfile::NamedTempFile::new_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        file.as_file().set_len(2 << 30).unwrap();
+        let device = LoopDevice::attach(file.path(), true).unwrap();
+        let mount_point = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let scratch = Scratch::mount(device.path(), mount_point.path());
+        let throttle = RootThrottle::set(device.dev(), bps);
+        SlowDisk { _throttle: throttle, scratch, _mount_point: mount_point, _device: device, _file: file }
+    }
+
+    fn dir(&self) -> &Path {
+        &self.scratch.dir
     }
 }
 
@@ -541,7 +693,7 @@ fn experiment_memleak() {
     const SECS: u64 = 30;
     const BUCKET: u64 = 2;
     const LEAK_AT: u64 = 4;
-    let scratch = Scratch::create(&disk, 512);
+    let scratch = Scratch::mount(Path::new(&disk), Path::new("/mnt/ioshare-memleak")).with_swap(512);
     let data = scratch.dir.join("data");
     let prep = Command::new("fio")
         .args([
