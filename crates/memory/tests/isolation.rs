@@ -400,7 +400,7 @@ fn limit_hits(dir: &Path) -> u64 {
 ///
 /// Environment: `IOSHARE_WMARK_SCALE` sets wmark_scale_factor (default 50: wmark_low 0.5% of the
 /// limit below wmark_high); `IOSHARE_WRITER_MIB_S` and `IOSHARE_DISK_MIB_S` the dirty experiment's
-/// writer and writeback rates (default 8 and 16); `IOSHARE_RUNS` the alternations (default 3).
+/// writer and writeback rates (default 16 and 32); `IOSHARE_RUNS` the alternations (default 3).
 #[test]
 #[ignore = "experiment: timings, run by hand (README, Memory isolation)"]
 fn experiment_allocation_latency() {
@@ -417,8 +417,8 @@ fn experiment_allocation_latency_dirty() {
     if experiment_hierarchy("experiment_allocation_latency_dirty") != Some(false) {
         return;
     }
-    let writer = env_u64("IOSHARE_WRITER_MIB_S", 8);
-    let disk = env_u64("IOSHARE_DISK_MIB_S", 16);
+    let writer = env_u64("IOSHARE_WRITER_MIB_S", 16);
+    let disk = env_u64("IOSHARE_DISK_MIB_S", 32);
     let slow = SlowDisk::create(disk * MIB);
     let what = format!("a dirty-page writer at {writer} MiB/s, writeback throttled to {disk} MiB/s");
     allocation_latency(false, &what, Some(slow.dir()), writer);
