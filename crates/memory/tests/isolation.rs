@@ -51,6 +51,27 @@ fn can_run(test: &str, v2: bool) -> bool {
     ok
 }
 
+/// Declares a scenario's two tests: `$v1` on cgroup v1 (this host) and `$v2` on cgroup v2 (the lab
+/// guest; the `v2_` prefix is what `v2_tests_pass_in_the_lab_guest` runs there), each skipping
+/// with the reason where its hierarchy is missing.
+macro_rules! on_both_hierarchies {
+    ($scenario:ident: $v1:ident, $v2:ident) => {
+        #[test]
+        fn $v1() {
+            if can_run(stringify!($v1), false) {
+                $scenario(false);
+            }
+        }
+
+        #[test]
+        fn $v2() {
+            if can_run(stringify!($v2), true) {
+                $scenario(true);
+            }
+        }
+    };
+}
+
 fn settings(priority: u8) -> MemorySettings {
     MemorySettings { priority, ..MemorySettings::default() }
 }
@@ -171,19 +192,10 @@ fn priority_oom(v2: bool) {
     }
 }
 
-#[test]
-fn the_lowest_priority_leaf_dies_and_nothing_else() {
-    if can_run("the_lowest_priority_leaf_dies_and_nothing_else", false) {
-        priority_oom(false);
-    }
-}
-
-#[test]
-fn v2_the_lowest_priority_leaf_dies_and_nothing_else() {
-    if can_run("v2_the_lowest_priority_leaf_dies_and_nothing_else", true) {
-        priority_oom(true);
-    }
-}
+on_both_hierarchies!(
+    priority_oom: the_lowest_priority_leaf_dies_and_nothing_else,
+    v2_the_lowest_priority_leaf_dies_and_nothing_else
+);
 
 /// The experiment's other half, and `--dry-run`: the same tree with the guard in a dry run (it sets
 /// the limit and nothing else), so the kernel's OOM killer is in charge. The kernel picks by size
@@ -218,19 +230,10 @@ fn kernel_alone(v2: bool) {
     assert_eq!(guard.kills(), 0, "a dry run kills nothing");
 }
 
-#[test]
-fn the_kernel_alone_kills_by_size_and_a_dry_run_names_the_rules_victim() {
-    if can_run("the_kernel_alone_kills_by_size_and_a_dry_run_names_the_rules_victim", false) {
-        kernel_alone(false);
-    }
-}
-
-#[test]
-fn v2_the_kernel_alone_kills_by_size_and_a_dry_run_names_the_rules_victim() {
-    if can_run("v2_the_kernel_alone_kills_by_size_and_a_dry_run_names_the_rules_victim", true) {
-        kernel_alone(true);
-    }
-}
+on_both_hierarchies!(
+    kernel_alone: the_kernel_alone_kills_by_size_and_a_dry_run_names_the_rules_victim,
+    v2_the_kernel_alone_kills_by_size_and_a_dry_run_names_the_rules_victim
+);
 
 /// Share of usage samples at or below `high` while a page-cache writer runs in `g`, and the reclaim
 /// rounds the guard made (none without a guard).
@@ -289,19 +292,10 @@ fn early_reclaim(v2: bool) {
     assert!(limit.trim() == "max" || limit.trim().parse::<u64>().unwrap() > GROUP_LIMIT, "the guard's limit is undone");
 }
 
-#[test]
-fn usage_stays_below_the_high_watermark_under_a_page_cache_writer() {
-    if can_run("usage_stays_below_the_high_watermark_under_a_page_cache_writer", false) {
-        early_reclaim(false);
-    }
-}
-
-#[test]
-fn v2_usage_stays_below_the_high_watermark_under_a_page_cache_writer() {
-    if can_run("v2_usage_stays_below_the_high_watermark_under_a_page_cache_writer", true) {
-        early_reclaim(true);
-    }
-}
+on_both_hierarchies!(
+    early_reclaim: usage_stays_below_the_high_watermark_under_a_page_cache_writer,
+    v2_usage_stays_below_the_high_watermark_under_a_page_cache_writer
+);
 
 /// Set for the child that runs [`guard_holder_child`]: the memory cgroup to guard.
 const HOLDER_ENV: &str = "IOSHARE_MEMORY_TEST_GUARD_HOLDER";
@@ -357,19 +351,10 @@ fn killed_guard(v2: bool) {
     assert_eq!(guarded_files(g.path()), before, "everything back to what it was");
 }
 
-#[test]
-fn a_killed_guard_leaves_nothing_changed() {
-    if can_run("a_killed_guard_leaves_nothing_changed", false) {
-        killed_guard(false);
-    }
-}
-
-#[test]
-fn v2_a_killed_guard_leaves_nothing_changed() {
-    if can_run("v2_a_killed_guard_leaves_nothing_changed", true) {
-        killed_guard(true);
-    }
-}
+on_both_hierarchies!(
+    killed_guard: a_killed_guard_leaves_nothing_changed,
+    v2_a_killed_guard_leaves_nothing_changed
+);
 
 /// Direct reclaim in the group's own allocations so far: charges that hit the limit, each of which
 /// reclaimed in the allocating task (v1 `memory.failcnt`, v2 `memory.events` `max`; the guard's
@@ -383,29 +368,32 @@ fn limit_hits(dir: &Path) -> u64 {
 }
 
 /// The allocation-latency experiments (not tests: timings; run with `--ignored --nocapture
-/// experiment_allocation`): a latency-sensitive allocator beside a page-cache-heavy writer in one
-/// 128 MiB group, without and with early reclaim (`wmark_ratio = 80`), alternating: the allocator's
-/// percentiles per 1 MiB allocation (wall time, and its own: without the time it waited for a CPU,
-/// which on a shared machine is other processes' doing), the charges that hit the limit (direct
-/// reclaim in the group's tasks) and the share of usage samples at or below `wmark_high`. A first
-/// row measures the allocator alone, in an unlimited group.
+/// experiment_allocation`): a latency-sensitive allocator ([`common::allocator`]: 1 MiB every 3 ms)
+/// beside a page-cache writer in one 128 MiB group, the allocator alone first (an unlimited group),
+/// then without and with early reclaim (`wmark_ratio = 80`), alternating. Per run, microseconds:
+/// percentiles of each allocation's duration (`wall`), of the same without CPU waits (`own`), and
+/// of the time from when it was due to its end (`due`: what a steadily loaded process sees, a stall
+/// counting for every allocation it delays); the charges that hit the limit (direct reclaim in the
+/// group's tasks; with the guard including those at the limit it lowers for a moment); and the
+/// share of usage samples at or below `wmark_high`.
 ///
-/// - `experiment_allocation_latency`: the writer's cache is clean (fio at 96 MiB/s to a file on
-///   this machine's fast disk, which writes back as fast), so reclaim at the limit is cheap.
-/// - `experiment_allocation_latency_dirty`: the case watermarks exist for. The writer writes to a
-///   file system whose writeback is slow ([`SlowDisk`]), so the group fills with dirty pages; v1
-///   memcg reclaim cannot write them itself, wakes the flusher and waits for writeback (v1 has no
-///   per-memcg dirty throttling, and the global dirty limits, GiBs here, never bite a 128 MiB
-///   group).
+/// - `experiment_allocation_latency`: fio at 96 MiB/s to a file on this machine's disk, whose
+///   writeback keeps up, so dirty pages are written back soon after reclaim asks for it.
+/// - `experiment_allocation_latency_slow_writeback`: the case watermarks exist for. The writer
+///   writes to a file system whose writeback is slow ([`SlowDisk`]), so the group fills with dirty
+///   pages; v1 memcg reclaim cannot write them itself, wakes the flusher and waits for writeback
+///   (v1 has no per-memcg dirty throttling, and the global dirty limits, GiBs here, never bite a
+///   128 MiB group).
 ///
 /// Environment: `IOSHARE_WMARK_SCALE` sets wmark_scale_factor (default 50: wmark_low 0.5% of the
-/// limit below wmark_high); `IOSHARE_WRITER_MIB_S` and `IOSHARE_DISK_MIB_S` the dirty experiment's
-/// writer and writeback rates (default 16 and 32); `IOSHARE_RUNS` the alternations (default 3).
+/// limit below wmark_high); `IOSHARE_WRITER_MIB_S` and `IOSHARE_DISK_MIB_S` the slow-writeback
+/// experiment's writer and writeback rates (default 16 and 32); `IOSHARE_RUNS` the alternations
+/// (default 3).
 #[test]
 #[ignore = "experiment: timings, run by hand (README, Memory isolation)"]
 fn experiment_allocation_latency() {
     if let Some(v2) = experiment_hierarchy("experiment_allocation_latency") {
-        allocation_latency(v2, "a clean page-cache writer at 96 MiB/s", None, 96);
+        allocation_latency(v2, "a page-cache writer at 96 MiB/s to this machine's disk", None, 96);
     }
 }
 
@@ -413,14 +401,14 @@ fn experiment_allocation_latency() {
 /// v1 counts writeback, the blkio root).
 #[test]
 #[ignore = "experiment: timings, run by hand (README, Memory isolation)"]
-fn experiment_allocation_latency_dirty() {
-    if experiment_hierarchy("experiment_allocation_latency_dirty") != Some(false) {
+fn experiment_allocation_latency_slow_writeback() {
+    if experiment_hierarchy("experiment_allocation_latency_slow_writeback") != Some(false) {
         return;
     }
     let writer = env_u64("IOSHARE_WRITER_MIB_S", 16);
     let disk = env_u64("IOSHARE_DISK_MIB_S", 32);
     let slow = SlowDisk::create(disk * MIB);
-    let what = format!("a dirty-page writer at {writer} MiB/s, writeback throttled to {disk} MiB/s");
+    let what = format!("a page-cache writer at {writer} MiB/s, writeback throttled to {disk} MiB/s");
     allocation_latency(false, &what, Some(slow.dir()), writer);
 }
 
