@@ -618,10 +618,10 @@ impl Drop for RootThrottle {
 /// writer, and 64 MiB written and synced take 4 s at 16 MiB/s). Fields drop in order: the limit
 /// first (so the final flush is quick), then the mount, the loop device, the file.
 struct SlowDisk {
-    _throttle: RootThrottle,
+    throttle: RootThrottle,
     scratch: Scratch,
     _mount_point: tempfile::TempDir,
-    _device: LoopDevice,
+    device: LoopDevice,
     _file: tempfile::NamedTempFile,
 }
 
@@ -633,12 +633,58 @@ impl SlowDisk {
         let mount_point = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
         let scratch = Scratch::mount(device.path(), mount_point.path());
         let throttle = RootThrottle::set(device.dev(), bps);
-        SlowDisk { _throttle: throttle, scratch, _mount_point: mount_point, _device: device, _file: file }
+        SlowDisk { throttle, scratch, _mount_point: mount_point, device, _file: file }
     }
 
     fn dir(&self) -> &Path {
         &self.scratch.dir
     }
+}
+
+/// The slow-writeback experiment's premise, and its cleanup: writeback of buffered writes to a
+/// [`SlowDisk`] is done by the flusher threads, counted in the blkio root and held to its limit;
+/// afterwards no mount, loop device or limit is left.
+#[test]
+fn a_slow_disk_throttles_writeback_in_the_blkio_root_and_leaves_nothing() {
+    let test = "a_slow_disk_throttles_writeback_in_the_blkio_root_and_leaves_nothing";
+    if skip_unless_root(test) {
+        return;
+    }
+    let Some(root) = Capabilities::probe().blkio_v1 else {
+        eprintln!("skipping {test}: no cgroup v1 blkio hierarchy here");
+        return;
+    };
+    const BPS: u64 = 8 * MIB;
+    const SIZE: u64 = 16 * MIB;
+    let disk = SlowDisk::create(BPS);
+    let (dev, dir, previous) = (disk.device.dev(), disk.dir().to_path_buf(), disk.throttle.previous);
+    let loop_dir = PathBuf::from(format!("/sys/dev/block/{dev}/loop"));
+    let written = || {
+        let stats = ioshare_host::read_throttle_stats(&root, false).unwrap();
+        stats.device(dev).map_or(0, |d| d.bytes.write)
+    };
+    let before = written();
+    let file = std::fs::File::create(dir.join("data")).unwrap();
+    std::io::Write::write_all(&mut &file, &vec![1u8; SIZE as usize]).unwrap();
+    let started = Instant::now();
+    // syncfs hands the writeback to the flusher threads (fsync would write from this thread).
+    // SAFETY: syncfs on a valid open descriptor.
+    assert_eq!(unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&file)) }, 0, "syncfs failed");
+    let took = started.elapsed();
+    assert!(written() - before >= SIZE, "the writeback is counted in the blkio root");
+    // 16 MiB at 8 MiB/s take 2 s; blk-throttle may let up to a slice's worth through at once, so
+    // only half of that is certain (a lower bound: no machine writes faster than the limit).
+    assert!(took >= Duration::from_secs(1), "writeback not throttled: {SIZE} bytes in {took:?}");
+    drop(file);
+    assert!(loop_dir.exists());
+    drop(disk);
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(&dir.display().to_string()), "{} unmounted", dir.display());
+    let limits = std::fs::read_to_string(root.join(ThrottleKnob::WriteBps.file_name())).unwrap();
+    let now = limits.lines().find_map(|l| l.strip_prefix(&format!("{dev} "))?.trim().parse::<u64>().ok());
+    assert_eq!(now.unwrap_or(0), previous, "the limit on {dev} restored: {limits}");
+    let backing = std::fs::read_to_string(loop_dir.join("backing_file")).unwrap_or_default();
+    assert!(!backing.contains(env!("CARGO_TARGET_TMPDIR")), "the loop device detached: {backing}");
 }
 
 /// Per time range `[from, to)` seconds of a fio latency log (`msec, nsec, ...` lines): (IOPS, p99 ms).
