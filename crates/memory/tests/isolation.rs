@@ -10,6 +10,8 @@
 //!   most usage samples are at or below `wmark_high`, more than without.
 //! - A guard whose process is killed with SIGKILL (no destructor runs) leaves nothing changed: its
 //!   watchdog writes the previous values back.
+//! - The allocation-latency experiments (`#[ignore]`d: timings) and the slow-writeback file system
+//!   one of them runs on, whose premise and cleanup a test checks.
 //!
 //! The v2 tests run where cgroup v2 has `memory` (the lab guest); on this host
 //! `v2_tests_pass_in_the_lab_guest` boots the guest once and runs them there (this very binary,
@@ -596,10 +598,15 @@ impl RootThrottle {
     fn set(dev: DevNum, bps: u64) -> RootThrottle {
         let root = Capabilities::probe().blkio_v1.expect("the slow disk needs the cgroup v1 blkio hierarchy");
         let file = root.join(ThrottleKnob::WriteBps.file_name());
-        let text = std::fs::read_to_string(&file).unwrap();
-        let previous = text.lines().find_map(|l| l.strip_prefix(&format!("{dev} "))?.trim().parse().ok()).unwrap_or(0);
+        let previous = RootThrottle::read(&file, dev);
         std::fs::write(&file, format!("{dev} {bps}")).unwrap();
         RootThrottle { file, dev, previous }
+    }
+
+    /// The limit on `dev` in the limit file `file`; 0 when there is none.
+    fn read(file: &Path, dev: DevNum) -> u64 {
+        let text = std::fs::read_to_string(file).unwrap();
+        text.lines().find_map(|l| l.strip_prefix(&format!("{dev} "))?.trim().parse().ok()).unwrap_or(0)
     }
 }
 
@@ -680,9 +687,8 @@ fn a_slow_disk_throttles_writeback_in_the_blkio_root_and_leaves_nothing() {
     drop(disk);
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert!(!mounts.contains(&dir.display().to_string()), "{} unmounted", dir.display());
-    let limits = std::fs::read_to_string(root.join(ThrottleKnob::WriteBps.file_name())).unwrap();
-    let now = limits.lines().find_map(|l| l.strip_prefix(&format!("{dev} "))?.trim().parse::<u64>().ok());
-    assert_eq!(now.unwrap_or(0), previous, "the limit on {dev} restored: {limits}");
+    let limit = RootThrottle::read(&root.join(ThrottleKnob::WriteBps.file_name()), dev);
+    assert_eq!(limit, previous, "the limit on {dev} restored");
     let backing = std::fs::read_to_string(loop_dir.join("backing_file")).unwrap_or_default();
     assert!(!backing.contains(env!("CARGO_TARGET_TMPDIR")), "the loop device detached: {backing}");
 }
