@@ -129,10 +129,35 @@ impl Tree {
         hog_mib
     }
 
+    /// Polls `guard` until a process of the tree dies (or [`WAIT`] passes), then a few times more:
+    /// anything more the guard would do happens within a few polls. What it did.
+    fn until_a_death(&mut self, guard: &mut AnyGuard) -> Vec<Action> {
+        let deadline = Instant::now() + WAIT;
+        let mut actions = Vec::new();
+        while self.dead().is_empty() && Instant::now() < deadline {
+            actions.extend(guard.poll(Duration::from_millis(200)).unwrap());
+        }
+        for _ in 0..5 {
+            actions.extend(guard.poll(Duration::from_millis(50)).unwrap());
+        }
+        actions
+    }
+
     /// The names of the processes that died.
     fn dead(&mut self) -> Vec<&'static str> {
         self.procs.iter_mut().filter_map(|(n, p)| (!p.alive()).then_some(*n)).collect()
     }
+}
+
+/// The groups the guard killed in (in a dry run: named as victims).
+fn victims(actions: &[Action]) -> Vec<&PathBuf> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Killed { victim, .. } => Some(victim),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The kernel's OOM kills in `dir`'s subtree so far: v2 `memory.events` counts them hierarchically,
@@ -159,25 +184,10 @@ fn priority_oom(v2: bool) {
     };
     let hog_mib = tree.fill(mark);
 
-    let deadline = Instant::now() + WAIT;
-    let mut actions = Vec::new();
-    while tree.dead().is_empty() && Instant::now() < deadline {
-        actions.extend(guard.poll(Duration::from_millis(200)).unwrap());
-    }
-    // Anything more the guard would do happens within a few polls.
-    for _ in 0..5 {
-        actions.extend(guard.poll(Duration::from_millis(50)).unwrap());
-    }
+    let actions = tree.until_a_death(&mut guard);
     eprintln!("guard actions: {actions:?}");
     assert_eq!(tree.dead(), ["batch"], "batch (lowest priority in the lowest-priority branch) alone was killed");
-    let victims: Vec<&PathBuf> = actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Killed { victim, .. } => Some(victim),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(victims, [tree.batch.path()], "exactly one kill, in batch");
+    assert_eq!(victims(&actions), [tree.batch.path()], "exactly one kill, in batch");
     // The hog got its memory once batch's was freed.
     wait_usage(&tree.online, (30 + hog_mib) * MIB);
     assert_eq!(tree.dead(), ["batch"], "nobody else was touched, inside A or outside");
@@ -206,14 +216,7 @@ fn kernel_alone(v2: bool) {
     let mut tree = Tree::build(v2, "kernel");
     let mut guard = AnyGuard::start(&tree.guarded(), v2, true).unwrap();
     tree.fill(LIMIT);
-    let deadline = Instant::now() + WAIT;
-    let mut actions = Vec::new();
-    while tree.dead().is_empty() && Instant::now() < deadline {
-        actions.extend(guard.poll(Duration::from_millis(200)).unwrap());
-    }
-    for _ in 0..5 {
-        actions.extend(guard.poll(Duration::from_millis(50)).unwrap());
-    }
+    let actions = tree.until_a_death(&mut guard);
     let dead = tree.dead();
     eprintln!(
         "priority OOM tree, {}: the kernel alone killed {dead:?}; the guard in a dry run: {actions:?}",
@@ -221,13 +224,7 @@ fn kernel_alone(v2: bool) {
     );
     assert!(kernel_kills(&tree.a) >= 1, "the kernel's OOM killer acted");
     assert!(!dead.is_empty() && !dead.contains(&"batch"), "the kernel chose by size, not by priority: {dead:?}");
-    let named: Vec<&PathBuf> = actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Killed { victim, dry_run: true, .. } => Some(victim),
-            _ => None,
-        })
-        .collect();
+    let named = victims(&actions);
     assert!(!named.is_empty() && named.iter().all(|v| *v == tree.batch.path()), "the dry run names batch: {actions:?}");
     assert_eq!(guard.kills(), 0, "a dry run kills nothing");
 }
