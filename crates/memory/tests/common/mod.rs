@@ -54,7 +54,7 @@ fn runqueue_wait_ns() -> u64 {
 
 /// How often the latency-sensitive allocator allocates: a fixed schedule, with room for the
 /// ~0.5 ms an allocation takes here and for CPU waits on a busy machine.
-pub const ALLOC_PERIOD: Duration = Duration::from_millis(3);
+const ALLOC_PERIOD: Duration = Duration::from_millis(3);
 
 /// Not a test by itself: the latency-sensitive allocator. Every [`ALLOC_PERIOD`] (a fixed schedule,
 /// as a process serving requests at a steady rate) it allocates [`ALLOC_CHUNK`], writes every page
