@@ -10,6 +10,8 @@
 //!   most usage samples are at or below `wmark_high`, more than without.
 //! - A guard whose process is killed with SIGKILL (no destructor runs) leaves nothing changed: its
 //!   watchdog writes the previous values back.
+//! - The allocation-latency experiments (`#[ignore]`d: timings) and the slow-writeback file system
+//!   one of them runs on, whose premise and cleanup a test checks.
 //!
 //! The v2 tests run where cgroup v2 has `memory` (the lab guest); on this host
 //! `v2_tests_pass_in_the_lab_guest` boots the guest once and runs them there (this very binary,
@@ -22,9 +24,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{
-    allocation_times, allocator, holder, leaker, page_cache_writer, usage_of, wait_usage, Group, Proc, MIB, WAIT,
+    allocation_times, allocator, holder, leaker, page_cache_writer, page_cache_writer_to, usage_of, wait_usage, Group,
+    Proc, MIB, WAIT,
 };
-use ioshare_host::{in_lab, run_tests_in_lab, skip_unless_root, Capabilities};
+use ioshare_host::{in_lab, run_tests_in_lab, skip_unless_root, Capabilities, DevNum, LoopDevice, ThrottleKnob};
 use ioshare_memory::{Action, AnyGuard, MemorySettings};
 
 /// The priority OOM ancestor's limit.
@@ -48,6 +51,27 @@ fn can_run(test: &str, v2: bool) -> bool {
         eprintln!("skipping {test}: {what}");
     }
     ok
+}
+
+/// Declares a scenario's two tests: `$v1` on cgroup v1 (this host) and `$v2` on cgroup v2 (the lab
+/// guest; the `v2_` prefix is what `v2_tests_pass_in_the_lab_guest` runs there), each skipping
+/// with the reason where its hierarchy is missing.
+macro_rules! on_both_hierarchies {
+    ($scenario:ident: $v1:ident, $v2:ident) => {
+        #[test]
+        fn $v1() {
+            if can_run(stringify!($v1), false) {
+                $scenario(false);
+            }
+        }
+
+        #[test]
+        fn $v2() {
+            if can_run(stringify!($v2), true) {
+                $scenario(true);
+            }
+        }
+    };
 }
 
 fn settings(priority: u8) -> MemorySettings {
@@ -105,10 +129,35 @@ impl Tree {
         hog_mib
     }
 
+    /// Polls `guard` until a process of the tree dies (or [`WAIT`] passes), then a few times more:
+    /// anything more the guard would do happens within a few polls. What it did.
+    fn until_a_death(&mut self, guard: &mut AnyGuard) -> Vec<Action> {
+        let deadline = Instant::now() + WAIT;
+        let mut actions = Vec::new();
+        while self.dead().is_empty() && Instant::now() < deadline {
+            actions.extend(guard.poll(Duration::from_millis(200)).unwrap());
+        }
+        for _ in 0..5 {
+            actions.extend(guard.poll(Duration::from_millis(50)).unwrap());
+        }
+        actions
+    }
+
     /// The names of the processes that died.
     fn dead(&mut self) -> Vec<&'static str> {
         self.procs.iter_mut().filter_map(|(n, p)| (!p.alive()).then_some(*n)).collect()
     }
+}
+
+/// The groups the guard killed in (in a dry run: named as victims).
+fn victims(actions: &[Action]) -> Vec<&PathBuf> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Killed { victim, .. } => Some(victim),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The kernel's OOM kills in `dir`'s subtree so far: v2 `memory.events` counts them hierarchically,
@@ -135,25 +184,10 @@ fn priority_oom(v2: bool) {
     };
     let hog_mib = tree.fill(mark);
 
-    let deadline = Instant::now() + WAIT;
-    let mut actions = Vec::new();
-    while tree.dead().is_empty() && Instant::now() < deadline {
-        actions.extend(guard.poll(Duration::from_millis(200)).unwrap());
-    }
-    // Anything more the guard would do happens within a few polls.
-    for _ in 0..5 {
-        actions.extend(guard.poll(Duration::from_millis(50)).unwrap());
-    }
+    let actions = tree.until_a_death(&mut guard);
     eprintln!("guard actions: {actions:?}");
     assert_eq!(tree.dead(), ["batch"], "batch (lowest priority in the lowest-priority branch) alone was killed");
-    let victims: Vec<&PathBuf> = actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Killed { victim, .. } => Some(victim),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(victims, [tree.batch.path()], "exactly one kill, in batch");
+    assert_eq!(victims(&actions), [tree.batch.path()], "exactly one kill, in batch");
     // The hog got its memory once batch's was freed.
     wait_usage(&tree.online, (30 + hog_mib) * MIB);
     assert_eq!(tree.dead(), ["batch"], "nobody else was touched, inside A or outside");
@@ -170,19 +204,10 @@ fn priority_oom(v2: bool) {
     }
 }
 
-#[test]
-fn the_lowest_priority_leaf_dies_and_nothing_else() {
-    if can_run("the_lowest_priority_leaf_dies_and_nothing_else", false) {
-        priority_oom(false);
-    }
-}
-
-#[test]
-fn v2_the_lowest_priority_leaf_dies_and_nothing_else() {
-    if can_run("v2_the_lowest_priority_leaf_dies_and_nothing_else", true) {
-        priority_oom(true);
-    }
-}
+on_both_hierarchies!(
+    priority_oom: the_lowest_priority_leaf_dies_and_nothing_else,
+    v2_the_lowest_priority_leaf_dies_and_nothing_else
+);
 
 /// The experiment's other half, and `--dry-run`: the same tree with the guard in a dry run (it sets
 /// the limit and nothing else), so the kernel's OOM killer is in charge. The kernel picks by size
@@ -191,14 +216,7 @@ fn kernel_alone(v2: bool) {
     let mut tree = Tree::build(v2, "kernel");
     let mut guard = AnyGuard::start(&tree.guarded(), v2, true).unwrap();
     tree.fill(LIMIT);
-    let deadline = Instant::now() + WAIT;
-    let mut actions = Vec::new();
-    while tree.dead().is_empty() && Instant::now() < deadline {
-        actions.extend(guard.poll(Duration::from_millis(200)).unwrap());
-    }
-    for _ in 0..5 {
-        actions.extend(guard.poll(Duration::from_millis(50)).unwrap());
-    }
+    let actions = tree.until_a_death(&mut guard);
     let dead = tree.dead();
     eprintln!(
         "priority OOM tree, {}: the kernel alone killed {dead:?}; the guard in a dry run: {actions:?}",
@@ -206,30 +224,15 @@ fn kernel_alone(v2: bool) {
     );
     assert!(kernel_kills(&tree.a) >= 1, "the kernel's OOM killer acted");
     assert!(!dead.is_empty() && !dead.contains(&"batch"), "the kernel chose by size, not by priority: {dead:?}");
-    let named: Vec<&PathBuf> = actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Killed { victim, dry_run: true, .. } => Some(victim),
-            _ => None,
-        })
-        .collect();
+    let named = victims(&actions);
     assert!(!named.is_empty() && named.iter().all(|v| *v == tree.batch.path()), "the dry run names batch: {actions:?}");
     assert_eq!(guard.kills(), 0, "a dry run kills nothing");
 }
 
-#[test]
-fn the_kernel_alone_kills_by_size_and_a_dry_run_names_the_rules_victim() {
-    if can_run("the_kernel_alone_kills_by_size_and_a_dry_run_names_the_rules_victim", false) {
-        kernel_alone(false);
-    }
-}
-
-#[test]
-fn v2_the_kernel_alone_kills_by_size_and_a_dry_run_names_the_rules_victim() {
-    if can_run("v2_the_kernel_alone_kills_by_size_and_a_dry_run_names_the_rules_victim", true) {
-        kernel_alone(true);
-    }
-}
+on_both_hierarchies!(
+    kernel_alone: the_kernel_alone_kills_by_size_and_a_dry_run_names_the_rules_victim,
+    v2_the_kernel_alone_kills_by_size_and_a_dry_run_names_the_rules_victim
+);
 
 /// Share of usage samples at or below `high` while a page-cache writer runs in `g`, and the reclaim
 /// rounds the guard made (none without a guard).
@@ -288,19 +291,10 @@ fn early_reclaim(v2: bool) {
     assert!(limit.trim() == "max" || limit.trim().parse::<u64>().unwrap() > GROUP_LIMIT, "the guard's limit is undone");
 }
 
-#[test]
-fn usage_stays_below_the_high_watermark_under_a_page_cache_writer() {
-    if can_run("usage_stays_below_the_high_watermark_under_a_page_cache_writer", false) {
-        early_reclaim(false);
-    }
-}
-
-#[test]
-fn v2_usage_stays_below_the_high_watermark_under_a_page_cache_writer() {
-    if can_run("v2_usage_stays_below_the_high_watermark_under_a_page_cache_writer", true) {
-        early_reclaim(true);
-    }
-}
+on_both_hierarchies!(
+    early_reclaim: usage_stays_below_the_high_watermark_under_a_page_cache_writer,
+    v2_usage_stays_below_the_high_watermark_under_a_page_cache_writer
+);
 
 /// Set for the child that runs [`guard_holder_child`]: the memory cgroup to guard.
 const HOLDER_ENV: &str = "IOSHARE_MEMORY_TEST_GUARD_HOLDER";
@@ -356,19 +350,10 @@ fn killed_guard(v2: bool) {
     assert_eq!(guarded_files(g.path()), before, "everything back to what it was");
 }
 
-#[test]
-fn a_killed_guard_leaves_nothing_changed() {
-    if can_run("a_killed_guard_leaves_nothing_changed", false) {
-        killed_guard(false);
-    }
-}
-
-#[test]
-fn v2_a_killed_guard_leaves_nothing_changed() {
-    if can_run("v2_a_killed_guard_leaves_nothing_changed", true) {
-        killed_guard(true);
-    }
-}
+on_both_hierarchies!(
+    killed_guard: a_killed_guard_leaves_nothing_changed,
+    v2_a_killed_guard_leaves_nothing_changed
+);
 
 /// Direct reclaim in the group's own allocations so far: charges that hit the limit, each of which
 /// reclaimed in the allocating task (v1 `memory.failcnt`, v2 `memory.events` `max`; the guard's
@@ -381,40 +366,109 @@ fn limit_hits(dir: &Path) -> u64 {
     std::fs::read_to_string(dir.join("memory.failcnt")).unwrap().trim().parse().unwrap()
 }
 
-/// The experiment (not a test: timings; run with `--ignored --nocapture experiment_`): a
-/// latency-sensitive allocator beside a page-cache-heavy writer in one 128 MiB group, without and
-/// with early reclaim (`wmark_ratio = 80`), three times each, alternating: the allocator's p50/p99
-/// per 1 MiB allocation (wall time, and its own: without the time it waited for a CPU, which on a
-/// shared machine is other processes' doing) and the charges that hit the limit (direct reclaim in
-/// the group's tasks). A first row measures the allocator alone, in an unlimited group.
+/// The allocation-latency experiments (not tests: timings; run with `--ignored --nocapture
+/// experiment_allocation`): a latency-sensitive allocator ([`common::allocator`]: 1 MiB every 3 ms)
+/// beside a page-cache writer in one 128 MiB group, the allocator alone first (an unlimited group),
+/// then without and with early reclaim (`wmark_ratio = 80`), alternating. Per run, microseconds:
+/// percentiles of each allocation's duration (`wall`), of the same without CPU waits (`own`), and
+/// of the time from when it was due to its end (`due`: what a steadily loaded process sees, a stall
+/// counting for every allocation it delays); the charges that hit the limit (direct reclaim in the
+/// group's tasks; with the guard including those at the limit it lowers for a moment); and the
+/// share of usage samples at or below `wmark_high`.
+///
+/// - `experiment_allocation_latency`: fio at 96 MiB/s to a file on this machine's disk, whose
+///   writeback keeps up, so dirty pages are written back soon after reclaim asks for it.
+/// - `experiment_allocation_latency_slow_writeback`: the case watermarks exist for. The writer
+///   writes to a file system whose writeback is slow ([`SlowDisk`]), so the group fills with dirty
+///   pages; v1 memcg reclaim cannot write them itself, wakes the flusher and waits for writeback
+///   (v1 has no per-memcg dirty throttling, and the global dirty limits, GiBs here, never bite a
+///   128 MiB group).
+///
+/// Environment: `IOSHARE_WMARK_SCALE` sets wmark_scale_factor (default 50: wmark_low 0.5% of the
+/// limit below wmark_high); `IOSHARE_WRITER_MIB_S` and `IOSHARE_DISK_MIB_S` the slow-writeback
+/// experiment's writer and writeback rates (default 16 and 32); `IOSHARE_RUNS` the alternations
+/// (default 3).
 #[test]
 #[ignore = "experiment: timings, run by hand (README, Memory isolation)"]
 fn experiment_allocation_latency() {
-    let v2 = Capabilities::probe().memory_v2();
-    if !can_run("experiment_allocation_latency", v2) {
-        return;
+    if let Some(v2) = experiment_hierarchy("experiment_allocation_latency") {
+        allocation_latency(v2, "a page-cache writer at 96 MiB/s to this machine's disk", None, 96);
     }
+}
+
+/// The dirty-page half of [`experiment_allocation_latency`] (cgroup v1: the throttle is set where
+/// v1 counts writeback, the blkio root).
+#[test]
+#[ignore = "experiment: timings, run by hand (README, Memory isolation)"]
+fn experiment_allocation_latency_slow_writeback() {
+    let test = "experiment_allocation_latency_slow_writeback";
+    match experiment_hierarchy(test) {
+        Some(false) => {}
+        Some(true) => {
+            eprintln!(
+                "skipping {test}: cgroup v1 only (on v2 writeback is the writer's cgroup's, dirty pages throttled)"
+            );
+            return;
+        }
+        None => return,
+    }
+    let writer = env_u64("IOSHARE_WRITER_MIB_S", 16);
+    let disk = env_u64("IOSHARE_DISK_MIB_S", 32);
+    let slow = SlowDisk::create(disk * MIB);
+    let what = format!("a page-cache writer at {writer} MiB/s, writeback throttled to {disk} MiB/s");
+    allocation_latency(false, &what, Some(slow.dir()), writer);
+}
+
+/// The hierarchy an experiment runs on (v2 where it has `memory`, else v1), or `None` (printed why).
+fn experiment_hierarchy(test: &str) -> Option<bool> {
+    let v2 = Capabilities::probe().memory_v2();
+    can_run(test, v2).then_some(v2)
+}
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
+/// Runs the allocation-latency experiment with a writer at `rate_mib` MiB/s writing to a file in
+/// `dir` (a file of its own per run, removed after it) or, without `dir`, where
+/// [`page_cache_writer`] writes; prints the table.
+fn allocation_latency(v2: bool, what: &str, dir: Option<&Path>, rate_mib: u64) {
     const GROUP_LIMIT: u64 = 128 * MIB;
-    const SECS: u64 = 6;
-    // `IOSHARE_WMARK_SCALE` sets wmark_scale_factor (default 50: wmark_low 0.5% of the limit below).
-    let scale = std::env::var("IOSHARE_WMARK_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(50);
+    const SECS: u64 = 10;
+    let scale = env_u64("IOSHARE_WMARK_SCALE", 50) as u32;
     let settings = MemorySettings {
         wmark_ratio: 80,
         wmark_scale_factor: scale,
         limit: Some(GROUP_LIMIT),
         ..MemorySettings::default()
     };
+    let high = settings.watermarks(GROUP_LIMIT).unwrap().high;
     let top = format!("ioshare-memory-test-{}-latency", std::process::id());
     println!(
-        "allocation latency beside a page-cache writer ({}, {} MiB group, wmark_scale_factor {scale}, {SECS} s runs)",
+        "allocation latency beside {what} ({}, {} MiB group, wmark_scale_factor {scale}, {SECS} s runs)",
         if v2 { "cgroup v2" } else { "cgroup v1" },
         GROUP_LIMIT >> 20
     );
     println!(
-        "{:<16} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>11}",
-        "run", "p50 µs", "p99 µs", "max µs", "own p50", "own p99", "own max", "allocs", "limit hits"
+        "{:<15} {:>6} {:>6} {:>8} {:>8} {:>7} {:>8} {:>8} {:>9} {:>8} {:>6} {:>6} {:>6}",
+        "run",
+        "p50",
+        "p99",
+        "p99.9",
+        "max",
+        "own p99",
+        "own max",
+        "due p99",
+        "due p99.9",
+        "due max",
+        "allocs",
+        "hits",
+        "≤ high"
     );
-    let runs = [None, Some(false), Some(true), Some(false), Some(true), Some(false), Some(true)];
+    let mut runs = vec![None];
+    for _ in 0..env_u64("IOSHARE_RUNS", 3) {
+        runs.extend([Some(false), Some(true)]);
+    }
     for (i, run) in runs.into_iter().enumerate() {
         let g = Group::create(v2, &format!("{top}/run-{i}"));
         let mut guard = match run {
@@ -425,8 +479,12 @@ fn experiment_allocation_latency() {
             }
             None => None,
         };
+        let file = dir.map(|d| d.join(format!("run-{i}")));
         let writer = run.map(|_| {
-            let w = page_cache_writer(&g, 1024, 96);
+            let w = match &file {
+                Some(f) => (page_cache_writer_to(&g, f, 1024, rate_mib), None),
+                None => page_cache_writer(&g, 1024, rate_mib),
+            };
             // Let the cache fill the group first.
             wait_usage(&g, GROUP_LIMIT * 7 / 10);
             w
@@ -434,16 +492,34 @@ fn experiment_allocation_latency() {
         let hits = limit_hits(g.path());
         let alloc = allocator(&g, SECS);
         let end = Instant::now() + Duration::from_secs(SECS + 1);
-        while Instant::now() < end {
-            match guard.as_mut() {
-                Some(guard) => drop(guard.poll(Duration::from_millis(5)).unwrap()),
-                None => std::thread::sleep(Duration::from_millis(5)),
+        // Usage is sampled every 5 ms by a thread of its own: the guard's poll blocks while it
+        // reclaims (long, when the cache is dirty), and sampling only between polls would miss
+        // exactly the times usage is high.
+        let (below, samples) = std::thread::scope(|s| {
+            let sampler = s.spawn(|| {
+                let (mut below, mut samples) = (0u32, 0u32);
+                while Instant::now() < end {
+                    below += (g.usage() <= high) as u32;
+                    samples += 1;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                (below, samples)
+            });
+            while Instant::now() < end {
+                match guard.as_mut() {
+                    Some(guard) => drop(guard.poll(Duration::from_millis(5)).unwrap()),
+                    None => std::thread::sleep(Duration::from_millis(5)),
+                }
             }
-        }
+            sampler.join().unwrap()
+        });
         let hits = limit_hits(g.path()) - hits;
-        let (wall, own) = allocation_times(alloc);
+        let t = allocation_times(alloc);
         drop(writer);
         drop(guard);
+        if let Some(f) = &file {
+            let _ = std::fs::remove_file(f);
+        }
         let q = |t: &[u64], p: f64| {
             t.get(((t.len() as f64 * p) as usize).min(t.len().saturating_sub(1))).copied().unwrap_or(0)
         };
@@ -453,52 +529,173 @@ fn experiment_allocation_latency() {
             Some(true) => "wmark_ratio 80",
         };
         println!(
-            "{name:<16} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {hits:>11}",
-            q(&wall, 0.5),
-            q(&wall, 0.99),
-            q(&wall, 1.0),
-            q(&own, 0.5),
-            q(&own, 0.99),
-            q(&own, 1.0),
-            wall.len()
+            "{name:<15} {:>6} {:>6} {:>8} {:>8} {:>7} {:>8} {:>8} {:>9} {:>8} {:>6} {hits:>6} {:>5.0}%",
+            q(&t.wall, 0.5),
+            q(&t.wall, 0.99),
+            q(&t.wall, 0.999),
+            q(&t.wall, 1.0),
+            q(&t.own, 0.99),
+            q(&t.own, 1.0),
+            q(&t.due, 0.99),
+            q(&t.due, 0.999),
+            q(&t.due, 1.0),
+            t.wall.len(),
+            below as f64 * 100.0 / samples.max(1) as f64,
         );
     }
 }
 
-/// The lab experiment's scratch file system on the guest's data disk: ext2 with a swap file in use
-/// and the reader's data file. Swap off and unmounted on drop.
+/// Runs `cmd`, failing with its stderr if it fails.
+fn run(cmd: &mut Command) {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A scratch ext2 file system made on `disk` and mounted at `dir`, optionally with a swap file in
+/// use; swap off and unmounted on drop.
 struct Scratch {
     dir: PathBuf,
+    swap: Option<PathBuf>,
 }
 
 impl Scratch {
-    fn create(disk: &str, swap_mib: u64) -> Scratch {
-        let dir = PathBuf::from("/mnt/ioshare-memleak");
-        let run = |cmd: &mut Command| {
-            let out = cmd.output().unwrap();
-            assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-        };
-        run(Command::new("mke2fs").args(["-q", disk]));
-        std::fs::create_dir_all(&dir).unwrap();
-        run(Command::new("mount").arg(disk).arg(&dir));
-        let scratch = Scratch { dir };
-        let swap = scratch.dir.join("swap");
-        run(Command::new("dd")
-            .arg("if=/dev/zero")
-            .arg(format!("of={}", swap.display()))
-            .args(["bs=1M", &format!("count={swap_mib}")]));
+    fn mount(disk: &Path, dir: &Path) -> Scratch {
+        run(Command::new("mke2fs").arg("-q").arg(disk));
+        std::fs::create_dir_all(dir).unwrap();
+        run(Command::new("mount").arg(disk).arg(dir));
+        Scratch { dir: dir.to_path_buf(), swap: None }
+    }
+
+    /// Adds a swap file of `mib` MiB and turns it on.
+    fn with_swap(mut self, mib: u64) -> Scratch {
+        let swap = self.dir.join("swap");
+        run(Command::new("dd").arg("if=/dev/zero").arg(format!("of={}", swap.display())).args([
+            "bs=1M",
+            &format!("count={mib}"),
+            "status=none",
+        ]));
         std::fs::set_permissions(&swap, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
         run(Command::new("mkswap").arg(&swap));
         run(Command::new("swapon").arg(&swap));
-        scratch
+        self.swap = Some(swap);
+        self
     }
 }
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        let _ = Command::new("swapoff").arg(self.dir.join("swap")).status();
+        if let Some(swap) = &self.swap {
+            let _ = Command::new("swapoff").arg(swap).status();
+        }
         let _ = Command::new("umount").arg(&self.dir).status();
     }
+}
+
+/// A blk-throttle write limit of the cgroup v1 blkio root on one device, the previous value
+/// (0: none) written back on drop.
+struct RootThrottle {
+    file: PathBuf,
+    dev: DevNum,
+    previous: u64,
+}
+
+impl RootThrottle {
+    fn set(dev: DevNum, bps: u64) -> RootThrottle {
+        let root = Capabilities::probe().blkio_v1.expect("the slow disk needs the cgroup v1 blkio hierarchy");
+        let file = root.join(ThrottleKnob::WriteBps.file_name());
+        let previous = RootThrottle::read(&file, dev);
+        std::fs::write(&file, format!("{dev} {bps}")).unwrap();
+        RootThrottle { file, dev, previous }
+    }
+
+    /// The limit on `dev` in the limit file `file`; 0 when there is none.
+    fn read(file: &Path, dev: DevNum) -> u64 {
+        let text = std::fs::read_to_string(file).unwrap();
+        text.lines().find_map(|l| l.strip_prefix(&format!("{dev} "))?.trim().parse().ok()).unwrap_or(0)
+    }
+}
+
+impl Drop for RootThrottle {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::write(&self.file, format!("{} {}", self.dev, self.previous)) {
+            eprintln!("cannot restore {}: {e}", self.file.display());
+        }
+    }
+}
+
+/// A file system whose writeback is slow: ext2 on a loop device (over a sparse file in the target
+/// directory) whose writes blk-throttle limits to `bps`. On cgroup v1 the flusher threads write
+/// dirty pages back from the blkio root, so the limit is set there, for this loop device only
+/// (checked: the root's `blkio.throttle.io_service_bytes` counts the writeback of a buffered
+/// writer, and 64 MiB written and synced take 4 s at 16 MiB/s). Fields drop in order: the limit
+/// first (so the final flush is quick), then the mount, the loop device, the file.
+struct SlowDisk {
+    throttle: RootThrottle,
+    scratch: Scratch,
+    _mount_point: tempfile::TempDir,
+    device: LoopDevice,
+    _file: tempfile::NamedTempFile,
+}
+
+impl SlowDisk {
+    fn create(bps: u64) -> SlowDisk {
+        let file = tempfile::NamedTempFile::new_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        file.as_file().set_len(2 << 30).unwrap();
+        let device = LoopDevice::attach(file.path(), true).unwrap();
+        let mount_point = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let scratch = Scratch::mount(device.path(), mount_point.path());
+        let throttle = RootThrottle::set(device.dev(), bps);
+        SlowDisk { throttle, scratch, _mount_point: mount_point, device, _file: file }
+    }
+
+    fn dir(&self) -> &Path {
+        &self.scratch.dir
+    }
+}
+
+/// The slow-writeback experiment's premise, and its cleanup: writeback of buffered writes to a
+/// [`SlowDisk`] is done by the flusher threads, counted in the blkio root and held to its limit;
+/// afterwards no mount, loop device or limit is left.
+#[test]
+fn a_slow_disk_throttles_writeback_in_the_blkio_root_and_leaves_nothing() {
+    let test = "a_slow_disk_throttles_writeback_in_the_blkio_root_and_leaves_nothing";
+    if skip_unless_root(test) {
+        return;
+    }
+    let Some(root) = Capabilities::probe().blkio_v1 else {
+        eprintln!("skipping {test}: no cgroup v1 blkio hierarchy here");
+        return;
+    };
+    const BPS: u64 = 8 * MIB;
+    const SIZE: u64 = 16 * MIB;
+    let disk = SlowDisk::create(BPS);
+    let (dev, dir, previous) = (disk.device.dev(), disk.dir().to_path_buf(), disk.throttle.previous);
+    let loop_dir = PathBuf::from(format!("/sys/dev/block/{dev}/loop"));
+    let written = || {
+        let stats = ioshare_host::read_throttle_stats(&root, false).unwrap();
+        stats.device(dev).map_or(0, |d| d.bytes.write)
+    };
+    let before = written();
+    let file = std::fs::File::create(dir.join("data")).unwrap();
+    std::io::Write::write_all(&mut &file, &vec![1u8; SIZE as usize]).unwrap();
+    let started = Instant::now();
+    // syncfs hands the writeback to the flusher threads (fsync would write from this thread).
+    // SAFETY: syncfs on a valid open descriptor.
+    assert_eq!(unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&file)) }, 0, "syncfs failed");
+    let took = started.elapsed();
+    assert!(written() - before >= SIZE, "the writeback is counted in the blkio root");
+    // 16 MiB at 8 MiB/s take 2 s; blk-throttle may let up to a slice's worth through at once, so
+    // only half of that is certain (a lower bound: no machine writes faster than the limit).
+    assert!(took >= Duration::from_secs(1), "writeback not throttled: {SIZE} bytes in {took:?}");
+    drop(file);
+    assert!(loop_dir.exists());
+    drop(disk);
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(&dir.display().to_string()), "{} unmounted", dir.display());
+    let limit = RootThrottle::read(&root.join(ThrottleKnob::WriteBps.file_name()), dev);
+    assert_eq!(limit, previous, "the limit on {dev} restored");
+    let backing = std::fs::read_to_string(loop_dir.join("backing_file")).unwrap_or_default();
+    assert!(!backing.contains(env!("CARGO_TARGET_TMPDIR")), "the loop device detached: {backing}");
 }
 
 /// Per time range `[from, to)` seconds of a fio latency log (`msec, nsec, ...` lines): (IOPS, p99 ms).
@@ -541,7 +738,7 @@ fn experiment_memleak() {
     const SECS: u64 = 30;
     const BUCKET: u64 = 2;
     const LEAK_AT: u64 = 4;
-    let scratch = Scratch::create(&disk, 512);
+    let scratch = Scratch::mount(Path::new(&disk), Path::new("/mnt/ioshare-memleak")).with_swap(512);
     let data = scratch.dir.join("data");
     let prep = Command::new("fio")
         .args([

@@ -52,18 +52,31 @@ fn runqueue_wait_ns() -> u64 {
     text.split_whitespace().nth(1).and_then(|w| w.parse().ok()).unwrap_or(0)
 }
 
-/// Not a test by itself: the latency-sensitive allocator. Every 2 ms it allocates [`ALLOC_CHUNK`],
-/// writes every page (each page fault charges its memory cgroup: at the limit, the fault reclaims
-/// first) and frees it, timing each; prints `wall:own` pairs in microseconds at the end, where
-/// `own` leaves out the time the thread waited for a CPU (on a shared machine, other processes'
-/// doing, not memory's).
+/// How often the latency-sensitive allocator allocates: a fixed schedule, with room for the
+/// ~0.5 ms an allocation takes here and for CPU waits on a busy machine.
+const ALLOC_PERIOD: Duration = Duration::from_millis(3);
+
+/// Not a test by itself: the latency-sensitive allocator. Every [`ALLOC_PERIOD`] (a fixed schedule,
+/// as a process serving requests at a steady rate) it allocates [`ALLOC_CHUNK`], writes every page
+/// (each page fault charges its memory cgroup: at the limit, the fault reclaims first) and frees it.
+/// Prints `wall:own:due` triples in microseconds at the end: the allocation's own duration; that
+/// without the time the thread waited for a CPU (on a shared machine, other processes' doing, not
+/// memory's); and the time from when it was due to its end, which also counts the wait for the
+/// allocations before it (a stall delays every allocation due during it, where `wall` would count
+/// one: the coordinated-omission correction).
 #[test]
 #[ignore = "helper: run in a child process by the allocation-latency experiment"]
 fn allocate_child() {
     let Some(secs) = std::env::var(ALLOC_ENV).ok().and_then(|m| m.parse::<u64>().ok()) else { return };
-    let end = Instant::now() + Duration::from_secs(secs);
+    let first = Instant::now();
+    let end = first + Duration::from_secs(secs);
     let mut times = Vec::new();
-    while Instant::now() < end {
+    for k in 0.. {
+        let due = first + ALLOC_PERIOD * k;
+        if due >= end {
+            break;
+        }
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
         let start = Instant::now();
         let waited = runqueue_wait_ns();
         // Fresh pages from the kernel each time (mmap/munmap, not the allocator's reused heap), so
@@ -81,14 +94,13 @@ fn allocate_child() {
         }
         let wall = start.elapsed().as_micros() as u64;
         let queued = (runqueue_wait_ns() - waited) / 1000;
-        times.push((wall, wall.saturating_sub(queued)));
-        std::thread::sleep(Duration::from_millis(2));
+        times.push((wall, wall.saturating_sub(queued), due.elapsed().as_micros() as u64));
     }
-    let text: Vec<String> = times.iter().map(|(wall, own)| format!("{wall}:{own}")).collect();
+    let text: Vec<String> = times.iter().map(|(wall, own, due)| format!("{wall}:{own}:{due}")).collect();
     println!("ALLOC {}", text.join(" "));
 }
 
-/// Runs the allocator in `g` for `secs` seconds; its allocation times, microseconds.
+/// Runs the allocator in `g` for `secs` seconds; read its times with [`allocation_times`].
 pub fn allocator(g: &Group, secs: u64) -> Child {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["--ignored", "--exact", "common::allocate_child", "--nocapture", "--test-threads=1"]);
@@ -96,20 +108,35 @@ pub fn allocator(g: &Group, secs: u64) -> Child {
     g.spawn(cmd)
 }
 
-/// The allocation times an [`allocator`] printed, microseconds, each sorted: (wall, own).
-pub fn allocation_times(child: Child) -> (Vec<u64>, Vec<u64>) {
+/// The times of an [`allocator`]'s allocations, microseconds, each sorted.
+pub struct AllocationTimes {
+    /// Each allocation's duration.
+    pub wall: Vec<u64>,
+    /// The same without the time the allocator waited for a CPU.
+    pub own: Vec<u64>,
+    /// From when each allocation was due to its end.
+    pub due: Vec<u64>,
+}
+
+/// The allocation times an [`allocator`] printed.
+pub fn allocation_times(child: Child) -> AllocationTimes {
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     // The harness prints the test's name before the line on the same line.
     let line = text.lines().find_map(|l| Some(&l[l.find("ALLOC ")? + 6..])).unwrap_or("");
-    let pairs = line.split_whitespace().filter_map(|t| {
-        let (wall, own) = t.split_once(':')?;
-        Some((wall.parse::<u64>().ok()?, own.parse::<u64>().ok()?))
-    });
-    let (mut wall, mut own): (Vec<u64>, Vec<u64>) = pairs.unzip();
-    wall.sort_unstable();
-    own.sort_unstable();
-    (wall, own)
+    let mut times = AllocationTimes { wall: Vec::new(), own: Vec::new(), due: Vec::new() };
+    for t in line.split_whitespace() {
+        let v: Vec<u64> = t.split(':').filter_map(|x| x.parse().ok()).collect();
+        if let [wall, own, due] = v[..] {
+            times.wall.push(wall);
+            times.own.push(own);
+            times.due.push(due);
+        }
+    }
+    for v in [&mut times.wall, &mut times.own, &mut times.due] {
+        v.sort_unstable();
+    }
+    times
 }
 
 /// A test cgroup on the v1 memory hierarchy or on cgroup v2, removed on drop.
@@ -191,17 +218,27 @@ pub fn wait_usage(g: &Group, bytes: u64) {
 /// here (setup.sh installs fio). The temporary file lives as long as the returned guard.
 pub fn page_cache_writer(g: &Group, mib: u64, rate_mib: u64) -> (Proc, Option<tempfile::NamedTempFile>) {
     let (target, file) = match std::env::var("LAB_DISK") {
-        Ok(disk) => (disk, None),
+        Ok(disk) => (disk.into(), None),
         Err(_) => {
             let f = tempfile::NamedTempFile::new_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-            (f.path().display().to_string(), Some(f))
+            (f.path().to_path_buf(), Some(f))
         }
     };
+    (page_cache_writer_to(g, &target, mib, rate_mib), file)
+}
+
+/// A steady writer in `g`: fio writing `mib` MiB to `target` through the page cache at `rate_mib`
+/// MiB/s (a file it creates, or a block device). No preallocation: where the file system has no
+/// `fallocate` (ext2), glibc would emulate it by writing the whole file at once, unthrottled. One
+/// process (`--thread`): fio otherwise runs the job in a child process, which outlives a SIGKILL
+/// of the returned one and goes on writing.
+pub fn page_cache_writer_to(g: &Group, target: &Path, mib: u64, rate_mib: u64) -> Proc {
     let mut cmd = Command::new("fio");
-    cmd.args(["--name=steady", "--rw=write", "--bs=1M", "--ioengine=psync", "--direct=0", "--output=/dev/null"])
+    cmd.args(["--name=steady", "--rw=write", "--bs=1M", "--ioengine=psync", "--direct=0", "--fallocate=none"])
+        .args(["--thread", "--output=/dev/null"])
         .arg(format!("--size={mib}M"))
         .arg(format!("--rate={rate_mib}m"))
-        .arg(format!("--filename={target}"));
+        .arg(format!("--filename={}", target.display()));
     cmd.stdout(Stdio::null());
-    (Proc(g.spawn(cmd)), file)
+    Proc(g.spawn(cmd))
 }
