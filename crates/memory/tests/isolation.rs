@@ -19,6 +19,7 @@
 
 mod common;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -174,8 +175,31 @@ fn kernel_kills(dir: &Path) -> u64 {
     count("memory.oom_control") + children.map(|c| kernel_kills(&c.path())).sum::<u64>()
 }
 
+/// The value (last word of the first line) of every readable `memory.*` file in `dir`'s subtree.
+fn memory_files(dir: &Path) -> HashMap<PathBuf, String> {
+    let mut out = HashMap::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if entry.file_type().unwrap().is_dir() {
+            out.extend(memory_files(&path));
+        } else if entry.file_name().to_string_lossy().starts_with("memory.") {
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                out.insert(path, first_value(&text).to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The last word of a cgroup file's first line (`oom_kill_disable 1` -> `1`).
+fn first_value(text: &str) -> &str {
+    text.lines().next().unwrap_or("").split_whitespace().last().unwrap_or("")
+}
+
 fn priority_oom(v2: bool) {
     let mut tree = Tree::build(v2, "oom");
+    // What the files held before the guard (not what the guard says they held).
+    let before = memory_files(&tree.a);
     let mut guard = AnyGuard::start(&tree.guarded(), v2, false).unwrap();
     // v1: the limit itself (the kernel's killer is paused); v2: the guard's memory.high below it.
     let mark = match &guard {
@@ -199,8 +223,7 @@ fn priority_oom(v2: bool) {
     drop(guard);
     for c in changed {
         let now = std::fs::read_to_string(&c.file).unwrap();
-        let now = now.lines().next().unwrap_or("").split_whitespace().last().unwrap_or("");
-        assert_eq!(now, c.previous, "{} restored", c.file.display());
+        assert_eq!(Some(first_value(&now)), before.get(&c.file).map(String::as_str), "{} restored", c.file.display());
     }
 }
 
