@@ -608,14 +608,14 @@ impl Scenario {
             Scenario::Overhead => {
                 let (min, criterion) = overhead_criterion(&r.controller);
                 let (rel, how) = match refs.paired {
-                    Some(p) => (p, " (median of the rounds' ratios)"),
+                    Some(p) => (p, "median round ratio; "),
                     None => (refs.baseline.map_or(f64::NAN, |b| r.device.iops / b.max(1e-9)), ""),
                 };
                 Verdict {
                     pass: rel >= min,
                     value: rel,
                     summary: format!(
-                        "{:.0} IOPS, {:.1}% of no control{how} ({criterion}: >= {:.0}%), {:.0} ns CPU per IO",
+                        "{:.0} IOPS = {:.1}% of no control ({how}{criterion} >= {:.0}%), {:.0} ns CPU per IO",
                         r.device.iops,
                         rel * 100.0,
                         min * 100.0,
@@ -863,7 +863,7 @@ mod tests {
         let refs = References { baseline: Some(10_000.0), ..NO_REFS };
         assert!(judge(Scenario::Overhead, &report(vec![tenant("r", 9600.0, 1.0)]), &refs).pass);
         let v = judge(Scenario::Overhead, &report(vec![tenant("r", 9400.0, 1.0)]), &refs);
-        assert!(!v.pass && v.summary.contains("94.0%") && v.summary.contains("controller overhead: >= 95%"), "{v:?}");
+        assert!(!v.pass && v.summary.contains("94.0%") && v.summary.contains("(controller overhead >= 95%)"), "{v:?}");
     }
 
     #[test]
@@ -880,10 +880,7 @@ mod tests {
         let refs = References { baseline: Some(1250.0), paired: median(&ratios), ..NO_REFS };
         let v = judge(Scenario::Overhead, &observed, &refs);
         assert!(v.pass && (v.value - 0.98).abs() < 1e-12, "{v:?}");
-        assert!(
-            v.summary.contains("98.0% of no control (median of the rounds' ratios) (observe overhead: >= 97%)"),
-            "{v:?}"
-        );
+        assert!(v.summary.contains("98.0% of no control (median round ratio; observe overhead >= 97%)"), "{v:?}");
         // 96% passes a controller's 95% but not the observer's 97%.
         let refs = References { paired: Some(0.96), ..NO_REFS };
         assert!(!judge(Scenario::Overhead, &observed, &refs).pass);
