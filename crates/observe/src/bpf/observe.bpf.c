@@ -329,12 +329,13 @@ static __always_inline int on_queue(struct bio *bio, const bool btf)
 	struct io_state fresh = { .live = 1 };
 	if (!slot_for(dev, bio_cgroup(bio, btf), op_of(READ(btf, bio->bi_opf, bio, bi_opf)), &fresh.slot, true))
 		return 0;
-	fresh.queued = bpf_ktime_get_ns();
-	__u64 key = (__u64)bio;
 	account(fresh.slot, OBS_STAGE_Q, READ(btf, bio->bi_iter.bi_sector, bio, bi_iter.bi_sector),
 		READ(btf, bio->bi_iter.bi_size, bio, bi_iter.bi_size));
+	/* Only latencies need the queue time: Q alone (the agent) reads no clock. */
 	if (!track_inflight)
 		return 0;
+	fresh.queued = bpf_ktime_get_ns();
+	__u64 key = (__u64)bio;
 	struct io_state *io = bpf_map_lookup_elem(&inflight, &key);
 	if (io)
 		*io = fresh;
