@@ -156,18 +156,25 @@ impl Recorder {
     }
 }
 
-/// The overhead scenario's note: per round (in round order), IOPS of the uncontrolled reader with the
-/// observer attached over IOPS of the run just before without it (adjacent runs, so that drift in a
-/// neighbour's load cancels). Their median is the [`OBSERVED_NONE`] row's verdict, judged against
-/// [`OBSERVE_OVERHEAD_MIN`]; the note only shows the rounds. `None` without rounds.
-pub fn overhead_note(ratios: &[f64]) -> Option<String> {
+/// The overhead scenario's note on the uncontrolled reader's rounds without (`off`) and with (`on`) the
+/// observer attached, run after each other (so that drift in a neighbour's load cancels): per round,
+/// the IOPS ratio — their median is the [`OBSERVED_NONE`] row's verdict, judged against
+/// [`OBSERVE_OVERHEAD_MIN`]; the note only shows the rounds — and where the time goes: the CPU the
+/// engine's IO thread spent per IO more with the observer (the programs of Q, I and D run on the
+/// submitting thread; C runs wherever the completion interrupt lands). `None` without rounds.
+pub fn overhead_note(off: &[RunReport], on: &[RunReport]) -> Option<String> {
+    let ratios = super::scenario::per_round_ratios(off, on);
     if ratios.is_empty() {
         return None;
     }
-    let all: Vec<String> = ratios.iter().map(|r| format!("{:.1}%", r * 100.0)).collect();
+    let extra: Vec<f64> = off.iter().zip(on).map(|(a, b)| b.cpu.ns_per_io - a.cpu.ns_per_io).collect();
+    let list = |v: &[f64], f: &dyn Fn(f64) -> String| v.iter().map(|&x| f(x)).collect::<Vec<_>>().join(", ");
     Some(format!(
-        "observe overhead: IOPS with the eBPF observer attached / without, per round: {} (their median judges the {OBSERVED_NONE} row)",
-        all.join(", ")
+        "observe overhead: IOPS with the eBPF observer attached / without, per round: {} (their median judges the \
+         {OBSERVED_NONE} row); engine thread's CPU per IO with it: {} ns (median {:+.0} ns)",
+        list(&ratios, &|r| format!("{:.1}%", r * 100.0)),
+        list(&extra, &|d| format!("{d:+.0}")),
+        super::scenario::median(&extra).unwrap_or(f64::NAN)
     ))
 }
 
@@ -267,10 +274,24 @@ mod tests {
     }
 
     #[test]
-    fn the_overhead_note_lists_the_rounds() {
-        let note = overhead_note(&[0.98, 0.9, 0.99]).unwrap();
+    fn the_overhead_note_lists_the_rounds_and_the_extra_cpu() {
+        let runs = |rounds: &[(f64, f64)]| -> Vec<RunReport> {
+            rounds
+                .iter()
+                .map(|&(iops, cpu)| {
+                    let mut r = RunReport::default();
+                    r.device.iops = iops;
+                    r.cpu.ns_per_io = cpu;
+                    r
+                })
+                .collect()
+        };
+        let off = runs(&[(1000.0, 4000.0), (2000.0, 4100.0), (1000.0, 3900.0)]);
+        let on = runs(&[(980.0, 4500.0), (1800.0, 4900.0), (990.0, 4200.0)]);
+        let note = overhead_note(&off, &on).unwrap();
         assert!(note.contains("per round: 98.0%, 90.0%, 99.0% (their median judges the none+observe row)"), "{note}");
-        assert_eq!(overhead_note(&[]), None);
+        assert!(note.contains("CPU per IO with it: +500, +800, +300 ns (median +500 ns)"), "{note}");
+        assert_eq!(overhead_note(&[], &[]), None);
     }
 
     #[test]

@@ -417,8 +417,8 @@ impl Scenario {
             Some(none) => names.zip(&rounds).map(|(name, rs)| (name, per_round_ratios(&rounds[none], rs))).collect(),
             None => Vec::new(),
         };
-        if let Some((_, ratios)) = paired.iter().find(|(name, _)| *name == OBSERVED_NONE) {
-            notes.extend(super::observe::overhead_note(ratios));
+        if let (true, Some(none)) = (observe_overhead, plan.ioshare.iter().position(|c| *c == Ctl::None)) {
+            notes.extend(super::observe::overhead_note(&rounds[none], &rounds[plan.ioshare.len()]));
         }
         for (side, rs) in rounds.iter_mut().map(|r| (Side::Ioshare, r)).chain([(Side::Reference, &mut fio_rounds)]) {
             if !rs.is_empty() {
@@ -638,12 +638,12 @@ fn overhead_criterion(controller: &str) -> (f64, &'static str) {
 }
 
 /// Per round, IOPS of `on` over IOPS of `off` (the runs of the same round), in round order.
-fn per_round_ratios(off: &[RunReport], on: &[RunReport]) -> Vec<f64> {
+pub(super) fn per_round_ratios(off: &[RunReport], on: &[RunReport]) -> Vec<f64> {
     off.iter().zip(on).map(|(a, b)| b.device.iops / a.device.iops.max(1e-9)).collect()
 }
 
 /// The median (the upper one of an even count); `None` when empty.
-fn median(values: &[f64]) -> Option<f64> {
+pub(super) fn median(values: &[f64]) -> Option<f64> {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
     sorted.get(sorted.len() / 2).copied()
