@@ -16,8 +16,10 @@
  *
  * Cost (these programs run on every IO, so every map operation counts; measured per program with
  * `ioshare observe --cost`, see the README):
- * - One hash lookup per IO finds the series: `slots` maps (device, cgroup, operation) to an index in
- *   the per-CPU `stats` array and (device, cgroup) to an index in the shared `stream_end` array. Array
+ * - At most one hash lookup per IO finds the series (at Q): `slots` maps (device, cgroup, operation)
+ *   to an index in the per-CPU `stats` array and (device, cgroup) to an index in the shared
+ *   `stream_end` array; a per-CPU cache of the last series Q found spares even that lookup while one
+ *   cgroup's IO to one device streams through a CPU (Q, measured: 216-328 -> 187-292 ns per run). Array
  *   lookups are inlined by the verifier; per-CPU counters need no atomic instructions. Plain `+=` is
  *   safe: a program cannot nest in itself on one CPU (the kernel skips recursive runs), and programs
  *   of different stages that may nest (C in an interrupt during Q) write disjoint fields.
@@ -115,6 +117,20 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } counters SEC(".maps");
+
+/* The last series Q found on each CPU (see slot_for). */
+struct series_cache {
+	struct obs_key key;
+	struct obs_slot slot;
+	__u64 valid;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct series_cache);
+} q_last_series SEC(".maps");
 
 static __always_inline void count(__u32 which)
 {
@@ -219,14 +235,13 @@ static __always_inline __u32 *index_for(void *table, void *key, __u32 *next, __u
 }
 
 /* The indices of series (dev, cgroup, op), made on first sight; 0 (and a counted drop) when full. */
-static __always_inline struct obs_slot *slot_for(__u32 dev, __u64 cgroup, __u32 op)
+static __always_inline struct obs_slot *slot_made(struct obs_key *key)
 {
-	struct obs_key key = { .cgroup = cgroup, .dev = dev, .op = op };
-	struct obs_slot *slot = bpf_map_lookup_elem(&slots, &key);
+	struct obs_slot *slot = bpf_map_lookup_elem(&slots, key);
 
 	if (slot)
 		return slot;
-	struct stream_key skey = { .cgroup = cgroup, .dev = dev };
+	struct stream_key skey = { .cgroup = key->cgroup, .dev = key->dev };
 	__u32 *stream = index_for(&streams, &skey, &next_stream, OBS_MAX_SLOTS);
 	__u32 fresh = __sync_fetch_and_add(&next_stats, 1);
 	if (!stream || fresh >= OBS_MAX_SLOTS) {
@@ -234,11 +249,40 @@ static __always_inline struct obs_slot *slot_for(__u32 dev, __u64 cgroup, __u32 
 		return 0;
 	}
 	struct obs_slot made = { .stats = fresh, .stream = *stream };
-	bpf_map_update_elem(&slots, &key, &made, BPF_NOEXIST);
-	slot = bpf_map_lookup_elem(&slots, &key);
+	bpf_map_update_elem(&slots, key, &made, BPF_NOEXIST);
+	slot = bpf_map_lookup_elem(&slots, key);
 	if (!slot)
 		count(OBS_DROP_STATS_FULL);
 	return slot;
+}
+
+/*
+ * The series of (dev, cgroup, op) into `*out`; false (a counted drop) when the table is full. With
+ * `cached` (Q only), the last series this CPU's Q program found is tried before the hash table: a
+ * stream of IO from one cgroup to one device hits it, sparing the `slots` hash lookup (~40 ns). The
+ * cache is Q's own, so nothing else writes it while Q runs (a program never nests in itself on one
+ * CPU), and a series' indices never change once made, so a hit is always right.
+ */
+static __always_inline bool slot_for(__u32 dev, __u64 cgroup, __u32 op, struct obs_slot *out, const bool cached)
+{
+	struct obs_key key = { .cgroup = cgroup, .dev = dev, .op = op };
+	__u32 zero = 0;
+	struct series_cache *last = cached ? bpf_map_lookup_elem(&q_last_series, &zero) : 0;
+
+	if (last && last->key.cgroup == cgroup && last->key.dev == dev && last->key.op == op && last->valid) {
+		*out = last->slot;
+		return true;
+	}
+	struct obs_slot *slot = slot_made(&key);
+	if (!slot)
+		return false;
+	*out = *slot;
+	if (last) {
+		last->key = key;
+		last->slot = *out;
+		last->valid = 1;
+	}
+	return true;
 }
 
 /* Counts one IO of `bytes` at `sector` at `stage` of series `slot`; returns its counters. */
@@ -282,15 +326,16 @@ static __always_inline int on_queue(struct bio *bio, const bool btf)
 
 	if (target_dev && dev != target_dev)
 		return 0;
-	struct obs_slot *slot = slot_for(dev, bio_cgroup(bio, btf), op_of(READ(btf, bio->bi_opf, bio, bi_opf)));
-	if (!slot)
+	struct io_state fresh = { .live = 1 };
+	if (!slot_for(dev, bio_cgroup(bio, btf), op_of(READ(btf, bio->bi_opf, bio, bi_opf)), &fresh.slot, true))
 		return 0;
-	struct io_state fresh = { .queued = bpf_ktime_get_ns(), .slot = *slot, .live = 1 };
-	__u64 key = (__u64)bio;
 	account(fresh.slot, OBS_STAGE_Q, READ(btf, bio->bi_iter.bi_sector, bio, bi_iter.bi_sector),
 		READ(btf, bio->bi_iter.bi_size, bio, bi_iter.bi_size));
+	/* Only latencies need the queue time: Q alone (the agent) reads no clock. */
 	if (!track_inflight)
 		return 0;
+	fresh.queued = bpf_ktime_get_ns();
+	__u64 key = (__u64)bio;
 	struct io_state *io = bpf_map_lookup_elem(&inflight, &key);
 	if (io)
 		*io = fresh;
@@ -314,11 +359,10 @@ static __always_inline struct io_state *io_for(struct request *rq, __u32 dev, __
 	if (io && io->live)
 		return io;
 	count(OBS_MISS_QUEUE_TIME);
-	struct obs_slot *slot = slot_for(dev, bio_cgroup(READ(btf, rq->bio, rq, bio), btf),
-					 op_of(READ(btf, rq->cmd_flags, rq, cmd_flags)));
-	if (!slot)
+	struct io_state fresh = { .live = 1 };
+	if (!slot_for(dev, bio_cgroup(READ(btf, rq->bio, rq, bio), btf), op_of(READ(btf, rq->cmd_flags, rq, cmd_flags)),
+		      &fresh.slot, false))
 		return 0;
-	struct io_state fresh = { .slot = *slot, .live = 1 };
 	if (io) {
 		*io = fresh;
 		return io;
@@ -357,18 +401,17 @@ static __always_inline int on_complete(struct request *rq, unsigned int nr_bytes
 	__u64 now = bpf_ktime_get_ns();
 	__u64 key = io_key(rq, btf);
 	struct io_state *io = bpf_map_lookup_elem(&inflight, &key);
-	struct obs_slot *slot;
+	struct obs_slot slot;
 	if (io && io->live) {
-		slot = &io->slot;
+		slot = io->slot;
 	} else {
 		io = 0;
 		count(OBS_MISS_ISSUE_TIME);
-		slot = slot_for(dev, bio_cgroup(READ(btf, rq->bio, rq, bio), btf),
-				op_of(READ(btf, rq->cmd_flags, rq, cmd_flags)));
-		if (!slot)
+		if (!slot_for(dev, bio_cgroup(READ(btf, rq->bio, rq, bio), btf),
+			      op_of(READ(btf, rq->cmd_flags, rq, cmd_flags)), &slot, false))
 			return 0;
 	}
-	struct obs_value *v = account(*slot, OBS_STAGE_C, READ(btf, rq->__sector, rq, __sector), nr_bytes);
+	struct obs_value *v = account(slot, OBS_STAGE_C, READ(btf, rq->__sector, rq, __sector), nr_bytes);
 	if (io) {
 		add_latency(v, OBS_LAT_QC, io->queued, now);
 		add_latency(v, OBS_LAT_DC, io->issued, now);
