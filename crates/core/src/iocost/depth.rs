@@ -44,7 +44,7 @@
 
 use std::collections::VecDeque;
 
-use super::tree::before;
+use super::tree::{abs_cost_to_cost, before, WEIGHT_ONE};
 use crate::io::{Io, Nanos};
 
 /// Share of a period with every slot in use above which vrate is not raised, %.
@@ -81,6 +81,9 @@ pub(crate) struct Slots {
     short: Vec<bool>,
     /// Per tree node, its IOs in the device.
     held: Vec<u32>,
+    /// Per tree node, its hweight_active at its last charged IO ([`WEIGHT_ONE`] units): its share
+    /// of the slots.
+    hwa: Vec<u64>,
     /// Per tree node, the finish tag of its last charged IO.
     finish: Vec<u64>,
     /// Tag of the last IO given a slot.
@@ -108,6 +111,7 @@ impl Slots {
             wait_ns: Vec::new(),
             short: Vec::new(),
             held: Vec::new(),
+            hwa: Vec::new(),
             finish: Vec::new(),
             clock: 0,
             period_full: false,
@@ -163,19 +167,31 @@ impl Slots {
             self.wait_ns.resize(i + 1, 0);
             self.short.resize(i + 1, false);
             self.held.resize(i + 1, 0);
+            self.hwa.resize(i + 1, 0);
             self.finish.resize(i + 1, 0);
         }
     }
 
-    /// The start tag of an IO of `node` of relative cost `cost`; `margin` is the vtime a group may
+    /// The start tag of an IO of `node` of absolute cost `abs_cost` charged at hweight_active
+    /// `hwa` (which also sets the group's share of the slots); `margin` is the vtime a group may
     /// bank (half a period).
-    pub fn tag(&mut self, node: u32, margin: u64, cost: u64) -> u64 {
+    pub fn tag(&mut self, node: u32, margin: u64, abs_cost: u64, hwa: u64) -> u64 {
         self.grow(node);
+        let i = node as usize;
+        self.hwa[i] = hwa;
         let floor = self.clock.wrapping_sub(margin);
-        let f = &mut self.finish[node as usize];
+        let f = &mut self.finish[i];
         let tag = if before(*f, floor) { floor } else { *f };
-        *f = tag.wrapping_add(cost);
+        *f = tag.wrapping_add(abs_cost_to_cost(abs_cost, hwa));
         tag
+    }
+
+    /// Whether `node` holds fewer IOs in the device than its share of the limit (`limit` ×
+    /// hweight_active, at least one): its IOs do not wait for a slot.
+    fn below_share(&self, node: u32) -> bool {
+        let i = node as usize;
+        let share = (self.limit as u64 * self.hwa[i] / WEIGHT_ONE).max(1);
+        (self.held[i] as u64) < share
     }
 
     fn advance_clock(&mut self, tag: u64) {
@@ -208,17 +224,19 @@ impl Slots {
         }
     }
 
-    /// Whether an IO charged at its submission may go to the device at once (nobody waits for a
-    /// slot and one is free). A submission takes back a slot kept for its instant either way.
+    /// Whether an IO of `node` charged at its submission (its tag taken) may go to the device at
+    /// once: nobody waits for a slot and one is free, or the group is below its share of the slots
+    /// and has no IO waiting for one. A submission takes back a slot kept for its instant either
+    /// way. Only an IO given a slot in tag order moves the slot clock.
     pub fn admit_now(&mut self, now: Nanos, node: u32, tag: u64) -> bool {
         self.reclaim_kept(now);
         if self.busy_nodes.is_empty() && self.free(now) > 0 {
             self.advance_clock(tag);
-            self.take_slot(now, node);
-            true
-        } else {
-            false
+        } else if self.queued(node) != 0 || !self.below_share(node) {
+            return false;
         }
+        self.take_slot(now, node);
+        true
     }
 
     /// Counts an IO that goes to the device whatever the slots (debt, merged, uncharged).
@@ -237,8 +255,18 @@ impl Slots {
         self.queues[i].push_back((tag, io));
     }
 
-    /// Moves waiting IOs into `ready`, lowest start tag first, while slots are free.
+    /// Moves waiting IOs into `ready`: first those of groups below their share of the slots, then,
+    /// lowest start tag first, while slots are free.
     pub fn pump(&mut self, now: Nanos, ready: &mut VecDeque<Io>) {
+        let mut k = 0;
+        while k < self.busy_nodes.len() {
+            let node = self.busy_nodes[k];
+            if self.below_share(node) {
+                ready.push_back(self.pop(now, k));
+            } else {
+                k += 1;
+            }
+        }
         while self.free(now) > 0 && !self.busy_nodes.is_empty() {
             let (mut best, mut best_tag) = (0, self.queues[self.busy_nodes[0] as usize][0].0);
             for (k, &node) in self.busy_nodes.iter().enumerate().skip(1) {
@@ -247,17 +275,22 @@ impl Slots {
                     (best, best_tag) = (k, tag);
                 }
             }
-            let node = self.busy_nodes[best];
-            let q = &mut self.queues[node as usize];
-            let (tag, io) = q.pop_front().expect("busy nodes have waiters");
-            if q.is_empty() {
-                self.busy_nodes.swap_remove(best);
-                self.wait_ns[node as usize] += now.saturating_sub(self.waiting_since[node as usize]);
-            }
-            self.advance_clock(tag);
-            self.take_slot(now, node);
-            ready.push_back(io);
+            self.advance_clock(best_tag);
+            ready.push_back(self.pop(now, best));
         }
+    }
+
+    /// Gives a slot to the first waiting IO of the `k`th busy node.
+    fn pop(&mut self, now: Nanos, k: usize) -> Io {
+        let node = self.busy_nodes[k];
+        let q = &mut self.queues[node as usize];
+        let (_, io) = q.pop_front().expect("busy nodes have waiters");
+        if q.is_empty() {
+            self.busy_nodes.swap_remove(k);
+            self.wait_ns[node as usize] += now.saturating_sub(self.waiting_since[node as usize]);
+        }
+        self.take_slot(now, node);
+        io
     }
 
     /// A released IO of `node` completed at `now`: its slot is kept for this instant.
@@ -301,75 +334,138 @@ mod tests {
         Io::new(id, GroupId(0), Op::Read, 0, 4096)
     }
 
+    /// Gives `node` hweight_active `hwa` (its share of the slots) as its IOs' tags would.
+    fn share(s: &mut Slots, node: u32, hwa: u64) {
+        s.tag(node, 0, 0, hwa);
+    }
+
     #[test]
-    fn waiting_ios_take_free_slots_lowest_tag_first() {
+    fn a_group_at_its_share_waits_and_below_it_goes_first() {
         let mut s = Slots::new(DepthLimit { max: 2 });
-        assert!(s.admit_now(0, 1, 0) && s.admit_now(0, 1, 0));
-        assert!(!s.admit_now(0, 1, 0));
+        // Each group's share of two slots is one.
+        share(&mut s, 1, WEIGHT_ONE / 2);
+        share(&mut s, 2, WEIGHT_ONE / 2);
+        assert!(s.admit_now(0, 1, 0) && s.admit_now(0, 2, 0));
+        assert!(!s.admit_now(0, 1, 500));
         s.enqueue(0, 1, 500, io(1));
+        assert!(!s.admit_now(0, 2, 100));
         s.enqueue(0, 2, 100, io(2));
         s.enqueue(0, 2, 900, io(3));
         let mut ready = VecDeque::new();
         s.pump(5, &mut ready);
-        assert!(ready.is_empty(), "no slot is free");
+        assert!(ready.is_empty(), "no slot is free and both hold their share");
+        // Node 1 falls below its share: its IO goes at once, before node 2's lower tag.
         s.complete(10, 1);
-        // The slot is kept for the completion's instant, unless an IO is submitted then.
         s.pump(10, &mut ready);
-        assert!(ready.is_empty());
+        assert_eq!(ready.drain(..).map(|i| i.id).collect::<Vec<_>>(), [1]);
+        // With nothing queued of its own, a group below its share goes past the others' queue.
+        s.complete(20, 1);
+        assert!(s.admit_now(20, 1, 2_000));
+        assert!(!s.admit_now(20, 1, 2_100), "at its share again");
+        s.enqueue(20, 1, 2_100, io(4));
+        s.complete(30, 2);
+        s.pump(30, &mut ready);
+        assert_eq!(ready.drain(..).map(|i| i.id).collect::<Vec<_>>(), [2], "node 2's oldest, then at its share");
+        assert_eq!((s.queued(1), s.queued(2)), (1, 1));
+    }
+
+    #[test]
+    fn a_freed_slot_goes_by_tag_among_groups_at_their_share() {
+        let mut s = Slots::new(DepthLimit { max: 3 });
+        share(&mut s, 1, WEIGHT_ONE / 2);
+        share(&mut s, 2, WEIGHT_ONE / 2);
+        share(&mut s, 3, WEIGHT_ONE);
+        assert!(s.admit_now(0, 3, 0) && s.admit_now(0, 1, 0) && s.admit_now(0, 2, 0));
+        s.enqueue(0, 1, 500, io(1));
+        s.enqueue(0, 2, 100, io(2));
+        let mut ready = VecDeque::new();
+        s.complete(10, 3);
+        s.pump(10, &mut ready);
+        assert!(ready.is_empty(), "the slot is kept for the completion's instant");
         assert_eq!(s.retry_at(10), Some(11));
         s.pump(11, &mut ready);
-        assert_eq!(ready.pop_front().map(|i| i.id), Some(2));
-        // A submission at a completion's instant competes for the kept slot by tag.
-        s.complete(20, 1);
-        assert!(!s.admit_now(20, 1, 0), "others wait: the new IO queues behind their tags");
-        s.enqueue(0, 3, 50, io(4));
-        s.pump(20, &mut ready);
-        assert_eq!(ready.pop_front().map(|i| i.id), Some(4));
-        assert!(s.waiting());
+        assert_eq!(ready.pop_front().map(|i| i.id), Some(2), "the lowest tag");
+        assert_eq!(s.clock, 100);
+    }
+
+    #[test]
+    fn a_group_below_its_share_never_waits_and_does_not_move_the_clock() {
+        let mut s = Slots::new(DepthLimit { max: 8 });
+        // The saturating group (a third of the weight) holds every slot and keeps IOs queued.
+        share(&mut s, 2, WEIGHT_ONE / 3);
+        for k in 0..8 {
+            assert!(s.admit_now(0, 2, k * 10));
+        }
+        s.enqueue(0, 2, 90, io(1));
+        // The light group's share is 8 × 2/3 = 5 slots: its first five IOs go at once past the
+        // queue and the limit, the sixth waits.
+        share(&mut s, 1, 2 * WEIGHT_ONE / 3);
+        for _ in 0..5 {
+            assert!(s.admit_now(1, 1, 5_000));
+        }
+        assert!(!s.admit_now(1, 1, 5_000));
+        assert_eq!(s.clock, 70, "out-of-order admissions leave the slot clock alone");
+        // A tiny share still reserves one slot.
+        let mut t = Slots::new(DepthLimit { max: 4 });
+        share(&mut t, 2, WEIGHT_ONE);
+        for _ in 0..4 {
+            assert!(t.admit_now(0, 2, 0));
+        }
+        share(&mut t, 1, 1);
+        assert!(t.admit_now(0, 1, 0) && !t.admit_now(0, 1, 0));
     }
 
     #[test]
     fn a_group_banks_at_most_the_floor_and_pays_each_io_at_its_relative_cost() {
         let mut s = Slots::new(DepthLimit { max: 1 });
         s.clock = 2_000;
-        assert_eq!(s.tag(1, 1_000, 300), 1_000, "an idle group starts half a period behind the clock");
-        assert_eq!(s.tag(1, 1_000, 300), 1_300);
+        assert_eq!(s.tag(1, 1_000, 150, WEIGHT_ONE / 2), 1_000, "an idle group starts half a period behind the clock");
+        assert_eq!(s.tag(1, 1_000, 300, WEIGHT_ONE), 1_300, "each IO pays its cost ÷ hweight_active");
         assert!(s.admit_now(0, 2, 1_900));
         assert_eq!(s.clock, 2_000, "the clock never goes back");
-        assert_eq!(s.tag(1, 900, 300), 1_600, "ahead of the floor: its own finish");
+        assert_eq!(s.tag(1, 900, 300, WEIGHT_ONE), 1_600, "ahead of the floor: its own finish");
         s.clock = 6_000;
-        assert_eq!(s.tag(1, 1_000, 300), 5_000, "behind it: the floor, nothing more banked");
+        assert_eq!(s.tag(1, 1_000, 300, WEIGHT_ONE), 5_000, "behind it: the floor, nothing more banked");
     }
 
     #[test]
     fn only_a_group_waiting_most_of_the_period_is_short_of_slots() {
-        let mut s = Slots::new(DepthLimit { max: 1 });
-        assert!(s.admit_now(0, 2, 0));
-        // Node 2 keeps an IO queued all period; node 1's IO waits 10 µs of a 1 ms period.
+        let mut s = Slots::new(DepthLimit { max: 4 });
+        // Node 1's share is one slot, node 2's three; both hold them.
+        share(&mut s, 1, WEIGHT_ONE / 4);
+        share(&mut s, 2, 3 * WEIGHT_ONE / 4);
+        assert!((0..3).all(|_| s.admit_now(0, 2, 0)) && s.admit_now(0, 1, 0));
+        // Node 2 keeps an IO queued until 60% of a 1 ms period; node 1's IO waits 10 µs.
         s.enqueue(0, 2, 100, io(1));
         s.enqueue(500_000, 1, 0, io(2));
-        s.complete(510_000, 2);
         let mut ready = VecDeque::new();
-        s.pump(510_001, &mut ready);
-        assert_eq!(ready.pop_front().map(|i| i.id), Some(2), "node 1's tag goes first");
-        // Node 2 gets the slot at 60% of the period and keeps it.
-        s.complete(600_000, 1);
-        s.pump(600_001, &mut ready);
+        s.complete(510_000, 1);
+        s.pump(510_000, &mut ready);
+        assert_eq!(ready.pop_front().map(|i| i.id), Some(2), "node 1 is below its share again");
+        s.complete(600_000, 2);
+        s.pump(600_000, &mut ready);
         assert_eq!(ready.pop_front().map(|i| i.id), Some(1));
+        s.complete(700_000, 1);
         s.close_period(1_000_000, 1_000_000);
-        assert!(!s.short_of_slots(1, 1, 2), "a brief wait behind another group's queue");
-        assert!(s.short_of_slots(2, 1, 2), "queued 60% of the period");
+        assert!(s.period_full);
+        assert!(!s.short_of_slots(1, 1, 4), "a brief wait, and it holds less than its share at the end");
+        assert!(s.short_of_slots(2, 3, 4), "queued 60% of the period");
         // The next period counts from its start: without waits or full slots, nobody is short.
         s.complete(1_000_100, 2);
         s.close_period(2_000_000, 1_000_000);
-        assert!(!s.short_of_slots(2, 1, 2));
+        assert!(!s.short_of_slots(2, 3, 4));
     }
 
     #[test]
     fn tags_compare_across_the_vtime_wrap() {
-        let mut s = Slots::new(DepthLimit { max: 1 });
+        let mut s = Slots::new(DepthLimit { max: 3 });
+        for node in 1..=3 {
+            share(&mut s, node, WEIGHT_ONE / 3);
+            assert!(s.admit_now(0, node, 0));
+        }
         s.enqueue(0, 1, 5, io(1));
         s.enqueue(0, 2, u64::MAX - 5, io(2));
+        s.complete(0, 3);
         let mut ready = VecDeque::new();
         s.pump(1, &mut ready);
         assert_eq!(ready[0].id, 2, "u64::MAX - 5 is before 5 in wrapping vtime");

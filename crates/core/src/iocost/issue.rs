@@ -53,7 +53,7 @@ impl<M: CostModel> IoCost<M> {
             n.commit(&mut io, abs_cost, cost);
             if let Some(slots) = &mut self.slots {
                 let (hwa, _) = self.tree.hweights(node);
-                let tag = slots.tag(node, self.margins.target, abs_cost_to_cost(abs_cost, hwa));
+                let tag = slots.tag(node, self.margins.target, abs_cost, hwa);
                 if !slots.admit_now(now, node, tag) {
                     slots.enqueue(now, node, tag, io);
                     return Submit::Queued;
@@ -252,7 +252,7 @@ impl<M: CostModel> IoCost<M> {
             n.commit(&mut io, abs_cost, cost);
             match &mut self.slots {
                 Some(slots) => {
-                    let tag = slots.tag(node, margin, abs_cost_to_cost(abs_cost, hwa));
+                    let tag = slots.tag(node, margin, abs_cost, hwa);
                     slots.enqueue(now, node, tag, io)
                 }
                 None => self.ready.push_back(io),
