@@ -4,8 +4,10 @@
 //! and IOCost with the device-depth option, whose comparisons are the acceptance. The
 //! tolerances live beside the scenarios, so the CLI and the tests cannot drift apart.
 
+use ioshare_core::iocost::depth::DepthLimit;
+use ioshare_core::{ModelParams, QosParams};
 use ioshare_sim::scenarios::{find, Args, Outcome};
-use ioshare_sim::Report;
+use ioshare_sim::{ControllerSpec, DeviceSpec, Job, Report, Rw, Scenario};
 
 fn run(name: &str, args: Args) -> Outcome {
     let out = (find(name).expect("built-in exists").run)(&args).expect("scenario runs");
@@ -58,4 +60,34 @@ fn with_the_option_a_latency_target_moves_the_point_along_the_trade_off() {
     let out = run("qdepth-latency", Args::default());
     // solo, then (kernel, option) at 2x and at 4x.
     assert_eq!(out.runs.len(), 5);
+}
+
+/// The slot queue holds only groups at or above their share of the slots (limit × hweight_active,
+/// at least one): a QD1 reader beside a saturating group never waits for a slot, even with every
+/// slot taken and the neighbour's IOs queued for them. Four slots on a linear device with 8 servers
+/// of constant service time: entering at once, the reader finds a free server and its latency is
+/// its service time, exactly as solo; queued behind the neighbour's waiting IOs it would first wait
+/// for one of the four to complete (up to a quarter of a service time more on average).
+#[test]
+fn with_the_option_a_group_below_its_share_of_slots_never_waits_for_one() {
+    let device = DeviceSpec::linear(ModelParams::SSD_DFL, 8).with_queue_depth(128);
+    let depth = Some(DepthLimit { max: 4 });
+    let ctl = ControllerSpec::IoCost { model: ModelParams::SSD_DFL, qos: QosParams::default(), depth };
+    let reader = Job::closed(Rw::RandRead, 4096, 1).with_think_us(100);
+    let base = |ctl: ControllerSpec| {
+        Scenario::new("slot-share", device.clone())
+            .controller(ctl)
+            .group("reader", 200, [reader.clone()])
+            .seconds(3.0)
+            .warmup(1.0)
+            .seed(1)
+    };
+    let solo = base(ControllerSpec::None).run().expect("runs").group("reader").lat_us.clone();
+    let r = base(ctl).group("batch", 100, [Job::closed(Rw::RandRead, 4096, 32)]).run().expect("runs");
+    let (reader, batch) = (r.group("reader"), r.group("batch"));
+    assert!(reader.lat_us.max <= solo.max * 1.001, "reader {:?} vs solo {:?}", reader.lat_us, solo);
+    // The limit still binds the neighbour: the reader's IO counts against it, so the batch keeps
+    // three or four of the eight servers busy (1% for the rate estimate).
+    let servers = batch.iops / ModelParams::SSD_DFL.rrandiops as f64 * 8.0;
+    assert!((3.0 * 0.99..=4.0 * 1.01).contains(&servers), "batch {} IOPS = {servers:.2} servers", batch.iops);
 }
