@@ -8,6 +8,19 @@
 //! the part above the device's capacity is shared by weight instead of by queue depth (a device's
 //! FIFO serves each group in proportion to the IOs it keeps there).
 //!
+//! Each group has a share of the slots, `limit` × hweight_active (at least one), and below it never
+//! waits: its IO enters the device at once, past the limit and the queue, unless an IO of its own
+//! already waits (a group's IOs keep their order). The slot queue thus holds only groups at or
+//! above their share — SFQ(D) with a per-flow reservation. Without it a light latency-sensitive
+//! reader beside a saturating group found the queue non-empty at nearly every IO, waited for a
+//! completion to get a slot, then sat behind `limit − 1` of the neighbour's IOs in the device: slot
+//! wait plus device time at depth `limit`, worse than an uncontrolled neighbour at that depth gives
+//! (on this machine's disk: p99 2.95–2.98× solo at a target of 2×, 11–26% below the device's
+//! trade-off). Now it sees the device at depth `limit + 1` at most, as beside a neighbour kept at
+//! QD `limit`. Reserved IOs count against the limit (the others get the slots they leave) and do
+//! not move the slot clock: they went out of tag order. Groups that saturate keep about their
+//! share in the device anyway, so the split by weight is unchanged.
+//!
 //! A group's next tag is the later of its previous tag plus that IO's cost at its active share
 //! (cost ÷ hweight_active: a donor claims its full weight for a slot, as it does for budget the
 //! moment an IO would wait) and the slot clock less half a period of vtime (the start budget: a
@@ -21,23 +34,27 @@
 //! the slot queue is served by weight already, and lowering vrate for it only left the device idle
 //! (on this machine's disk vrate sank to 40–60% of what the device served). Once per period the
 //! planner moves `limit` like blk-iolatency's queue depth: down by a quarter when the latency target
-//! was missed (latency here is device time, from release), up by an eighth (at least one) when it
-//! was met with margin and the slots ran out, within `1..=max`; while the limit can still shrink, a
-//! missed target shrinks it instead of vrate. Without a latency target `limit` stays at `max`. The
-//! planner does not raise vrate while every slot was busy for most of the period (the device holds
-//! all it can take, so a throttled group is short of device, not of budget): vrate stops drifting
-//! above what the device serves.
+//! was missed, up by an eighth (at least one) when it was met with margin and the slots ran out,
+//! within `1..=max`. Latency is judged from release, as the kernel judges it from the request's
+//! allocation: a slot wait is left out like a budget wait. Only a group at or above its share
+//! waits for a slot — queueing its own depth causes, as a group over budget queues in IOCost —
+//! and counting it would read every saturating group's backlog as missed targets and shrink the
+//! limit to one; the latency-sensitive group below its share has no slot wait to count. While the
+//! limit can still shrink, a missed target shrinks it instead of vrate. Without a latency target
+//! `limit` stays at `max`. The planner does not raise vrate while every slot was busy for most of
+//! the period (the device holds all it can take, so a throttled group is short of device, not of
+//! budget): vrate stops drifting above what the device serves.
 //!
 //! A group that had IOs waiting for a slot for more than [`FULL_PCT`] of a period, or held at least
 //! its share of slots that were full most of the period, does not donate at its end: its budget is
 //! left over because the device, not the budget, held it back (in the kernel such a group donates,
 //! and each donation lowers its share of the device further). A group whose IOs only wait now and
 //! then is not held back: a light group beside a saturating one (the donation case, a rate-capped
-//! reader beside one that always keeps IOs queued) finds the slot queue non-empty at nearly every
-//! submission, waits for the next completion, and goes first by its tag. Counting any wait kept it
-//! at its full weight while it used a tenth of it (measured on real IO: 0.35 s after the drop, 58
-//! periods); meanwhile the other group spent budget banked while its IOs queued for slots, then
-//! waited for budget with 2 of 32 slots busy until a period found the slot queue empty.
+//! reader beside one that always keeps IOs queued) found, before the share rule above, the slot
+//! queue non-empty at nearly every submission and waited for the next completion. Counting any
+//! wait kept it at its full weight while it used a tenth of it (measured on real IO: 0.35 s after
+//! the drop, 58 periods); meanwhile the other group spent budget banked while its IOs queued for
+//! slots, then waited for budget with 2 of 32 slots busy until a period found the slot queue empty.
 //!
 //! A slot freed by a completion is kept for the instant of that completion: a closed-loop producer
 //! that resubmits at once competes for it by tag instead of losing it to whoever waited.
