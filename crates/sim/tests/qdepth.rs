@@ -91,3 +91,33 @@ fn with_the_option_a_group_below_its_share_of_slots_never_waits_for_one() {
     let servers = batch.iops / ModelParams::SSD_DFL.rrandiops as f64 * 8.0;
     assert!((3.0 * 0.99..=4.0 * 1.01).contains(&servers), "batch {} IOPS = {servers:.2} servers", batch.iops);
 }
+
+/// An unreachable latency target (p99 below the device's service time) shrinks the slot limit to
+/// one and stops there: vrate is not lowered for it, so the reader keeps its budget and its solo
+/// latency and the neighbour its slot. Lowering vrate, as the kernel's busy level would, only
+/// idles the device (the kernel-faithful controller beside it, for contrast).
+#[test]
+fn with_the_option_an_unreachable_target_keeps_one_slot_and_vrate() {
+    let device = DeviceSpec::linear(ModelParams::SSD_DFL, 8).with_queue_depth(128);
+    let qos = "rpct=99 rlat=500".parse::<ioshare_core::QosConfig>().expect("valid").params;
+    let run = |depth: Option<DepthLimit>| {
+        Scenario::new("unreachable", device.clone())
+            .controller(ControllerSpec::IoCost { model: ModelParams::SSD_DFL, qos, depth })
+            .group("reader", 200, [Job::closed(Rw::RandRead, 4096, 1).with_think_us(100)])
+            .group("batch", 100, [Job::closed(Rw::RandRead, 4096, 32)])
+            .seconds(4.0)
+            .warmup(2.0)
+            .seed(1)
+            .run()
+            .expect("runs")
+    };
+    let kernel = run(None);
+    let option = run(Some(DepthLimit { max: 32 }));
+    assert!(kernel.device.vrate_pct_mean < 50.0, "kernel-faithful vrate {}", kernel.device.vrate_pct_mean);
+    // 939.5 µs: the linear device's service time, the reader's latency alone.
+    assert!(option.device.vrate_pct_mean >= 99.0, "vrate {}", option.device.vrate_pct_mean);
+    assert!(option.group("reader").lat_us.max < 940.0, "{:?}", option.group("reader").lat_us);
+    // One slot for the batch while the reader's IO is in too (its reservation): one server busy.
+    let servers = option.group("batch").iops / ModelParams::SSD_DFL.rrandiops as f64 * 8.0;
+    assert!((0.99..=1.01).contains(&servers), "batch on {servers:.3} servers");
+}

@@ -39,9 +39,12 @@
 //! allocation: a slot wait is left out like a budget wait. Only a group at or above its share
 //! waits for a slot — queueing its own depth causes, as a group over budget queues in IOCost —
 //! and counting it would read every saturating group's backlog as missed targets and shrink the
-//! limit to one; the latency-sensitive group below its share has no slot wait to count. While the
-//! limit can still shrink, a missed target shrinks it instead of vrate. Without a latency target
-//! `limit` stays at `max`. The planner does not raise vrate while every slot was busy for most of
+//! limit to one; the latency-sensitive group below its share has no slot wait to count. A missed
+//! target shrinks the limit and never lowers vrate, even at one slot: the queue in the device is
+//! then as short as the option can make it, and a slower vrate only idles the device (on this
+//! machine's disk, with other users' IO making a 2× target unreachable, vrate fell to 1% and the
+//! device served 2k of its 70k IOPS, the latency-sensitive reader starved of budget). Without a
+//! latency target `limit` stays at `max`. The planner does not raise vrate while every slot was busy for most of
 //! the period (the device holds all it can take, so a throttled group is short of device, not of
 //! budget): vrate stops drifting above what the device serves.
 //!

@@ -267,17 +267,16 @@ impl<M: CostModel> IoCost<M> {
     }
 
     /// The device-depth option's part of the period (see [`super::depth`]). The slot limit answers
-    /// the latency target first: while it can still shrink, a missed target shrinks it instead of
-    /// vrate (vrate coasts); at one slot the kernel's busy level acts. And vrate does not rise while
-    /// every slot was busy for most of the period.
+    /// the latency target: a missed target shrinks it, never vrate (vrate coasts), also at one slot,
+    /// where a slower vrate could only idle the device. And vrate does not rise while every slot
+    /// was busy for most of the period.
     fn plan_slots(&mut self, missed_ppm: [u32; 2], ppm_rthr: u64, ppm_wthr: u64) {
         let Some(slots) = &mut self.slots else { return };
         let (mr, mw) = (missed_ppm[0] as u64, missed_ppm[1] as u64);
         let targets = ppm_rthr != MILLION || ppm_wthr != MILLION;
         let missed = targets && (mr > ppm_rthr || mw > ppm_wthr);
         let met = targets && mr <= ppm_rthr * UNBUSY_THR_PCT / 100 && mw <= ppm_wthr * UNBUSY_THR_PCT / 100;
-        let shrinking = missed && slots.limit > 1;
-        if shrinking || (self.busy_level < 0 && slots.period_full) {
+        if missed || (self.busy_level < 0 && slots.period_full) {
             self.busy_level = 0;
         }
         slots.adapt(missed, met);
