@@ -18,8 +18,10 @@
 //! (on this machine's disk: p99 2.95–2.98× solo at a target of 2×, 11–26% below the device's
 //! trade-off). Now it sees the device at depth `limit + 1` at most, as beside a neighbour kept at
 //! QD `limit`. Reserved IOs count against the limit (the others get the slots they leave) and do
-//! not move the slot clock: they went out of tag order. Groups that saturate keep about their
-//! share in the device anyway, so the split by weight is unchanged.
+//! not move the slot clock: they went out of tag order. They never take the device past `max`, its
+//! tag count: an IO beyond it would wait in the device's own FIFO, counted as `rq_wait` (on this
+//! machine's disk such waits, at a limit of 32 of 32, pulled vrate to 55–60%). Groups that
+//! saturate keep about their share in the device anyway, so the split by weight is unchanged.
 //!
 //! A group's next tag is the later of its previous tag plus that IO's cost at its active share
 //! (cost ÷ hweight_active: a donor claims its full weight for a slot, as it does for budget the
@@ -206,12 +208,13 @@ impl Slots {
         tag
     }
 
-    /// Whether `node` holds fewer IOs in the device than its share of the limit (`limit` ×
-    /// hweight_active, at least one): its IOs do not wait for a slot.
+    /// Whether an IO of `node` may go past the limit: the group holds fewer IOs in the device than
+    /// its share of the limit (`limit` × hweight_active, at least one), and the device has room
+    /// (fewer than `max` in it: beyond its tag count the IO would only wait in the device's FIFO).
     fn below_share(&self, node: u32) -> bool {
         let i = node as usize;
         let share = (self.limit as u64 * self.hwa[i] / WEIGHT_ONE).max(1);
-        (self.held[i] as u64) < share
+        (self.held[i] as u64) < share && self.inflight < self.max
     }
 
     fn advance_clock(&mut self, tag: u64) {
@@ -410,7 +413,9 @@ mod tests {
 
     #[test]
     fn a_group_below_its_share_never_waits_and_does_not_move_the_clock() {
-        let mut s = Slots::new(DepthLimit { max: 8 });
+        // The latency target has brought the limit to 8 of the device's 16 tags.
+        let mut s = Slots::new(DepthLimit { max: 16 });
+        s.limit = 8;
         // The saturating group (a third of the weight) holds every slot and keeps IOs queued.
         share(&mut s, 2, WEIGHT_ONE / 3);
         for k in 0..8 {
@@ -425,10 +430,20 @@ mod tests {
         }
         assert!(!s.admit_now(1, 1, 5_000));
         assert_eq!(s.clock, 70, "out-of-order admissions leave the slot clock alone");
+        // Never past the device's tag count.
+        let mut m = Slots::new(DepthLimit { max: 2 });
+        share(&mut m, 2, WEIGHT_ONE / 3);
+        share(&mut m, 1, 2 * WEIGHT_ONE / 3);
+        assert!(m.admit_now(0, 2, 0) && m.admit_now(0, 2, 10));
+        assert!(!m.admit_now(0, 1, 0), "both of the device's tags are taken");
+        m.adapt(true, false);
+        m.complete(5, 2);
+        assert!(m.admit_now(5, 1, 0), "at the limit of one, but below its share and the device has room");
         // A tiny share still reserves one slot.
         let mut t = Slots::new(DepthLimit { max: 4 });
+        t.limit = 3;
         share(&mut t, 2, WEIGHT_ONE);
-        for _ in 0..4 {
+        for _ in 0..3 {
             assert!(t.admit_now(0, 2, 0));
         }
         share(&mut t, 1, 1);
