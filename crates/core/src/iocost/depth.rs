@@ -46,9 +46,9 @@
 //! then as short as the option can make it, and a slower vrate only idles the device (on this
 //! machine's disk, with other users' IO making a 2× target unreachable, vrate fell to 1% and the
 //! device served 2k of its 70k IOPS, the latency-sensitive reader starved of budget). Without a
-//! latency target `limit` stays at `max`. The planner does not raise vrate while every slot was busy for most of
-//! the period (the device holds all it can take, so a throttled group is short of device, not of
-//! budget): vrate stops drifting above what the device serves.
+//! latency target `limit` stays at `max`. The planner does not raise vrate while every slot was
+//! busy for most of the period (the device holds all it can take, so a throttled group is short of
+//! device, not of budget): vrate stops drifting above what the device serves.
 //!
 //! A group that had IOs waiting for a slot for more than [`FULL_PCT`] of a period, or held at least
 //! its share of slots that were full most of the period, does not donate at its end: its budget is
