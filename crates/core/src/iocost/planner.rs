@@ -11,8 +11,8 @@
 //! grows with |busy level| (none up to 3, then 1%, 2%, 4%, 8%, 16% per period), within [min, max].
 //! A period without completions but with IOs lagging from earlier periods leaves the busy level as
 //! it was (the 2026 fix for saturated cloud disks). With the device-depth option ([`super::depth`])
-//! a missed latency target first shrinks the slot limit (vrate coasts), vrate does not rise while
-//! the slots were full, and groups short of slots do not donate.
+//! a missed latency target shrinks the slot limit and vrate coasts (also at one slot), vrate does
+//! not rise while the slots were full, and groups short of slots do not donate.
 
 use super::model::CostModel;
 use super::tree::{after, before, cost_to_abs_cost, WEIGHT_ONE};
