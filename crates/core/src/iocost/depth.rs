@@ -20,8 +20,11 @@
 //! QD `limit`. Reserved IOs count against the limit (the others get the slots they leave) and do
 //! not move the slot clock: they went out of tag order. They never take the device past `max`, its
 //! tag count: an IO beyond it would wait in the device's own FIFO, counted as `rq_wait` (on this
-//! machine's disk such waits, at a limit of 32 of 32, pulled vrate to 55–60%). Groups that
-//! saturate keep about their share in the device anyway, so the split by weight is unchanged.
+//! machine's disk such waits, at a limit of 32 of 32, pulled vrate to 55–60%). So at a limit of
+//! `max` the light group waits for a slot again, a wait the latency judged from release does not
+//! see; with a latency target such a wait counts as a missed target, and the limit makes room.
+//! Groups that saturate keep about their share in the device anyway, so the split by weight is
+//! unchanged.
 //!
 //! A group's next tag is the later of its previous tag plus that IO's cost at its active share
 //! (cost ÷ hweight_active: a donor claims its full weight for a slot, as it does for budget the
