@@ -4,8 +4,10 @@
 //! and IOCost with the device-depth option, whose comparisons are the acceptance. The
 //! tolerances live beside the scenarios, so the CLI and the tests cannot drift apart.
 
+use ioshare_core::iocost::depth::DepthLimit;
+use ioshare_core::{ModelParams, QosConfig};
 use ioshare_sim::scenarios::{find, Args, Outcome};
-use ioshare_sim::Report;
+use ioshare_sim::{ControllerSpec, DeviceSpec, Job, Report, Rw, Scenario};
 
 fn run(name: &str, args: Args) -> Outcome {
     let out = (find(name).expect("built-in exists").run)(&args).expect("scenario runs");
@@ -58,4 +60,44 @@ fn with_the_option_a_latency_target_moves_the_point_along_the_trade_off() {
     let out = run("qdepth-latency", Args::default());
     // solo, then (kernel, option) at 2x and at 4x.
     assert_eq!(out.runs.len(), 5);
+}
+
+/// A QD1 reader (weight 200, 100 µs think time) beside a saturating QD32 reader (weight 100) on a
+/// linear device with 8 servers of constant service time (939.5 µs), under a p99 read target of
+/// 500 µs that no IO can meet: the option's slot limit falls from 32 to one within the warm-up.
+fn unreachable_target(depth: Option<DepthLimit>) -> Report {
+    let qos = "rpct=99 rlat=500".parse::<QosConfig>().expect("valid").params;
+    Scenario::new("unreachable", DeviceSpec::linear(ModelParams::SSD_DFL, 8).with_queue_depth(128))
+        .controller(ControllerSpec::IoCost { model: ModelParams::SSD_DFL, qos, depth })
+        .group("reader", 200, [Job::closed(Rw::RandRead, 4096, 1).with_think_us(100)])
+        .group("batch", 100, [Job::closed(Rw::RandRead, 4096, 32)])
+        .seconds(4.0)
+        .warmup(2.0)
+        .seed(1)
+        .run()
+        .expect("runs")
+}
+
+/// The slot queue holds only groups at or above their share of the slots (limit × hweight_active,
+/// at least one): at a limit of one, with the neighbour's IOs queued for it, the QD1 reader's IO
+/// still enters the device at once, finds a free server, and takes its service time, exactly as
+/// solo. Queued for the slot it would first wait for the neighbour's IO to complete (the test
+/// fails so without the rule: 1.78 ms, twice the service time). The neighbour keeps its own share, one slot.
+#[test]
+fn with_the_option_a_group_below_its_share_of_slots_never_waits_for_one() {
+    let r = unreachable_target(Some(DepthLimit { max: 32 }));
+    assert!(r.group("reader").lat_us.max < 940.0, "{:?}", r.group("reader").lat_us);
+    let servers = r.group("batch").iops / ModelParams::SSD_DFL.rrandiops as f64 * 8.0;
+    assert!((0.99..=1.01).contains(&servers), "batch on {servers:.3} servers");
+}
+
+/// The same unreachable target shrinks the slot limit to one and stops there: vrate is not lowered
+/// for it, so the reader keeps its budget and the neighbour its slot. Lowering vrate, as the
+/// kernel's busy level does (the kernel-faithful controller, for contrast), only idles the device.
+#[test]
+fn with_the_option_an_unreachable_target_keeps_one_slot_and_vrate() {
+    let kernel = unreachable_target(None);
+    let option = unreachable_target(Some(DepthLimit { max: 32 }));
+    assert!(kernel.device.vrate_pct_mean < 50.0, "kernel-faithful vrate {}", kernel.device.vrate_pct_mean);
+    assert!(option.device.vrate_pct_mean >= 99.0, "vrate {}", option.device.vrate_pct_mean);
 }

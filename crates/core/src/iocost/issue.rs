@@ -53,7 +53,7 @@ impl<M: CostModel> IoCost<M> {
             n.commit(&mut io, abs_cost, cost);
             if let Some(slots) = &mut self.slots {
                 let (hwa, _) = self.tree.hweights(node);
-                let tag = slots.tag(node, self.margins.target, abs_cost_to_cost(abs_cost, hwa));
+                let tag = slots.tag(node, self.margins.target, abs_cost, hwa);
                 if !slots.admit_now(now, node, tag) {
                     slots.enqueue(now, node, tag, io);
                     return Submit::Queued;
@@ -252,7 +252,7 @@ impl<M: CostModel> IoCost<M> {
             n.commit(&mut io, abs_cost, cost);
             match &mut self.slots {
                 Some(slots) => {
-                    let tag = slots.tag(node, margin, abs_cost_to_cost(abs_cost, hwa));
+                    let tag = slots.tag(node, margin, abs_cost, hwa);
                     slots.enqueue(now, node, tag, io)
                 }
                 None => self.ready.push_back(io),
@@ -387,7 +387,9 @@ impl<M: CostModel> IoCost<M> {
         let node = self.node_of[io.group.index()];
         let n = &mut self.tree.nodes[node as usize];
         n.done_vtime = n.done_vtime.wrapping_add(io.charge);
+        let mut judged = true;
         if let Some(slots) = &mut self.slots {
+            judged = slots.judged(node);
             slots.complete(now, node);
         }
         if !self.qos.enable {
@@ -397,7 +399,9 @@ impl<M: CostModel> IoCost<M> {
         let on_q_ns = now.saturating_sub(timing.released);
         let size_ns = self.model.size_cost(io.op, io.len) / VTIME_PER_NSEC;
         let target_us = if rw == 0 { self.qos.rlat_us } else { self.qos.wlat_us };
-        if on_q_ns <= size_ns || on_q_ns - size_ns <= target_us * NSEC_PER_USEC {
+        if !judged {
+            // The device-depth option: a group at or above its share of the slots (depth.rs).
+        } else if on_q_ns <= size_ns || on_q_ns - size_ns <= target_us * NSEC_PER_USEC {
             self.lat.nr_met[rw] += 1;
         } else {
             self.lat.nr_missed[rw] += 1;

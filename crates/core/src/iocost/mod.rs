@@ -50,11 +50,13 @@
 //!
 //! With [`IoCost::with_depth_limit`] ioshare owns the device's slots instead ([`depth`]): at most
 //! a limit of IOs in the device, the rest waiting in a slot queue served by the groups' vtime
-//! (start-time fair queueing over IOCost's own virtual clocks), the limit sized by the latency
-//! target like blk-iolatency's queue depth or Seastar's io_queue. Slot waits are not counted as the
-//! kernel's tag waits (`rq_wait`: the slot queue is served by weight already); groups short of
-//! slots (waiting for them most of a period, or holding their share of full slots) do not donate;
-//! vrate does not rise while the slots are full. Over-commit is then shared by weight, and vrate stays at what the device serves.
+//! (start-time fair queueing over IOCost's own virtual clocks) — except that a group below its
+//! share of the limit never waits (a light latency-sensitive reader) — the limit sized by the
+//! latency target like blk-iolatency's queue depth or Seastar's io_queue; a missed target shrinks
+//! the limit, never vrate. Slot waits are not counted as the kernel's tag waits (`rq_wait`: the
+//! slot queue is served by weight already); groups short of slots (waiting for them most of a
+//! period, or holding their share of full slots) do not donate; vrate does not rise while the
+//! slots are full. Over-commit is then shared by weight, and vrate stays at what the device serves.
 //!
 //! # Userspace adaptation
 //! Time is a parameter in ns (the kernel uses µs); wait queues hold IOs instead of sleeping tasks;

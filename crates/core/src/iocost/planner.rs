@@ -11,8 +11,8 @@
 //! grows with |busy level| (none up to 3, then 1%, 2%, 4%, 8%, 16% per period), within [min, max].
 //! A period without completions but with IOs lagging from earlier periods leaves the busy level as
 //! it was (the 2026 fix for saturated cloud disks). With the device-depth option ([`super::depth`])
-//! a missed latency target first shrinks the slot limit (vrate coasts), vrate does not rise while
-//! the slots were full, and groups short of slots do not donate.
+//! a missed latency target shrinks the slot limit and vrate coasts (also at one slot), vrate does
+//! not rise while the slots were full, and groups short of slots do not donate.
 
 use super::model::CostModel;
 use super::tree::{after, before, cost_to_abs_cost, WEIGHT_ONE};
@@ -267,17 +267,19 @@ impl<M: CostModel> IoCost<M> {
     }
 
     /// The device-depth option's part of the period (see [`super::depth`]). The slot limit answers
-    /// the latency target first: while it can still shrink, a missed target shrinks it instead of
-    /// vrate (vrate coasts); at one slot the kernel's busy level acts. And vrate does not rise while
-    /// every slot was busy for most of the period.
+    /// the latency target: a missed target shrinks it, never vrate (vrate coasts), also at one slot,
+    /// where a slower vrate could only idle the device. And vrate does not rise while every slot
+    /// was busy for most of the period.
     fn plan_slots(&mut self, missed_ppm: [u32; 2], ppm_rthr: u64, ppm_wthr: u64) {
         let Some(slots) = &mut self.slots else { return };
         let (mr, mw) = (missed_ppm[0] as u64, missed_ppm[1] as u64);
         let targets = ppm_rthr != MILLION || ppm_wthr != MILLION;
-        let missed = targets && (mr > ppm_rthr || mw > ppm_wthr);
+        // A group within its share that waited for a slot only because the device was at its
+        // maximum missed its target too: its wait is not in the latency judged from release.
+        let squeezed = slots.take_squeezed();
+        let missed = targets && (mr > ppm_rthr || mw > ppm_wthr || squeezed);
         let met = targets && mr <= ppm_rthr * UNBUSY_THR_PCT / 100 && mw <= ppm_wthr * UNBUSY_THR_PCT / 100;
-        let shrinking = missed && slots.limit > 1;
-        if shrinking || (self.busy_level < 0 && slots.period_full) {
+        if missed || (self.busy_level < 0 && slots.period_full) {
             self.busy_level = 0;
         }
         slots.adapt(missed, met);
