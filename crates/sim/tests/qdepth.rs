@@ -86,7 +86,12 @@ fn unreachable_target(depth: Option<DepthLimit>) -> Report {
 #[test]
 fn with_the_option_a_group_below_its_share_of_slots_never_waits_for_one() {
     let r = unreachable_target(Some(DepthLimit { max: 32 }));
-    assert!(r.group("reader").lat_us.max < 940.0, "{:?}", r.group("reader").lat_us);
+    // One service time of a server (8 servers at the model's random-read rate); the simulator's
+    // latencies are exact, so the bound has no slack beyond the rounding of the percentiles (0.1%).
+    let service_us = 8e6 / ModelParams::SSD_DFL.rrandiops as f64;
+    assert!(r.group("reader").lat_us.max < service_us * 1.001, "{:?}", r.group("reader").lat_us);
+    // One server's rate; 1% for the window edges (an IO in service at the start or end of the
+    // measured 2 s counts or not).
     let servers = r.group("batch").iops / ModelParams::SSD_DFL.rrandiops as f64 * 8.0;
     assert!((0.99..=1.01).contains(&servers), "batch on {servers:.3} servers");
 }
@@ -98,6 +103,10 @@ fn with_the_option_a_group_below_its_share_of_slots_never_waits_for_one() {
 fn with_the_option_an_unreachable_target_keeps_one_slot_and_vrate() {
     let kernel = unreachable_target(None);
     let option = unreachable_target(Some(DepthLimit { max: 32 }));
+    // The faithful controller falls to 32.6% here; under half is its busy level acting at all.
     assert!(kernel.device.vrate_pct_mean < 50.0, "kernel-faithful vrate {}", kernel.device.vrate_pct_mean);
+    // The option never lowers vrate for a missed target: 100%, 1% for the planner's rounding.
     assert!(option.device.vrate_pct_mean >= 99.0, "vrate {}", option.device.vrate_pct_mean);
+    let limits: Vec<u32> = option.device.series.iter().map(|p| p.depth_limit).collect();
+    assert!(limits.iter().all(|&l| l == 1), "the slot limit stays at one after the warm-up: {limits:?}");
 }

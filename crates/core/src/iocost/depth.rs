@@ -226,7 +226,12 @@ impl Slots {
     /// its share of the limit (`limit` × hweight_active, at least one), and the device has room
     /// (fewer than `max` in it: beyond its tag count the IO would only wait in the device's FIFO).
     fn below_share(&self, node: u32) -> bool {
-        (self.held[node as usize] as u64) < self.share(node) && self.inflight < self.max
+        self.within_share(node) && self.inflight < self.max
+    }
+
+    /// Whether `node` holds fewer IOs in the device than its share of the slots.
+    fn within_share(&self, node: u32) -> bool {
+        (self.held[node as usize] as u64) < self.share(node)
     }
 
     /// `node`'s share of the slots: `limit` × its hweight_active, at least one.
@@ -279,9 +284,12 @@ impl Slots {
         self.reclaim_kept(now);
         if self.busy_nodes.is_empty() && self.free(now) > 0 {
             self.advance_clock(tag);
-        } else if self.queued(node) != 0 || !self.below_share(node) {
-            self.squeezed |= self.inflight >= self.max && (self.held[node as usize] as u64) < self.share(node);
-            return false;
+        } else {
+            let within = self.within_share(node);
+            if self.queued(node) != 0 || !within || self.inflight >= self.max {
+                self.squeezed |= within && self.inflight >= self.max;
+                return false;
+            }
         }
         self.take_slot(now, node);
         true

@@ -387,24 +387,26 @@ impl<M: CostModel> IoCost<M> {
         let node = self.node_of[io.group.index()];
         let n = &mut self.tree.nodes[node as usize];
         n.done_vtime = n.done_vtime.wrapping_add(io.charge);
-        let mut judged = true;
-        if let Some(slots) = &mut self.slots {
-            judged = slots.judged(node);
+        // With the device-depth option, only IOs of groups within their share of the slots count
+        // for the latency target (depth.rs).
+        let judged = self.slots.as_mut().is_none_or(|slots| {
+            let judged = slots.judged(node);
             slots.complete(now, node);
-        }
+            judged
+        });
         if !self.qos.enable {
             return;
         }
         let rw = io.op.index();
-        let on_q_ns = now.saturating_sub(timing.released);
-        let size_ns = self.model.size_cost(io.op, io.len) / VTIME_PER_NSEC;
-        let target_us = if rw == 0 { self.qos.rlat_us } else { self.qos.wlat_us };
-        if !judged {
-            // The device-depth option: a group at or above its share of the slots (depth.rs).
-        } else if on_q_ns <= size_ns || on_q_ns - size_ns <= target_us * NSEC_PER_USEC {
-            self.lat.nr_met[rw] += 1;
-        } else {
-            self.lat.nr_missed[rw] += 1;
+        if judged {
+            let on_q_ns = now.saturating_sub(timing.released);
+            let size_ns = self.model.size_cost(io.op, io.len) / VTIME_PER_NSEC;
+            let target_us = if rw == 0 { self.qos.rlat_us } else { self.qos.wlat_us };
+            if on_q_ns <= size_ns || on_q_ns - size_ns <= target_us * NSEC_PER_USEC {
+                self.lat.nr_met[rw] += 1;
+            } else {
+                self.lat.nr_missed[rw] += 1;
+            }
         }
         self.lat.rq_wait_ns += timing.started.saturating_sub(timing.released);
         self.nr_done += 1;
