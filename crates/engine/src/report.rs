@@ -65,20 +65,31 @@ impl TenantReport {
     /// Mean IOPS over the samples that lie wholly in `[from, to]` seconds of the run (NaN if none
     /// does).
     pub fn window_iops(&self, from: f64, to: f64) -> f64 {
-        let mut start = 0.0;
         let (mut ios, mut secs) = (0.0, 0.0);
-        for s in &self.series {
-            if start >= from - 1e-6 && s.t_s <= to + 1e-6 {
-                ios += s.iops * (s.t_s - start);
-                secs += s.t_s - start;
-            }
-            start = s.t_s;
+        for (s, len) in self.window_spans(from, to) {
+            ios += s.iops * len;
+            secs += len;
         }
         if secs > 0.0 {
             ios / secs
         } else {
             f64::NAN
         }
+    }
+
+    /// The samples that lie wholly in `[from, to]` seconds of the run (1 µs of slack for rounding).
+    pub fn window(&self, from: f64, to: f64) -> impl Iterator<Item = &TenantSample> {
+        self.window_spans(from, to).map(|(s, _)| s)
+    }
+
+    /// [`TenantReport::window`]'s samples with their lengths, s.
+    fn window_spans(&self, from: f64, to: f64) -> impl Iterator<Item = (&TenantSample, f64)> {
+        let starts = std::iter::once(0.0).chain(self.series.iter().map(|s| s.t_s));
+        self.series
+            .iter()
+            .zip(starts)
+            .filter(move |(s, start)| *start >= from - 1e-6 && s.t_s <= to + 1e-6)
+            .map(|(s, start)| (s, s.t_s - start))
     }
 }
 

@@ -32,11 +32,11 @@
 use std::sync::atomic::AtomicBool;
 
 use ioshare_core::iocost::line::Ctrl;
-use ioshare_core::{ModelConfig, ModelParams, Nanos, QosParams, NSEC_PER_SEC};
+use ioshare_core::{ModelConfig, Nanos, QosParams, NSEC_PER_SEC};
 
 use super::calibrate::Calibration;
 use super::kernel::{KernelSetup, Peers};
-use super::scenario::Context;
+use super::scenario::{median, Context};
 use super::{BenchOptions, RunEntry, ScenarioReport, Side, Verdict};
 use crate::error::Result;
 use crate::job::{JobSpec, Pattern, TenantSpec};
@@ -174,17 +174,7 @@ fn tenants(opts: &BenchOptions, max_iops: f64, duration: Nanos) -> Vec<TenantSpe
 fn controlled(opts: &BenchOptions, cal: &Calibration, capacity: f64, p50_us: f64) -> Vec<KernelSetup> {
     let (a, b) = opts.weights;
     let share = |w: u32| ((capacity * w as f64 / (a + b) as f64) as u64).max(1);
-    let scale = capacity / cal.max_iops.max(1.0);
-    let m = cal.model;
-    let x = |v: u64| ((v as f64 * scale).round() as u64).max(1);
-    let model = ModelParams {
-        rbps: x(m.rbps),
-        rseqiops: x(m.rseqiops),
-        rrandiops: x(m.rrandiops),
-        wbps: x(m.wbps),
-        wseqiops: x(m.wseqiops),
-        wrandiops: x(m.wrandiops),
-    };
+    let model = cal.model.scaled(capacity / cal.max_iops.max(1.0));
     let lat = p50_us.ceil().max(1.0) as u64;
     let qos = QosParams {
         enable: true,
@@ -206,18 +196,12 @@ fn controlled(opts: &BenchOptions, cal: &Calibration, capacity: f64, p50_us: f64
 /// The median of the per-sample p50 latencies of both tenants before the drop, µs.
 fn saturated_p50_us(entry: &RunEntry, duration: Nanos) -> f64 {
     let d = duration as f64 / NSEC_PER_SEC as f64;
-    let mut p50s: Vec<f64> = Vec::new();
-    for t in &entry.report.tenants {
-        let mut start = 0.0;
-        for s in &t.series {
-            if start >= SETTLE_S - 1e-6 && s.t_s <= d / 2.0 + 1e-6 && s.p50_us.is_finite() && s.p50_us > 0.0 {
-                p50s.push(s.p50_us);
-            }
-            start = s.t_s;
-        }
-    }
-    p50s.sort_by(f64::total_cmp);
-    p50s.get(p50s.len() / 2).copied().unwrap_or(f64::NAN)
+    let p50s: Vec<f64> = (entry.report.tenants.iter())
+        .flat_map(|t| t.window(SETTLE_S, d / 2.0))
+        .map(|s| s.p50_us)
+        .filter(|p| p.is_finite() && *p > 0.0)
+        .collect();
+    median(&p50s).unwrap_or(f64::NAN)
 }
 
 /// The figures of one run: (high, low) IOPS before the drop, and after it.

@@ -421,11 +421,12 @@ impl Scenario {
         // Each controller against no control of the same round (adjacent runs: drift in a neighbour's
         // load cancels), before the rounds are reduced to their medians.
         let names = plan.ioshare.iter().map(|c| c.name()).chain(observe_overhead.then_some(OBSERVED_NONE));
-        let paired: Vec<(&str, Vec<f64>)> = match plan.ioshare.iter().position(|c| *c == Ctl::None) {
+        let none = plan.ioshare.iter().position(|c| *c == Ctl::None);
+        let paired: Vec<(&str, Vec<f64>)> = match none {
             Some(none) => names.zip(&rounds).map(|(name, rs)| (name, per_round_ratios(&rounds[none], rs))).collect(),
             None => Vec::new(),
         };
-        if let (true, Some(none)) = (observe_overhead, plan.ioshare.iter().position(|c| *c == Ctl::None)) {
+        if let (true, Some(none)) = (observe_overhead, none) {
             notes.extend(super::observe::overhead_note(&rounds[none], &rounds[plan.ioshare.len()]));
         }
         for (side, rs) in rounds.iter_mut().map(|r| (Side::Ioshare, r)).chain([(Side::Reference, &mut fio_rounds)]) {
