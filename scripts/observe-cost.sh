@@ -9,7 +9,7 @@
 #            or a file this script may create and read (2 GiB, written once if missing), e.g. on vda
 #   SECONDS  seconds per measurement
 #   BIN      ioshare binaries (for example target/release/ioshare and a copy of an older build)
-# Root, fio, python3.
+# Root, fio, jq (scripts/setup.sh installs them).
 set -euo pipefail
 
 if [[ $# -lt 3 ]]; then
@@ -18,11 +18,18 @@ if [[ $# -lt 3 ]]; then
 fi
 target=$1 secs=$2
 shift 2
+dev='' backing='' out=''
+cleanup() {
+  [[ -n $out ]] && rm -f "$out"
+  [[ -n $dev ]] && losetup -d "$dev"
+  [[ -n $backing ]] && rm -f "$backing"
+  return 0
+}
+trap cleanup EXIT
 if [[ $target == loop ]]; then
   backing=$(mktemp /dev/shm/ioshare-observe-cost.XXXXXX)
   truncate -s 1G "$backing"
   dev=$(losetup --find --show --direct-io=on "$backing")
-  trap 'losetup -d "$dev"; rm -f "$backing"' EXIT
   echo mq-deadline >"/sys/block/$(basename "$dev")/queue/scheduler"
   dd if=/dev/zero of="$dev" bs=1M count=1024 oflag=direct status=none
   file=$dev watch=$dev
@@ -32,7 +39,6 @@ else
   watch=$(df --output=source "$file" | tail -1)
 fi
 out=$(mktemp)
-trap 'rm -f "$out"; [[ -n ${dev:-} ]] && losetup -d "$dev"; [[ -n ${backing:-} ]] && rm -f "$backing"' EXIT
 for bin in "$@"; do
   fio --name=cost --filename="$file" --size=1G --rw=randread --bs=4k --iodepth=32 --ioengine=io_uring --direct=1 \
     --time_based --runtime=$((secs + 2)) --output-format=terse >/dev/null &
@@ -40,9 +46,6 @@ for bin in "$@"; do
   "$bin" observe --device "$watch" --cost --interval "$secs" --duration "$secs" --json >"$out"
   wait
   printf '%s: ' "$bin"
-  tail -1 "$out" | python3 -c '
-import json, sys
-programs = json.load(sys.stdin)["snapshot"]["cost"]["programs"]
-ns = [p["run_time_ns"] / max(p["runs"], 1) for p in programs]
-print("ns per run Q %.0f  I %.0f  D %.0f  C %.0f  (sum %.0f)" % (*ns, sum(ns)))'
+  tail -1 "$out" | jq -r '[.snapshot.cost.programs[] | .run_time_ns / ([.runs, 1] | max)]
+    | "ns per run Q \(.[0] | round)  I \(.[1] | round)  D \(.[2] | round)  C \(.[3] | round)  (sum \(add | round))"'
 done
