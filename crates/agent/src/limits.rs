@@ -33,16 +33,16 @@ pub const MIN_IOPS: u64 = 10;
 /// Relative change below which the limits in force are kept rather than rewritten.
 pub const KEEP_WITHIN: f64 = 0.04;
 
-/// The limits to write when `current` are in force and `planned` are wanted: `current` if it limits
-/// and every value of `planned` is within [`KEEP_WITHIN`] of it (a value going to or from "no
-/// limit" is always a change), else `planned`.
+/// The limits to write when `current` are in force and `planned` are wanted: `current` if every
+/// value of `planned` is within [`KEEP_WITHIN`] of it (a value going to or from "no limit" is always
+/// a change, so an unlimited `current` is kept only for an unlimited `planned`), else `planned`.
 pub fn settle(current: &Throttle, planned: Throttle) -> Throttle {
     let near = |c: u64, p: u64| (c == 0) == (p == 0) && (c as f64 - p as f64).abs() <= KEEP_WITHIN * c as f64;
     let all = near(current.riops, planned.riops)
         && near(current.wiops, planned.wiops)
         && near(current.rbps, planned.rbps)
         && near(current.wbps, planned.wbps);
-    if current.is_limited() && all {
+    if all {
         *current
     } else {
         planned

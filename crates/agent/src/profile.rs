@@ -64,12 +64,12 @@ impl<'a> Cached<'a> {
     }
 
     /// The cache file of `device`.
-    pub fn file(&self, device: &DiskId) -> PathBuf {
+    fn file(&self, device: &DiskId) -> PathBuf {
         self.dir.join(format!("model-{}_{}.json", device.dev.major, device.dev.minor))
     }
 
     /// The cached model of `device`, if the cache holds one for this very device.
-    pub fn lookup(&self, device: &DiskId) -> Option<ModelParams> {
+    fn lookup(&self, device: &DiskId) -> Option<ModelParams> {
         let text = std::fs::read_to_string(self.file(device)).ok()?;
         let entry: CacheEntry = serde_json::from_str(&text).ok()?;
         if entry.identity != identity(device) {
@@ -108,7 +108,7 @@ impl Measure for Cached<'_> {
 
 /// What tells `device` apart from another device that later gets the same number: its name, size in
 /// sectors, and the first of the disk's WWID, serial, or (a loop device) backing file that sysfs has.
-pub fn identity(device: &DiskId) -> String {
+fn identity(device: &DiskId) -> String {
     let sys = Path::new("/sys/block").join(&device.name);
     let read = |rel: &str| std::fs::read_to_string(sys.join(rel)).ok().map(|s| s.trim().to_string());
     let size = read("size").unwrap_or_default();

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use crate::status::{DeviceLine, GroupLine};
 use ioshare_core::iocost::aggregate::Charge;
-use ioshare_core::{Controller, GroupId, GroupSettings, IoCost, Limits, LinearModel, Nanos, Op, QosParams};
+use ioshare_core::{Controller, GroupId, GroupSettings, GroupStats, IoCost, Limits, LinearModel, Nanos, Op, QosParams};
 use ioshare_host::{DiskStats, Recorder, RwCounts};
 
 use crate::config::DeviceConfig;
@@ -79,6 +79,15 @@ pub const LIMITED_AT: f64 = 0.8;
 /// Share of its limit a competing group must reach for the limit alone to explain its rate (below
 /// it, the device held it back too: a limit it was given is more than the device delivers).
 pub const FULLY_HELD: f64 = 0.97;
+
+/// How far a group's in-use share must fall below its active share for it to count as donating
+/// (hweights are 16-bit fixed point: a smaller gap is rounding).
+pub const DONATING_SLACK: f64 = 1e-3;
+
+/// Whether the planner has the group donating part of its share this period.
+pub fn donating(g: &GroupStats) -> bool {
+    g.hweight_inuse + DONATING_SLACK < g.hweight_active
+}
 
 /// Whether usage over `secs` reached `share` of any limit in force.
 fn held_back(t: &Throttle, usage: &[DirUsage; 2], secs: f64, share: f64) -> bool {
@@ -218,9 +227,12 @@ impl DeviceLoop {
                 // used): one that nears it is usually a noisy small user, not one held back — and one
                 // really held back grows its target anyway (the donation math doubles a target whose
                 // budget was spent). Only reaching its limit in full ends its donating.
-                let donating = g.is_some_and(|g| g.hweight_inuse + 1e-3 < g.hweight_active);
-                let held = held_back(&t.throttle, &t.usage, elapsed_s, if donating { FULLY_HELD } else { LIMITED_AT });
                 let fully_held = held_back(&t.throttle, &t.usage, elapsed_s, FULLY_HELD);
+                let held = if g.is_some_and(donating) {
+                    fully_held
+                } else {
+                    held_back(&t.throttle, &t.usage, elapsed_s, LIMITED_AT)
+                };
                 device_bound |= competing && !fully_held && t.throttle.is_limited();
                 Charge { group: t.id, abs_cost: cost, limited: competing || held }
             })
@@ -271,7 +283,7 @@ impl DeviceLoop {
                     "idle"
                 } else if g.hweight_active >= 0.999 {
                     "alone"
-                } else if g.hweight_inuse + 1e-3 < g.hweight_active {
+                } else if donating(g) {
                     "donating"
                 } else if t.throttle.is_limited()
                     && usage_share >= 0.9 * g.hweight_inuse * stats.device.vrate_pct / 100.0
