@@ -6,48 +6,10 @@
 //! Skips with the lab's own one-line reason where it cannot run (no qemu, no guest kernel: run
 //! scripts/setup.sh). The lab removes its run directory and QEMU itself, also when a test fails.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
-use std::sync::Mutex;
+mod common;
 
+use common::{field, lab, lab_ready};
 use serde_json::Value;
-
-const IOSHARE: &str = env!("CARGO_BIN_EXE_ioshare");
-
-/// One guest at a time: two TCG guests on two shared cores would mostly measure each other.
-static ONE_GUEST: Mutex<()> = Mutex::new(());
-
-fn lab_script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/lab")
-}
-
-/// `None` (after printing why) when the lab cannot run on this machine.
-fn lab_ready(test: &str) -> Option<()> {
-    let out = Command::new(lab_script()).arg("--check").output().expect("scripts/lab runs");
-    if out.status.success() {
-        return Some(());
-    }
-    eprintln!("skipping {test}: {}", String::from_utf8_lossy(&out.stderr).trim());
-    None
-}
-
-/// Runs `sh -c script` in a guest with `options`; returns the output (stderr carries the lab's timing).
-fn lab(options: &[&str], script: &str) -> Output {
-    let _one = ONE_GUEST.lock().unwrap_or_else(|p| p.into_inner());
-    let out = Command::new(lab_script())
-        .args(["--ioshare", IOSHARE, "--timeout", "300"])
-        .args(options)
-        .args(["--", "sh", "-c", script])
-        .output()
-        .expect("scripts/lab runs");
-    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
-    out
-}
-
-/// The value after `key ` on the line that starts with it.
-fn field<'a>(stdout: &'a str, key: &str) -> &'a str {
-    stdout.lines().find_map(|l| l.strip_prefix(key)).unwrap_or_else(|| panic!("no '{key}' line in:\n{stdout}")).trim()
-}
 
 #[test]
 fn guest_has_cgroup_v2_io_the_disks_and_ioshare_and_returns_the_status() {

@@ -10,24 +10,9 @@
 //! Skips with the lab's own one-line reason where it cannot run (no qemu, no guest kernel: run
 //! scripts/setup.sh). The lab removes its run directory and QEMU itself, also when the test fails.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
-const IOSHARE: &str = env!("CARGO_BIN_EXE_ioshare");
-
-fn lab_script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/lab")
-}
-
-/// The value after `key ` on the line that starts with it.
-fn field<'a>(stdout: &'a str, key: &str) -> &'a str {
-    let prefix = format!("{key} ");
-    stdout
-        .lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .unwrap_or_else(|| panic!("no '{key}' line in:\n{stdout}"))
-        .trim()
-}
+use common::{field, lab, lab_ready};
 
 /// The guest's script. `snap NAME` prints every file the agent may touch, one `NAME file: value`
 /// line each (multi-line files joined with `;`), for cgroups `a` (there before the start) and `b`
@@ -107,20 +92,12 @@ fn value<'a>(snap: &'a [(String, String)], file: &str) -> &'a str {
 
 #[test]
 fn kernel_backend_writes_iocost_controls_late_cgroups_and_reverts_after_kill() {
-    let check = Command::new(lab_script()).arg("--check").output().expect("scripts/lab runs");
-    if !check.status.success() {
-        eprintln!(
-            "skipping kernel_backend_writes_iocost_controls_late_cgroups_and_reverts_after_kill: {}",
-            String::from_utf8_lossy(&check.stderr).trim()
-        );
+    if lab_ready("kernel_backend_writes_iocost_controls_late_cgroups_and_reverts_after_kill").is_none() {
         return;
     }
-    let out = Command::new(lab_script())
-        .args(["--ioshare", IOSHARE, "--timeout", "300", "--", "sh", "-c", SCRIPT])
-        .output()
-        .expect("scripts/lab runs");
+    let out = lab(&[], SCRIPT);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    eprintln!("{}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    eprintln!("{stdout}");
     assert!(out.status.success(), "the guest script finished\n{stdout}");
     let dev = field(&stdout, "dev");
     assert_eq!(field(&stdout, "started"), "yes", "the agent wrote its status file\n{stdout}");

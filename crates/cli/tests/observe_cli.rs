@@ -2,12 +2,15 @@
 //! counts a known workload on a loop device exactly, and a real Prometheus server scraping its
 //! exposition answers a `histogram_quantile` query with the same latency the JSON gives.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::Reaped;
 use ioshare_host::LoopDevice;
 use ioshare_observe::{Histogram, Kind};
 
@@ -55,15 +58,6 @@ fn skip(test: &str) -> bool {
 }
 
 /// A child killed and reaped when dropped, so a failing test leaves none behind.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn backing_file() -> tempfile::NamedTempFile {
     let file =
         tempfile::Builder::new().prefix("ioshare-observe-cli-").tempfile_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
@@ -125,8 +119,7 @@ fn json_counts_a_known_workload_exactly() {
     // writes have all completed when dd returns, then SIGTERM makes observe print its last interval.
     let (mut observe, mut stdout) = start_observe(&dev, &["--duration", "120"]);
     write_64k(dev.path(), 100);
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(observe.0.id() as i32, libc::SIGTERM) };
+    observe.terminate();
     let mut rest = String::new();
     stdout.read_to_string(&mut rest).unwrap();
     assert!(observe.0.wait().unwrap().success());
@@ -212,8 +205,7 @@ fn prometheus_quantile_agrees_with_json() {
     let from_prometheus = prom_query(prom_port, &format!("histogram_quantile(0.9, sum by (le) ({selector}))")).unwrap();
 
     // SIGTERM: observe prints its last interval and exits; the JSON lines cover the whole run.
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(observe.0.id() as i32, libc::SIGTERM) };
+    observe.terminate();
     let mut rest = String::new();
     stdout.read_to_string(&mut rest).unwrap();
     assert!(observe.0.wait().unwrap().success());
