@@ -22,6 +22,7 @@ mod common;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{
@@ -261,20 +262,42 @@ on_both_hierarchies!(
 /// rounds the guard made (none without a guard).
 fn run_writer(g: &Group, high: u64, mut guard: Option<&mut AnyGuard>) -> (f64, usize) {
     let (mut writer, _file) = page_cache_writer(g, 192, 64);
-    let (mut below, mut samples, mut rounds) = (0u32, 0u32, 0usize);
+    let mut rounds = 0;
     let deadline = Instant::now() + Duration::from_secs(60);
-    while writer.alive() && Instant::now() < deadline {
-        match guard.as_deref_mut() {
-            Some(g) => {
-                let actions = g.poll(Duration::from_millis(2)).unwrap();
-                rounds += actions.iter().filter(|a| matches!(a, Action::Reclaimed { .. })).count();
+    let share = share_below(g, high, || {
+        while writer.alive() && Instant::now() < deadline {
+            match guard.as_deref_mut() {
+                Some(g) => {
+                    let actions = g.poll(Duration::from_millis(2)).unwrap();
+                    rounds += actions.iter().filter(|a| matches!(a, Action::Reclaimed { .. })).count();
+                }
+                None => std::thread::sleep(Duration::from_millis(2)),
             }
-            None => std::thread::sleep(Duration::from_millis(2)),
         }
-        samples += 1;
-        below += (g.usage() <= high) as u32;
-    }
-    (below as f64 / samples.max(1) as f64, rounds)
+    });
+    (share, rounds)
+}
+
+/// The share of `g`'s usage samples at or below `high` while `drive` runs. Usage is sampled every
+/// 5 ms by a thread of its own: the guard's poll blocks while it reclaims (long, when the cache is
+/// dirty), and sampling only between polls would miss exactly the times usage is high.
+fn share_below(g: &Group, high: u64, drive: impl FnOnce()) -> f64 {
+    let done = AtomicBool::new(false);
+    let (below, samples) = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let (mut below, mut samples) = (0u32, 0u32);
+            while !done.load(Ordering::Relaxed) {
+                below += (g.usage() <= high) as u32;
+                samples += 1;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            (below, samples)
+        });
+        drive();
+        done.store(true, Ordering::Relaxed);
+        sampler.join().unwrap()
+    });
+    below as f64 / samples.max(1) as f64
 }
 
 fn early_reclaim(v2: bool) {
@@ -515,26 +538,13 @@ fn allocation_latency(v2: bool, what: &str, dir: Option<&Path>, rate_mib: u64) {
         let hits = limit_hits(g.path());
         let alloc = allocator(&g, SECS);
         let end = Instant::now() + Duration::from_secs(SECS + 1);
-        // Usage is sampled every 5 ms by a thread of its own: the guard's poll blocks while it
-        // reclaims (long, when the cache is dirty), and sampling only between polls would miss
-        // exactly the times usage is high.
-        let (below, samples) = std::thread::scope(|s| {
-            let sampler = s.spawn(|| {
-                let (mut below, mut samples) = (0u32, 0u32);
-                while Instant::now() < end {
-                    below += (g.usage() <= high) as u32;
-                    samples += 1;
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                (below, samples)
-            });
+        let below = share_below(&g, high, || {
             while Instant::now() < end {
                 match guard.as_mut() {
                     Some(guard) => drop(guard.poll(Duration::from_millis(5)).unwrap()),
                     None => std::thread::sleep(Duration::from_millis(5)),
                 }
             }
-            sampler.join().unwrap()
         });
         let hits = limit_hits(g.path()) - hits;
         let t = allocation_times(alloc);
@@ -563,7 +573,7 @@ fn allocation_latency(v2: bool, what: &str, dir: Option<&Path>, rate_mib: u64) {
             q(&t.due, 0.999),
             q(&t.due, 1.0),
             t.wall.len(),
-            below as f64 * 100.0 / samples.max(1) as f64,
+            below * 100.0,
         );
     }
 }
