@@ -81,7 +81,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Run { config, backend, state_dir, cache_dir, dry_run } => {
             let tty = std::io::stderr().is_terminal();
             // model = "profile": the measurement's progress on one line on a terminal, else line by line.
-            let progress = |l: &str| if tty { crate::status_line(tty, l) } else { eprintln!("ioshare agent: {l}") };
+            let progress = |l: &str| crate::status_line(tty, &format!("ioshare agent: {l}"));
             let profiler = AgentProfiler::new(ioshare_engine::interrupt::stop_flag(), progress);
             let loaded = Config::load_with(&config, &Cached::new(&cache_dir, &profiler));
             crate::clear_status(tty);
