@@ -123,8 +123,9 @@ pub(crate) struct Slots {
     /// Whether every slot was in use for more than [`FULL_PCT`] of the period that just ended.
     pub period_full: bool,
     /// Whether, this period, an IO of a group below its share found the device at `max` and had to
-    /// wait for a slot.
-    squeezed: bool,
+    /// wait for a slot: the limit leaves no room for the share rule (a missed target; reset by
+    /// [`Slots::adapt`]).
+    pub squeezed: bool,
     /// Slots freed by completions at `kept_at`, kept for that instant.
     kept: u32,
     kept_at: Nanos,
@@ -368,12 +369,6 @@ impl Slots {
         (self.waiting() && self.kept_at == now && self.kept > 0 && self.limit > self.inflight).then_some(now + 1)
     }
 
-    /// Whether, since the last call, an IO of a group below its share had to wait for a slot
-    /// because the device was at `max`: the limit leaves no room for the share rule.
-    pub fn take_squeezed(&mut self) -> bool {
-        std::mem::take(&mut self.squeezed)
-    }
-
     /// Once per period: the new limit after latency targets were `missed` or met with margin
     /// (`met`), and whether the slots ran out this period. Resets the period's counters.
     pub fn adapt(&mut self, missed: bool, met: bool) {
@@ -384,6 +379,7 @@ impl Slots {
             self.limit = (self.limit + (self.limit / 8).max(1)).min(self.max);
         }
         self.full_ns = 0;
+        self.squeezed = false;
     }
 }
 
@@ -468,7 +464,7 @@ mod tests {
             assert!(s.admit_now(1, 1, 5_000));
         }
         assert!(!s.admit_now(1, 1, 5_000));
-        assert!(!s.take_squeezed(), "at its share, with the device below its maximum");
+        assert!(!s.squeezed, "at its share, with the device below its maximum");
         assert_eq!(s.clock, 70, "out-of-order admissions leave the slot clock alone");
         // Never past the device's tag count.
         let mut m = Slots::new(DepthLimit { max: 2 });
@@ -476,8 +472,9 @@ mod tests {
         share(&mut m, 1, 2 * WEIGHT_ONE / 3);
         assert!(m.admit_now(0, 2, 0) && m.admit_now(0, 2, 10));
         assert!(!m.admit_now(0, 1, 0), "both of the device's tags are taken");
-        assert!(m.take_squeezed() && !m.take_squeezed(), "reported once: the limit leaves no room");
+        assert!(m.squeezed, "the limit leaves no room");
         m.adapt(true, false);
+        assert!(!m.squeezed, "reported for the period it happened in");
         m.complete(5, 2);
         assert!(m.admit_now(5, 1, 0), "at the limit of one, but below its share and the device has room");
         // Latency is judged for groups within their share (of 8 slots: the light one's 5), not for

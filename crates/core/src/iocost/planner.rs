@@ -276,8 +276,7 @@ impl<M: CostModel> IoCost<M> {
         let targets = ppm_rthr != MILLION || ppm_wthr != MILLION;
         // A group within its share that waited for a slot only because the device was at its
         // maximum missed its target too: its wait is not in the latency judged from release.
-        let squeezed = slots.take_squeezed();
-        let missed = targets && (mr > ppm_rthr || mw > ppm_wthr || squeezed);
+        let missed = targets && (mr > ppm_rthr || mw > ppm_wthr || slots.squeezed);
         let met = targets && mr <= ppm_rthr * UNBUSY_THR_PCT / 100 && mw <= ppm_wthr * UNBUSY_THR_PCT / 100;
         if missed || (self.busy_level < 0 && slots.period_full) {
             self.busy_level = 0;
