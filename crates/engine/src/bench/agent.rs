@@ -133,11 +133,7 @@ pub fn run(
         if stop.load(std::sync::atomic::Ordering::Relaxed) {
             break;
         }
-        if !peers.supports(setup) {
-            let needs = match setup {
-                KernelSetup::Agent { .. } => "its peer drives blk-throttle through cgroup v1 blkio",
-                _ => "it needs cgroup v2 with the kernel's iocost",
-            };
+        if let Some(needs) = peers.unsupported(setup) {
             report.notes.push(format!("{}: not run on this host ({needs})", setup.name()));
             continue;
         }

@@ -196,11 +196,18 @@ impl Peers {
 
     /// Whether `setup` can run here (the kernel's IOCost needs cgroup v2 with `io.cost.qos`).
     pub fn supports(&self, setup: &KernelSetup) -> bool {
+        self.unsupported(setup).is_none()
+    }
+
+    /// Why `setup` cannot run on this host, if it cannot.
+    pub fn unsupported(&self, setup: &KernelSetup) -> Option<&'static str> {
         match setup {
-            KernelSetup::IoCost | KernelSetup::AgentKernel { .. } => self.io_cost,
+            KernelSetup::IoCost | KernelSetup::AgentKernel { .. } if !self.io_cost => {
+                Some("it needs cgroup v2 io with the kernel's iocost")
+            }
             // The agent peer drives blk-throttle through cgroup v1 here.
-            KernelSetup::Agent { .. } => !self.v2,
-            _ => true,
+            KernelSetup::Agent { .. } if self.v2 => Some("its peer drives blk-throttle through cgroup v1 blkio"),
+            _ => None,
         }
     }
 
@@ -229,8 +236,8 @@ impl Peers {
         opts: &RunOptions,
         cal: &Calibration,
     ) -> Result<RunReport> {
-        if !self.supports(setup) {
-            return Err(peer_error(setup.name(), "needs cgroup v2 io with the kernel's iocost"));
+        if let Some(why) = self.unsupported(setup) {
+            return Err(peer_error(setup.name(), why));
         }
         self.runs += 1;
         let sched = if *setup == KernelSetup::Bfq { "bfq" } else { "none" };
