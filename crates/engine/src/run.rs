@@ -41,6 +41,9 @@ pub struct RunOptions {
     /// Most IOs on the device at once (a block device's tag count); released IOs beyond it wait in
     /// arrival order for a slot, and that wait is what `Completion::started` reports. 0 = unlimited.
     pub device_depth: u32,
+    /// Time zero of the run's clock (its samples' times), when something else must line up with them;
+    /// `None`: when the engine starts issuing.
+    pub epoch: Option<Instant>,
 }
 
 impl RunOptions {
@@ -52,6 +55,7 @@ impl RunOptions {
             warmup: (duration / 10).min(NSEC_PER_SEC),
             sample_every: (duration / 5).clamp(10 * NSEC_PER_MSEC, NSEC_PER_SEC),
             device_depth: 0,
+            epoch: None,
         }
     }
 }
@@ -241,7 +245,8 @@ pub fn run<C: Controller + ?Sized>(
     };
     let tenants_state =
         tenants.iter().map(|_| TenantState { paused_until: 0, metrics: TenantMetrics::default() }).collect();
-    let mut engine = Engine { dev, jobs, tenants: tenants_state, ctl, held: 0, clock: Instant::now() };
+    let mut engine =
+        Engine { dev, jobs, tenants: tenants_state, ctl, held: 0, clock: opts.epoch.unwrap_or_else(Instant::now) };
     let outcome = engine.event_loop(opts, stop, target);
     let (window, busy, inflight_ns, cpu, interrupted, ctl_series) = match outcome {
         Ok(v) => v,

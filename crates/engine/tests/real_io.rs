@@ -24,7 +24,7 @@ fn two_tenants_get_ios_latencies_and_series() {
         duration: 1200 * NSEC_PER_MSEC,
         warmup: 200 * NSEC_PER_MSEC,
         sample_every: 300 * NSEC_PER_MSEC,
-        device_depth: 0,
+        ..RunOptions::new(0)
     };
     let r = run(&target, &tenants, &mut NoControl::new(), &opts, &AtomicBool::new(false)).unwrap();
     assert_eq!(r.controller, "none");
@@ -80,8 +80,12 @@ fn a_job_runtime_shorter_than_the_run_stops_it() {
     short.runtime = Some(300 * NSEC_PER_MSEC);
     let long = JobSpec::new(Pattern::RandRead, 4096, 1).think(500 * NSEC_PER_USEC);
     let tenants = [TenantSpec::new("short", 100, short), TenantSpec::new("long", 100, long)];
-    let opts =
-        RunOptions { duration: 800 * NSEC_PER_MSEC, warmup: 0, sample_every: 100 * NSEC_PER_MSEC, device_depth: 0 };
+    let opts = RunOptions {
+        duration: 800 * NSEC_PER_MSEC,
+        warmup: 0,
+        sample_every: 100 * NSEC_PER_MSEC,
+        ..RunOptions::new(0)
+    };
     let r = run(&target, &tenants, &mut NoControl::new(), &opts, &AtomicBool::new(false)).unwrap();
     let short = &r.tenants[0].series;
     assert!(short.iter().filter(|s| s.t_s < 0.29).all(|s| s.iops > 0.0), "{short:?}");
@@ -111,4 +115,19 @@ fn device_depth_caps_the_ios_on_the_device() {
     // 16 IOs outstanding, at most 4 of them on the device: the rest wait in the engine.
     assert!(r.device.avg_inflight <= 4.0 && r.device.avg_inflight > 1.0, "{:?}", r.device);
     assert!(r.tenants[0].ios > 100);
+}
+
+#[test]
+fn an_epoch_sets_the_runs_time_zero() {
+    let tmp = temp_target(16 << 20);
+    let target = Target::open(tmp.path(), 0).unwrap();
+    let tenants = [TenantSpec::new("a", 100, JobSpec::new(Pattern::RandRead, 4096, 2))];
+    // Time zero 300 ms ago: the engine's clock already reads >= 0.3 s when it starts issuing, so the
+    // first sample ends there, and the 600 ms run has only its second half left.
+    let epoch = std::time::Instant::now() - std::time::Duration::from_millis(300);
+    let opts = RunOptions { epoch: Some(epoch), ..RunOptions::new(600 * NSEC_PER_MSEC) };
+    let r = run(&target, &tenants, &mut NoControl::new(), &opts, &AtomicBool::new(false)).unwrap();
+    let series = &r.tenants[0].series;
+    assert!(series[0].t_s >= 0.3, "{series:?}");
+    assert!(series.last().unwrap().t_s <= 0.6 + 1e-3, "{series:?}");
 }

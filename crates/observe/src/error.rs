@@ -17,6 +17,9 @@ pub enum Error {
         /// Why the raw_tp variant failed.
         raw_tp: String,
     },
+    /// The loaded programs could not be attached again after a pause.
+    #[error("cannot attach the block tracepoint programs again after a pause: {0}")]
+    Attach(String),
     /// A map of the loaded programs could not be read.
     #[error("cannot read BPF map '{map}': {reason}")]
     Map {

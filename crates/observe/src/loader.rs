@@ -8,8 +8,8 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::time::Instant;
 
-use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags, OpenObject};
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, ProgramMut};
 
 use crate::error::{Error, Result};
 use crate::histogram::Histogram;
@@ -40,8 +40,10 @@ pub enum Stages {
     QueueOnly,
 }
 
-/// The running observer: programs attached until it is dropped.
+/// The running observer: programs attached until it is dropped (or [`Observer::pause`]d).
 pub struct Observer {
+    /// One link per attached program; empty while paused.
+    links: Vec<Link>,
     skel: ObserveSkel<'static>,
     mode: AttachMode,
     stages: Stages,
@@ -107,26 +109,42 @@ impl Observer {
         let target = device.map_or(0, |(major, minor)| (major << 20) | minor);
         let tp_btf = match mode {
             Some(AttachMode::RawTp) => Err("not tried".to_string()),
-            _ => open_and_attach(target, AttachMode::TpBtf, stages).map_err(|e| e.to_string()),
+            _ => load_and_attach(target, AttachMode::TpBtf, stages).map_err(|e| e.to_string()),
         };
-        let skel = match tp_btf {
-            Ok(skel) => (skel, AttachMode::TpBtf),
-            Err(tp_btf) if mode != Some(AttachMode::TpBtf) => {
-                match open_and_attach(target, AttachMode::RawTp, stages) {
-                    Ok(skel) => (skel, AttachMode::RawTp),
-                    Err(raw_tp) => return Err(Error::Load { tp_btf, raw_tp: raw_tp.to_string() }),
-                }
-            }
-            Err(tp_btf) => return Err(Error::Load { tp_btf, raw_tp: "not tried".to_string() }),
+        match tp_btf {
+            Ok(observer) => Ok(observer),
+            Err(tp_btf) if mode != Some(AttachMode::TpBtf) => load_and_attach(target, AttachMode::RawTp, stages)
+                .map_err(|raw_tp| Error::Load { tp_btf, raw_tp: raw_tp.to_string() }),
+            Err(tp_btf) => Err(Error::Load { tp_btf, raw_tp: "not tried".to_string() }),
+        }
+    }
+
+    /// Detaches the programs: the block layer runs none of them until [`Observer::resume`]; the maps
+    /// and what they counted stay. IOs in flight across a pause miss their stage times (counted).
+    pub fn pause(&mut self) {
+        self.links.clear();
+    }
+
+    /// Attaches the programs again after [`Observer::pause`] (nothing when already attached).
+    pub fn resume(&mut self) -> Result<()> {
+        if self.links.is_empty() {
+            self.links = attach(self.programs()).map_err(|e| Error::Attach(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// The programs of this observer's attach style and stages, in stage order Q, I, D, C.
+    fn programs(&self) -> impl Iterator<Item = &ProgramMut<'static>> {
+        let p = &self.skel.progs;
+        let progs = match self.mode {
+            AttachMode::TpBtf => [&p.btf_bio_queue, &p.btf_rq_insert, &p.btf_rq_issue, &p.btf_rq_complete],
+            AttachMode::RawTp => [&p.raw_bio_queue, &p.raw_rq_insert, &p.raw_rq_issue, &p.raw_rq_complete],
         };
-        Ok(Observer {
-            skel: skel.0,
-            mode: skel.1,
-            stages,
-            started: Instant::now(),
-            names: CgroupNames::discover(),
-            run_stats: None,
-        })
+        let attached = match self.stages {
+            Stages::All => progs.len(),
+            Stages::QueueOnly => 1,
+        };
+        progs.into_iter().take(attached)
     }
 
     /// Has the kernel time the programs from now on (two clock reads per run, a few tens of ns), so
@@ -176,17 +194,8 @@ impl Observer {
 
     /// Runs and run time of each attached program.
     fn cost(&self) -> Cost {
-        let p = &self.skel.progs;
-        let progs = match self.mode {
-            AttachMode::TpBtf => [&p.btf_bio_queue, &p.btf_rq_insert, &p.btf_rq_issue, &p.btf_rq_complete],
-            AttachMode::RawTp => [&p.raw_bio_queue, &p.raw_rq_insert, &p.raw_rq_issue, &p.raw_rq_complete],
-        };
-        let attached = match self.stages {
-            Stages::All => progs.len(),
-            Stages::QueueOnly => 1,
-        };
         let mut cost = Cost::default();
-        for (prog, slot) in progs.into_iter().zip(&mut cost.programs).take(attached) {
+        for (prog, slot) in self.programs().zip(&mut cost.programs) {
             let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
             let mut len = std::mem::size_of_val(&info) as u32;
             // SAFETY: `info` is a bpf_prog_info of `len` bytes that the kernel fills in.
@@ -217,7 +226,7 @@ impl Observer {
 
 /// Opens the object with one flavour of programs (of `stages`) enabled, sets the device filter, loads,
 /// attaches.
-fn open_and_attach(target_dev: u32, mode: AttachMode, stages: Stages) -> libbpf_rs::Result<ObserveSkel<'static>> {
+fn load_and_attach(target_dev: u32, mode: AttachMode, stages: Stages) -> libbpf_rs::Result<Observer> {
     // The skeleton borrows its object storage for its whole life; one small allocation per observer
     // (a pointer) is leaked so the observer can own its skeleton.
     let storage: &'static mut MaybeUninit<OpenObject> = Box::leak(Box::new(MaybeUninit::uninit()));
@@ -241,9 +250,22 @@ fn open_and_attach(target_dev: u32, mode: AttachMode, stages: Stages) -> libbpf_
     ] {
         prog.set_autoload(enabled);
     }
-    let mut skel = open.load()?;
-    skel.attach()?;
-    Ok(skel)
+    let mut observer = Observer {
+        links: Vec::new(),
+        skel: open.load()?,
+        mode,
+        stages,
+        started: Instant::now(),
+        names: CgroupNames::discover(),
+        run_stats: None,
+    };
+    observer.links = attach(observer.programs())?;
+    Ok(observer)
+}
+
+/// Attaches each of `programs` (the links detach them again when dropped).
+fn attach<'a>(programs: impl Iterator<Item = &'a ProgramMut<'static>>) -> libbpf_rs::Result<Vec<Link>> {
+    programs.map(|p| p.attach()).collect()
 }
 
 /// Adds up the per-CPU copies of a value made only of `u64` counters, field by field.

@@ -258,3 +258,34 @@ fn queue_only_counts_q_and_nothing_else() {
     assert!(cost.program(Stage::Q).runs >= 300, "{cost:?}");
     assert_eq!(cost.total().runs, cost.program(Stage::Q).runs, "only Q runs: {cost:?}");
 }
+
+/// `pause` detaches every program (IO meanwhile is not counted and no program runs) and `resume`
+/// attaches them again, keeping what was counted before: the bench toggles the observer this way to
+/// measure what it costs the IO path.
+#[test]
+fn pause_detaches_and_resume_counts_again() {
+    if skip("pause_detaches_and_resume_counts_again") {
+        return;
+    }
+    let backing = backing_file(64);
+    let dev = LoopDevice::attach(backing.path(), true).unwrap();
+    let group = BlkioCgroup::create(&format!("ioshare-observe-pause-{}/reads", std::process::id())).unwrap();
+    let mut observer = Observer::start(Some((dev.dev().major, dev.dev().minor))).unwrap();
+    observer.measure_cost().unwrap();
+    let reads = |n: u64, from: u64| -> Vec<u64> { (0..n).map(|i| (from + i * 8) * 4096).collect() };
+    run_in(&group, "read", dev.path(), 4096, &reads(100, 0)).wait();
+    observer.pause();
+    let paused = observer.snapshot().unwrap();
+    run_in(&group, "read", dev.path(), 4096, &reads(70, 1000)).wait();
+    let after_pause = observer.snapshot().unwrap();
+    observer.resume().unwrap();
+    observer.resume().unwrap();
+    run_in(&group, "read", dev.path(), 4096, &reads(50, 2000)).wait();
+    let resumed = observer.snapshot().unwrap();
+
+    let c = |snap: &Snapshot| entry(snap, &group, Op::Read).stage(Stage::C).ios;
+    assert_eq!(c(&paused), 100);
+    assert_eq!(c(&after_pause), 100, "nothing counted while paused");
+    assert_eq!(after_pause.cost.unwrap().total().runs, paused.cost.unwrap().total().runs, "no program ran");
+    assert_eq!(c(&resumed), 150, "counted again after resume (a second resume attaches nothing twice)");
+}

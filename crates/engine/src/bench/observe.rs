@@ -5,12 +5,22 @@
 //!
 //! The observer is attached for one run at a time ([`Recorder::observed`]) and filtered to the run's
 //! disk (the target's disk for ioshare's runs, the peers' loop device for the kernel's), so runs without
-//! it pay nothing: the overhead scenario uses that to measure the observer's own cost, running the
-//! uncontrolled reader once more per round with the observer attached ([`OBSERVED_NONE`]).
-//! Rounds of one controller add up into one [`RunObserved`].
+//! it pay nothing. Rounds of one controller add up into one [`RunObserved`].
+//!
+//! The overhead scenario measures the observer's own cost on the IO path ([`Recorder::toggled`]): the
+//! uncontrolled reader runs once more per round ([`OBSERVED_NONE`]) while the observer is attached and
+//! detached in turns of [`TOGGLE_WINDOW`], and each attached window's IOPS is compared with the
+//! detached windows on either side of it. Adjacent fractions of a second of one run share the disk's
+//! state; separate runs a few seconds apart do not: on this kind of shared virtual disk two identical
+//! back-to-back runs differ by up to ±8%, adjacent quarter-seconds of one run by ~1-2% (a run with
+//! nothing attached read 95% of the run before it, which a 3% criterion cannot tell from a cost).
 
 use std::cell::RefCell;
 use std::path::Path;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use ioshare_core::{Nanos, NSEC_PER_MSEC};
 
 use ioshare_observe::{Histogram, Kind, Latency, Observer, Snapshot, Stage};
 use serde::Serialize;
@@ -23,6 +33,26 @@ use crate::report::RunReport;
 pub const OBSERVED_NONE: &str = "none+observe";
 /// The observer's overhead target: IOPS with it attached at least this share of IOPS without (issue 10).
 pub const OBSERVE_OVERHEAD_MIN: f64 = 0.97;
+/// How long the observer stays attached, then detached, in the [`OBSERVED_NONE`] run. Shorter windows
+/// pair closer neighbours: on this machine's disk the attached-to-detached ratio of one window (no
+/// programs' cost: an observer whose programs return at once) scattered by 7.5% at 100 ms windows,
+/// 5.6% at 250 ms and 4.5% at 500 ms, so that per second of run 100 ms windows judge most precisely.
+pub const TOGGLE_WINDOW: Duration = Duration::from_millis(100);
+/// The engine's sample interval in that run: several samples per window, so that the one a toggle
+/// touches can be left out.
+pub const TOGGLE_SAMPLE: Nanos = 25 * NSEC_PER_MSEC;
+
+/// One window of a toggled run: seconds since the toggler started, and whether the programs were
+/// attached throughout (the toggles themselves lie between windows).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Window {
+    /// Start, s.
+    pub from: f64,
+    /// End, s.
+    pub to: f64,
+    /// Programs attached.
+    pub attached: bool,
+}
 
 /// What the observer saw during one controller's runs (all rounds added up).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -135,6 +165,52 @@ impl Recorder {
         Ok(report)
     }
 
+    /// Runs `run` (no control, sampled every [`TOGGLE_SAMPLE`], its clock starting at the instant it
+    /// is given) while a thread attaches and detaches the observer on the target's disk every
+    /// [`TOGGLE_WINDOW`], detached first, on the same clock; returns the run and, per attached window
+    /// after the warm-up (`warmup_s`), its IOPS over the mean of its detached neighbours'
+    /// ([`window_ratios`]). An observer that cannot start is noted and the run goes on unobserved (no
+    /// ratios).
+    pub fn toggled(
+        &self,
+        warmup_s: f64,
+        run: impl FnOnce(Instant) -> Result<RunReport>,
+    ) -> Result<(RunReport, Vec<f64>)> {
+        let Some(disk) = self.target_disk else {
+            self.note(format!("observe: {OBSERVED_NONE} not observed: its target is on no block device"));
+            return Ok((run(Instant::now())?, Vec::new()));
+        };
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        std::thread::scope(|scope| {
+            // The observer lives on the toggler's thread (its skeleton stays where it was made).
+            let toggler = scope.spawn(move || toggle(disk, &ready_tx, &stop_rx));
+            let Ok(Ok(t0)) = ready_rx.recv() else {
+                let why =
+                    toggler.join().map_or_else(|_| "the toggler panicked".into(), |r| r.err().unwrap_or_default());
+                self.note(format!("observe: {OBSERVED_NONE} not observed: {why}"));
+                return Ok((run(Instant::now())?, Vec::new()));
+            };
+            let report = run(t0);
+            drop(stop_tx);
+            let toggled = toggler.join().unwrap_or_else(|_| Err("the toggler panicked".into()));
+            let report = report?;
+            match toggled {
+                Ok((windows, seen)) => {
+                    let device =
+                        ioshare_observe::device_name(disk.0, disk.1).unwrap_or(format!("{}:{}", disk.0, disk.1));
+                    self.keep(RunObserved::from_delta(Side::Ioshare, OBSERVED_NONE, device, &seen));
+                    let ratios = window_ratios(&report, &windows, warmup_s);
+                    Ok((report, ratios))
+                }
+                Err(why) => {
+                    self.note(format!("observe: {OBSERVED_NONE}: {why}"));
+                    Ok((report, Vec::new()))
+                }
+            }
+        })
+    }
+
     /// The observations and notes so far (the recorder starts empty again).
     pub fn take(&self) -> (Vec<RunObserved>, Vec<String>) {
         (self.runs.take(), self.notes.take())
@@ -156,25 +232,100 @@ impl Recorder {
     }
 }
 
-/// The overhead scenario's note on the uncontrolled reader's rounds without (`off`) and with (`on`) the
-/// observer attached, run after each other (so that drift in a neighbour's load cancels): per round,
-/// the IOPS ratio — their median is the [`OBSERVED_NONE`] row's verdict, judged against
-/// [`OBSERVE_OVERHEAD_MIN`]; the note only shows the rounds — and where the time goes: the CPU the
-/// engine's IO thread spent per IO more with the observer (the programs of Q, I and D run on the
-/// submitting thread; C runs wherever the completion interrupt lands). `None` without rounds.
-pub fn overhead_note(off: &[RunReport], on: &[RunReport]) -> Option<String> {
-    let ratios = super::scenario::per_round_ratios(off, on);
+/// The toggler's thread: starts the observer on `disk` (detached), sends the windows' time zero on
+/// `ready`, then flips it every [`TOGGLE_WINDOW`] until `stop` is dropped. Returns the windows and what
+/// the observer counted.
+fn toggle(
+    disk: (u32, u32),
+    ready: &mpsc::Sender<std::result::Result<Instant, String>>,
+    stop: &mpsc::Receiver<()>,
+) -> std::result::Result<(Vec<Window>, Snapshot), String> {
+    let mut observer = match Observer::start(Some(disk)) {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = ready.send(Err(e.to_string()));
+            return Err(e.to_string());
+        }
+    };
+    let before = observer.snapshot().map_err(|e| e.to_string())?;
+    observer.pause();
+    let t0 = Instant::now();
+    let _ = ready.send(Ok(t0));
+    let (mut windows, mut attached, mut from) = (Vec::new(), false, 0.0);
+    for k in 1u32.. {
+        let wait = (t0 + TOGGLE_WINDOW * k).saturating_duration_since(Instant::now());
+        if stop.recv_timeout(wait) != Err(mpsc::RecvTimeoutError::Timeout) {
+            break;
+        }
+        windows.push(Window { from, to: t0.elapsed().as_secs_f64(), attached });
+        if attached {
+            observer.pause();
+        } else {
+            observer.resume().map_err(|e| e.to_string())?;
+        }
+        attached = !attached;
+        from = t0.elapsed().as_secs_f64();
+    }
+    let after = observer.snapshot().map_err(|e| e.to_string())?;
+    Ok((windows, after.since(&before)))
+}
+
+/// Per attached window that ends after `warmup_s`: its IOPS (all tenants, over the samples wholly
+/// inside it, so none a toggle touched) over the mean IOPS of the detached windows just before and
+/// after it (either one at the run's ends). Windows that hold no whole sample are left out.
+pub fn window_ratios(report: &RunReport, windows: &[Window], warmup_s: f64) -> Vec<f64> {
+    let iops = |w: &Window| -> Option<f64> {
+        let from = w.from.max(warmup_s);
+        let v: f64 = report.tenants.iter().map(|t| t.window_iops(from, w.to)).sum();
+        v.is_finite().then_some(v)
+    };
+    let rates: Vec<Option<f64>> = windows.iter().map(iops).collect();
+    let mut ratios = Vec::new();
+    for (i, _) in windows.iter().enumerate().filter(|(_, w)| w.attached) {
+        let neighbours: Vec<f64> = [i.checked_sub(1), Some(i + 1)]
+            .into_iter()
+            .flatten()
+            .filter_map(|j| rates.get(j).copied().flatten())
+            .collect();
+        if let (Some(on), false) = (rates[i], neighbours.is_empty()) {
+            ratios.push(on / (neighbours.iter().sum::<f64>() / neighbours.len() as f64));
+        }
+    }
+    ratios
+}
+
+/// The estimate of the observer's cost from the windows' ratios: their geometric mean (a window's
+/// ratio is as likely x as 1/x when nothing differs) and its standard error, as factors (0.98, 0.01).
+/// `None` without windows.
+pub fn overhead_estimate(ratios: &[f64]) -> Option<(f64, f64)> {
     if ratios.is_empty() {
         return None;
     }
-    let extra: Vec<f64> = off.iter().zip(on).map(|(a, b)| b.cpu.ns_per_io - a.cpu.ns_per_io).collect();
-    let list = |v: &[f64], f: &dyn Fn(f64) -> String| v.iter().map(|&x| f(x)).collect::<Vec<_>>().join(", ");
+    let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
+    let n = logs.len() as f64;
+    let mean = logs.iter().sum::<f64>() / n;
+    let var = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
+    Some((mean.exp(), mean.exp() * (var / n).sqrt()))
+}
+
+/// The overhead scenario's note on the observer's cost: per round and over all rounds, the geometric
+/// mean of the attached windows' IOPS over their detached neighbours' ([`overhead_estimate`]; the one
+/// over all rounds judges the [`OBSERVED_NONE`] row against [`OBSERVE_OVERHEAD_MIN`]), with its
+/// standard error. `None` without windows.
+pub fn overhead_note(rounds: &[Vec<f64>]) -> Option<String> {
+    let all: Vec<f64> = rounds.concat();
+    let (ratio, se) = overhead_estimate(&all)?;
+    let per_round: Vec<String> =
+        rounds.iter().filter_map(|r| overhead_estimate(r).map(|(m, _)| format!("{:.1}%", m * 100.0))).collect();
     Some(format!(
-        "observe overhead: IOPS with the eBPF observer attached / without, per round: {} (their median judges the \
-         {OBSERVED_NONE} row); engine thread's CPU per IO with it: {} ns (median {:+.0} ns)",
-        list(&ratios, &|r| format!("{:.1}%", r * 100.0)),
-        list(&extra, &|d| format!("{d:+.0}")),
-        super::scenario::median(&extra).unwrap_or(f64::NAN)
+        "observe overhead: IOPS while the eBPF observer is attached / detached, in turns of {} ms within one run per \
+         round: per round {}; all {} windows {:.1}% ± {:.1}% (geometric mean ± standard error; judges the \
+         {OBSERVED_NONE} row; a longer --duration narrows it)",
+        TOGGLE_WINDOW.as_millis(),
+        per_round.join(", "),
+        all.len(),
+        ratio * 100.0,
+        se * 100.0
     ))
 }
 
@@ -273,25 +424,59 @@ mod tests {
         assert!(rec.take().0.is_empty(), "take empties the recorder");
     }
 
+    /// A run sampled every 25 ms at `iops(t)` for the sample ending at t (ms).
+    fn sampled(until_ms: u32, iops: impl Fn(u32) -> f64) -> RunReport {
+        let mut r = RunReport::default();
+        let series = (1..=until_ms / 25)
+            .map(|k| crate::report::TenantSample {
+                t_s: f64::from(k * 25) / 1000.0,
+                iops: iops(k * 25),
+                ..Default::default()
+            })
+            .collect();
+        r.tenants.push(crate::report::TenantReport { series, ..Default::default() });
+        r
+    }
+
+    /// Windows of 100 ms in turns, detached first, each toggle taking 1 ms.
+    fn windows(n: u32) -> Vec<Window> {
+        (0..n)
+            .map(|k| Window { from: f64::from(k) * 0.1 + 0.001, to: f64::from(k + 1) * 0.1, attached: k % 2 == 1 })
+            .collect()
+    }
+
     #[test]
-    fn the_overhead_note_lists_the_rounds_and_the_extra_cpu() {
-        let runs = |rounds: &[(f64, f64)]| -> Vec<RunReport> {
-            rounds
-                .iter()
-                .map(|&(iops, cpu)| {
-                    let mut r = RunReport::default();
-                    r.device.iops = iops;
-                    r.cpu.ns_per_io = cpu;
-                    r
-                })
-                .collect()
-        };
-        let off = runs(&[(1000.0, 4000.0), (2000.0, 4100.0), (1000.0, 3900.0)]);
-        let on = runs(&[(980.0, 4500.0), (1800.0, 4900.0), (990.0, 4200.0)]);
-        let note = overhead_note(&off, &on).unwrap();
-        assert!(note.contains("per round: 98.0%, 90.0%, 99.0% (their median judges the none+observe row)"), "{note}");
-        assert!(note.contains("CPU per IO with it: +500, +800, +300 ns (median +500 ns)"), "{note}");
-        assert_eq!(overhead_note(&[], &[]), None);
+    fn attached_windows_are_compared_with_their_detached_neighbours() {
+        // 1000 IOPS while detached, 960 while attached; the samples a toggle touches (the first of each
+        // window, which starts 1 ms before the window does) read 0 and must be left out.
+        let attached = |t: u32| (t - 1) / 100 % 2 == 1;
+        let run = sampled(600, |t| match (t % 100 == 25, attached(t)) {
+            (true, _) => 0.0,
+            (false, true) => 960.0,
+            (false, false) => 1000.0,
+        });
+        let ratios = window_ratios(&run, &windows(6), 0.0);
+        assert_eq!(ratios.len(), 3, "{ratios:?}");
+        assert!(ratios.iter().all(|r| (r - 0.96).abs() < 1e-12), "{ratios:?}");
+        // A slow drift cancels: each attached window is held against the mean of both neighbours.
+        let drifting = sampled(600, |t| if attached(t) { 0.96 } else { 1.0 } * (1000.0 + f64::from(t)));
+        let ratios = window_ratios(&drifting, &windows(6), 0.0);
+        assert!(ratios.iter().take(2).all(|r| (r - 0.96).abs() < 0.002), "{ratios:?}");
+        // Windows before the warm-up's end are not judged.
+        assert_eq!(window_ratios(&run, &windows(6), 0.4).len(), 1);
+    }
+
+    #[test]
+    fn the_estimate_is_the_geometric_mean_with_its_standard_error() {
+        // Ratios x and 1/x (noise only) average to exactly 1.
+        let (m, se) = overhead_estimate(&[1.1, 1.0 / 1.1, 1.05, 1.0 / 1.05]).unwrap();
+        assert!((m - 1.0).abs() < 1e-12 && se > 0.0, "{m} {se}");
+        let (m, se) = overhead_estimate(&[0.97; 5]).unwrap();
+        assert!((m - 0.97).abs() < 1e-12 && se.abs() < 1e-12);
+        assert_eq!(overhead_estimate(&[]), None);
+        let note = overhead_note(&[vec![0.97, 0.99], vec![0.98]]).unwrap();
+        assert!(note.contains("per round 98.0%, 98.0%; all 3 windows 98.0% ±"), "{note}");
+        assert_eq!(overhead_note(&[vec![], vec![]]), None);
     }
 
     #[test]

@@ -1,0 +1,55 @@
+//! The overhead scenario's observer measurement on real IO (root and BTF, else skipped with the
+//! reason): the observer is attached and detached in turns during one run, and each attached window
+//! is compared with its detached neighbours.
+
+use std::sync::atomic::AtomicBool;
+
+use ioshare_core::{NoControl, NSEC_PER_MSEC, NSEC_PER_SEC};
+use ioshare_engine::bench::observe::{Recorder, OBSERVED_NONE, TOGGLE_SAMPLE};
+use ioshare_engine::{run, JobSpec, Pattern, RunOptions, Target, TempTarget, TenantSpec};
+
+#[test]
+fn the_observer_is_attached_in_turns_and_judged_by_its_windows() {
+    if ioshare_observe::skip_unless_traceable("the_observer_is_attached_in_turns_and_judged_by_its_windows") {
+        return;
+    }
+    let dir = std::env::current_dir().unwrap();
+    let tmp = TempTarget::create(&dir, 64 << 20, &AtomicBool::new(false), |_, _| {}).unwrap();
+    let target = Target::open(tmp.path(), 0).unwrap();
+    let tenants = [TenantSpec::new("reader", 100, JobSpec::new(Pattern::RandRead, 4096, 8))];
+    let opts = RunOptions { sample_every: TOGGLE_SAMPLE, ..RunOptions::new(1200 * NSEC_PER_MSEC) };
+    let recorder = Recorder::new(tmp.path());
+    let warmup_s = opts.warmup as f64 / NSEC_PER_SEC as f64;
+    let (report, ratios) = recorder
+        .toggled(warmup_s, |epoch| {
+            run(
+                &target,
+                &tenants,
+                &mut NoControl::new(),
+                &RunOptions { epoch: Some(epoch), ..opts },
+                &AtomicBool::new(false),
+            )
+        })
+        .unwrap();
+    let (observed, notes) = recorder.take();
+    assert!(notes.is_empty(), "{notes:?}");
+
+    // 100 ms windows, detached first, over 1.2 s with 120 ms of warm-up: attached windows start at
+    // 0.1, 0.3, ..., 1.1 s; the first lies in the warm-up and the last may be cut by the run's end.
+    assert!((4..=6).contains(&ratios.len()), "{ratios:?}");
+    assert!(ratios.iter().all(|r| r.is_finite() && *r > 0.0), "{ratios:?}");
+    // The programs ran only while attached, about half of the run: the observer completed fewer IOs
+    // than the run did, and more than none (20-80%: windows' IOPS vary by tens of % on a shared disk).
+    let run_ios: f64 = report.tenants[0]
+        .series
+        .iter()
+        .scan(0.0, |last, s| {
+            let len = s.t_s - *last;
+            *last = s.t_s;
+            Some(s.iops * len)
+        })
+        .sum();
+    let seen = observed.iter().find(|o| o.controller == OBSERVED_NONE).expect("the run was observed");
+    let share = seen.ios as f64 / run_ios;
+    assert!((0.2..0.8).contains(&share), "observer saw {} of {run_ios:.0} IOs", seen.ios);
+}
