@@ -20,7 +20,7 @@ fn the_observer_is_attached_in_turns_and_judged_by_its_windows() {
     let opts = RunOptions { sample_every: TOGGLE_SAMPLE, ..RunOptions::new(1200 * NSEC_PER_MSEC) };
     let recorder = Recorder::new(tmp.path());
     let warmup_s = opts.warmup as f64 / NSEC_PER_SEC as f64;
-    let (report, ratios) = recorder
+    let (report, compared) = recorder
         .toggled(warmup_s, |epoch| {
             run(
                 &target,
@@ -36,8 +36,10 @@ fn the_observer_is_attached_in_turns_and_judged_by_its_windows() {
 
     // 100 ms windows, detached first, over 1.2 s with 120 ms of warm-up: attached windows start at
     // 0.1, 0.3, ..., 1.1 s; the first lies in the warm-up and the last may be cut by the run's end.
-    assert!((4..=6).contains(&ratios.len()), "{ratios:?}");
-    assert!(ratios.iter().all(|r| r.is_finite() && *r > 0.0), "{ratios:?}");
+    assert!((4..=6).contains(&compared.len()), "{compared:?}");
+    assert!(compared.iter().all(|c| c.iops_ratio.is_finite() && c.iops_ratio > 0.0), "{compared:?}");
+    // The IO thread (this one) was found and its CPU read in every window.
+    assert!(compared.iter().all(|c| c.extra_cpu_ns_per_io.is_some_and(f64::is_finite)), "{compared:?}");
     // The programs ran only while attached, about half of the run: the observer completed fewer IOs
     // than the run did, and more than none (20-80%: windows' IOPS vary by tens of % on a shared disk).
     let run_ios: f64 = report.tenants[0]

@@ -52,6 +52,17 @@ pub struct Window {
     pub to: f64,
     /// Programs attached.
     pub attached: bool,
+    /// CPU time the run's IO thread spent in the window, ns (`None`: not readable).
+    pub cpu_ns: Option<u64>,
+}
+
+/// An attached window against the detached windows on either side of it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Comparison {
+    /// Its IOPS over theirs (mean).
+    pub iops_ratio: f64,
+    /// The IO thread's CPU per IO in it minus theirs (mean), ns: where the observer's time goes.
+    pub extra_cpu_ns_per_io: Option<f64>,
 }
 
 /// What the observer saw during one controller's runs (all rounds added up).
@@ -168,23 +179,25 @@ impl Recorder {
     /// Runs `run` (no control, sampled every [`TOGGLE_SAMPLE`], its clock starting at the instant it
     /// is given) while a thread attaches and detaches the observer on the target's disk every
     /// [`TOGGLE_WINDOW`], detached first, on the same clock; returns the run and, per attached window
-    /// after the warm-up (`warmup_s`), its IOPS over the mean of its detached neighbours'
-    /// ([`window_ratios`]). An observer that cannot start is noted and the run goes on unobserved (no
-    /// ratios).
+    /// after the warm-up (`warmup_s`), its comparison with its detached neighbours
+    /// ([`compare_windows`]; the run must issue its IO from the calling thread). An observer that
+    /// cannot start is noted and the run goes on unobserved (no comparisons).
     pub fn toggled(
         &self,
         warmup_s: f64,
         run: impl FnOnce(Instant) -> Result<RunReport>,
-    ) -> Result<(RunReport, Vec<f64>)> {
+    ) -> Result<(RunReport, Vec<Comparison>)> {
         let Some(disk) = self.target_disk else {
             self.note(format!("observe: {OBSERVED_NONE} not observed: its target is on no block device"));
             return Ok((run(Instant::now())?, Vec::new()));
         };
         let (ready_tx, ready_rx) = mpsc::channel();
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        // SAFETY: gettid has no preconditions.
+        let io_thread = unsafe { libc::gettid() };
         std::thread::scope(|scope| {
             // The observer lives on the toggler's thread (its skeleton stays where it was made).
-            let toggler = scope.spawn(move || toggle(disk, &ready_tx, &stop_rx));
+            let toggler = scope.spawn(move || toggle(disk, io_thread, &ready_tx, &stop_rx));
             let Ok(Ok(t0)) = ready_rx.recv() else {
                 let why =
                     toggler.join().map_or_else(|_| "the toggler panicked".into(), |r| r.err().unwrap_or_default());
@@ -200,8 +213,8 @@ impl Recorder {
                     let device =
                         ioshare_observe::device_name(disk.0, disk.1).unwrap_or(format!("{}:{}", disk.0, disk.1));
                     self.keep(RunObserved::from_delta(Side::Ioshare, OBSERVED_NONE, device, &seen));
-                    let ratios = window_ratios(&report, &windows, warmup_s);
-                    Ok((report, ratios))
+                    let compared = compare_windows(&report, &windows, warmup_s);
+                    Ok((report, compared))
                 }
                 Err(why) => {
                     self.note(format!("observe: {OBSERVED_NONE}: {why}"));
@@ -233,10 +246,12 @@ impl Recorder {
 }
 
 /// The toggler's thread: starts the observer on `disk` (detached), sends the windows' time zero on
-/// `ready`, then flips it every [`TOGGLE_WINDOW`] until `stop` is dropped. Returns the windows and what
-/// the observer counted.
+/// `ready`, then flips it every [`TOGGLE_WINDOW`] until `stop` is dropped, reading the CPU time of
+/// thread `io_thread` of this process at each window's ends. Returns the windows and what the observer
+/// counted.
 fn toggle(
     disk: (u32, u32),
+    io_thread: i32,
     ready: &mpsc::Sender<std::result::Result<Instant, String>>,
     stop: &mpsc::Receiver<()>,
 ) -> std::result::Result<(Vec<Window>, Snapshot), String> {
@@ -251,13 +266,15 @@ fn toggle(
     observer.pause();
     let t0 = Instant::now();
     let _ = ready.send(Ok(t0));
-    let (mut windows, mut attached, mut from) = (Vec::new(), false, 0.0);
+    let cpu = || thread_cpu_ns(io_thread);
+    let (mut windows, mut attached, mut from, mut cpu_from) = (Vec::new(), false, 0.0, cpu());
     for k in 1u32.. {
         let wait = (t0 + TOGGLE_WINDOW * k).saturating_duration_since(Instant::now());
         if stop.recv_timeout(wait) != Err(mpsc::RecvTimeoutError::Timeout) {
             break;
         }
-        windows.push(Window { from, to: t0.elapsed().as_secs_f64(), attached });
+        let cpu_ns = cpu().zip(cpu_from).map(|(to, from)| to.saturating_sub(from));
+        windows.push(Window { from, to: t0.elapsed().as_secs_f64(), attached, cpu_ns });
         if attached {
             observer.pause();
         } else {
@@ -265,33 +282,46 @@ fn toggle(
         }
         attached = !attached;
         from = t0.elapsed().as_secs_f64();
+        cpu_from = cpu();
     }
     let after = observer.snapshot().map_err(|e| e.to_string())?;
     Ok((windows, after.since(&before)))
 }
 
-/// Per attached window that ends after `warmup_s`: its IOPS (all tenants, over the samples wholly
-/// inside it, so none a toggle touched) over the mean IOPS of the detached windows just before and
-/// after it (either one at the run's ends). Windows that hold no whole sample are left out.
-pub fn window_ratios(report: &RunReport, windows: &[Window], warmup_s: f64) -> Vec<f64> {
+/// CPU time of thread `tid` of this process so far, ns (the scheduler's own account, `schedstat`).
+fn thread_cpu_ns(tid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    stat.split_whitespace().next()?.parse().ok()
+}
+
+/// Per attached window that ends after `warmup_s`, against the mean of the detached windows just
+/// before and after it (either one at the run's ends): its IOPS (all tenants, over the samples wholly
+/// inside it, so none a toggle touched) over theirs, and its IO thread's CPU per IO (the window's CPU
+/// time over its IOPS × length) minus theirs. Windows that hold no whole sample are left out.
+pub fn compare_windows(report: &RunReport, windows: &[Window], warmup_s: f64) -> Vec<Comparison> {
     let iops = |w: &Window| -> Option<f64> {
         let from = w.from.max(warmup_s);
         let v: f64 = report.tenants.iter().map(|t| t.window_iops(from, w.to)).sum();
         v.is_finite().then_some(v)
     };
     let rates: Vec<Option<f64>> = windows.iter().map(iops).collect();
-    let mut ratios = Vec::new();
+    let cpu_per_io = |i: usize| {
+        Some(windows[i].cpu_ns? as f64 / (rates[i]? * (windows[i].to - windows[i].from))).filter(|c| c.is_finite())
+    };
+    let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    let mut compared = Vec::new();
     for (i, _) in windows.iter().enumerate().filter(|(_, w)| w.attached) {
-        let neighbours: Vec<f64> = [i.checked_sub(1), Some(i + 1)]
-            .into_iter()
-            .flatten()
-            .filter_map(|j| rates.get(j).copied().flatten())
-            .collect();
-        if let (Some(on), false) = (rates[i], neighbours.is_empty()) {
-            ratios.push(on / (neighbours.iter().sum::<f64>() / neighbours.len() as f64));
-        }
+        let neighbours: Vec<usize> =
+            [i.checked_sub(1), Some(i + 1)].into_iter().flatten().filter(|&j| j < windows.len()).collect();
+        let off: Vec<f64> = neighbours.iter().filter_map(|&j| rates[j]).collect();
+        let (Some(on), Some(off)) = (rates[i], mean(&off)) else { continue };
+        let off_cpu: Vec<f64> = neighbours.iter().filter_map(|&j| cpu_per_io(j)).collect();
+        compared.push(Comparison {
+            iops_ratio: on / off,
+            extra_cpu_ns_per_io: cpu_per_io(i).zip(mean(&off_cpu)).map(|(on, off)| on - off),
+        });
     }
-    ratios
+    compared
 }
 
 /// The estimate of the observer's cost from the windows' ratios: their geometric mean (a window's
@@ -308,19 +338,31 @@ pub fn overhead_estimate(ratios: &[f64]) -> Option<(f64, f64)> {
     Some((mean.exp(), mean.exp() * (var / n).sqrt()))
 }
 
+/// The IOPS ratios of `compared` windows.
+pub fn iops_ratios(compared: &[Comparison]) -> Vec<f64> {
+    compared.iter().map(|c| c.iops_ratio).collect()
+}
+
 /// The overhead scenario's note on the observer's cost: per round and over all rounds, the geometric
 /// mean of the attached windows' IOPS over their detached neighbours' ([`overhead_estimate`]; the one
 /// over all rounds judges the [`OBSERVED_NONE`] row against [`OBSERVE_OVERHEAD_MIN`]), with its
-/// standard error. `None` without windows.
-pub fn overhead_note(rounds: &[Vec<f64>]) -> Option<String> {
-    let all: Vec<f64> = rounds.concat();
-    let (ratio, se) = overhead_estimate(&all)?;
-    let per_round: Vec<String> =
-        rounds.iter().filter_map(|r| overhead_estimate(r).map(|(m, _)| format!("{:.1}%", m * 100.0))).collect();
+/// standard error; and the IO thread's extra CPU per IO while attached (median over the windows).
+/// `None` without windows.
+pub fn overhead_note(rounds: &[Vec<Comparison>]) -> Option<String> {
+    let all: Vec<Comparison> = rounds.concat();
+    let (ratio, se) = overhead_estimate(&iops_ratios(&all))?;
+    let per_round: Vec<String> = rounds
+        .iter()
+        .filter_map(|r| overhead_estimate(&iops_ratios(r)).map(|(m, _)| format!("{:.1}%", m * 100.0)))
+        .collect();
+    let extra: Vec<f64> = all.iter().filter_map(|c| c.extra_cpu_ns_per_io).collect();
+    let cpu = super::scenario::median(&extra).map_or(String::new(), |m| {
+        format!("; the IO thread's CPU per IO while attached {m:+.0} ns (median of windows)")
+    });
     Some(format!(
         "observe overhead: IOPS while the eBPF observer is attached / detached, in turns of {} ms within one run per \
          round: per round {}; all {} windows {:.1}% ± {:.1}% (geometric mean ± standard error; judges the \
-         {OBSERVED_NONE} row; a longer --duration narrows it)",
+         {OBSERVED_NONE} row; a longer --duration narrows it){cpu}",
         TOGGLE_WINDOW.as_millis(),
         per_round.join(", "),
         all.len(),
@@ -438,10 +480,16 @@ mod tests {
         r
     }
 
-    /// Windows of 100 ms in turns, detached first, each toggle taking 1 ms.
-    fn windows(n: u32) -> Vec<Window> {
+    /// Windows of 100 ms in turns, detached first, each toggle taking 1 ms; the IO thread spends
+    /// `cpu_ns` in each.
+    fn windows(n: u32, cpu_ns: impl Fn(bool) -> u64) -> Vec<Window> {
         (0..n)
-            .map(|k| Window { from: f64::from(k) * 0.1 + 0.001, to: f64::from(k + 1) * 0.1, attached: k % 2 == 1 })
+            .map(|k| Window {
+                from: f64::from(k) * 0.1 + 0.001,
+                to: f64::from(k + 1) * 0.1,
+                attached: k % 2 == 1,
+                cpu_ns: Some(cpu_ns(k % 2 == 1)),
+            })
             .collect()
     }
 
@@ -455,15 +503,20 @@ mod tests {
             (false, true) => 960.0,
             (false, false) => 1000.0,
         });
-        let ratios = window_ratios(&run, &windows(6), 0.0);
-        assert_eq!(ratios.len(), 3, "{ratios:?}");
-        assert!(ratios.iter().all(|r| (r - 0.96).abs() < 1e-12), "{ratios:?}");
+        // The IO thread: 0.099 s × 1000 IOPS × 4000 ns detached, 0.099 × 960 × 4500 attached.
+        let cpu = |on: bool| if on { 99 * 960 * 4500 / 1000 } else { 99 * 1000 * 4000 / 1000 };
+        let compared = compare_windows(&run, &windows(6, cpu), 0.0);
+        assert_eq!(compared.len(), 3, "{compared:?}");
+        for c in &compared {
+            assert!((c.iops_ratio - 0.96).abs() < 1e-12, "{c:?}");
+            assert!((c.extra_cpu_ns_per_io.unwrap() - 500.0).abs() < 1e-6, "{c:?}");
+        }
         // A slow drift cancels: each attached window is held against the mean of both neighbours.
         let drifting = sampled(600, |t| if attached(t) { 0.96 } else { 1.0 } * (1000.0 + f64::from(t)));
-        let ratios = window_ratios(&drifting, &windows(6), 0.0);
+        let ratios = iops_ratios(&compare_windows(&drifting, &windows(6, cpu), 0.0));
         assert!(ratios.iter().take(2).all(|r| (r - 0.96).abs() < 0.002), "{ratios:?}");
         // Windows before the warm-up's end are not judged.
-        assert_eq!(window_ratios(&run, &windows(6), 0.4).len(), 1);
+        assert_eq!(compare_windows(&run, &windows(6, cpu), 0.4).len(), 1);
     }
 
     #[test]
@@ -474,8 +527,10 @@ mod tests {
         let (m, se) = overhead_estimate(&[0.97; 5]).unwrap();
         assert!((m - 0.97).abs() < 1e-12 && se.abs() < 1e-12);
         assert_eq!(overhead_estimate(&[]), None);
-        let note = overhead_note(&[vec![0.97, 0.99], vec![0.98]]).unwrap();
+        let c = |iops_ratio: f64, extra: f64| Comparison { iops_ratio, extra_cpu_ns_per_io: Some(extra) };
+        let note = overhead_note(&[vec![c(0.97, 300.0), c(0.99, 500.0)], vec![c(0.98, 400.0)]]).unwrap();
         assert!(note.contains("per round 98.0%, 98.0%; all 3 windows 98.0% ±"), "{note}");
+        assert!(note.contains("CPU per IO while attached +400 ns (median of windows)"), "{note}");
         assert_eq!(overhead_note(&[vec![], vec![]]), None);
     }
 

@@ -16,7 +16,9 @@ use super::calibrate::Calibration;
 use super::controllers::Ctl;
 use super::frontier::{self, Yardsticks};
 use super::kernel::{KernelSetup, Peers};
-use super::observe::{overhead_estimate, Recorder, OBSERVED_NONE, OBSERVE_OVERHEAD_MIN, TOGGLE_SAMPLE};
+use super::observe::{
+    iops_ratios, overhead_estimate, Comparison, Recorder, OBSERVED_NONE, OBSERVE_OVERHEAD_MIN, TOGGLE_SAMPLE,
+};
 use super::{BenchOptions, RunEntry, ScenarioReport, Side, Verdict};
 use crate::error::Result;
 use crate::fio;
@@ -379,10 +381,10 @@ impl Scenario {
         let o = if plan.rounds > 1 { &round_opts } else { &opts };
         // With an observer, the overhead scenario runs no control once more per round right after the
         // unobserved one, with the observer attached and detached in turns (the last slot of `rounds`;
-        // `toggle_ratios` per round, see [`Recorder::toggled`]); its other runs go unobserved.
+        // `toggled` per round, see [`Recorder::toggled`]); its other runs go unobserved.
         let observe_overhead = ctx.observe.is_some() && self == Scenario::Overhead;
         let mut rounds: Vec<Vec<RunReport>> = vec![Vec::new(); plan.ioshare.len() + usize::from(observe_overhead)];
-        let mut toggle_ratios: Vec<Vec<f64>> = Vec::new();
+        let mut toggled: Vec<Vec<Comparison>> = Vec::new();
         let mut fio_rounds: Vec<RunReport> = Vec::new();
         let mut notes = plan.notes;
         // The overhead scenario's single job also runs under fio in every round, as a reference engine.
@@ -411,10 +413,10 @@ impl Scenario {
                         let opts = RunOptions { epoch: Some(epoch), ..sampled };
                         run(ctx.target, &plan.tenants, &mut *Ctl::None.build(ctx.calibration), &opts, stop)
                     };
-                    let (mut report, ratios) = rec.toggled(sampled.warmup as f64 / NSEC_PER_SEC as f64, go)?;
+                    let (mut report, compared) = rec.toggled(sampled.warmup as f64 / NSEC_PER_SEC as f64, go)?;
                     report.controller = OBSERVED_NONE.into();
                     rounds[plan.ioshare.len()].push(report);
-                    toggle_ratios.push(ratios);
+                    toggled.push(compared);
                 }
             }
             if let Some(job) = fio_job.filter(|_| !stopped()) {
@@ -434,13 +436,13 @@ impl Scenario {
             Some(none) => names
                 .zip(&rounds)
                 .map(|(name, rs)| match name {
-                    OBSERVED_NONE => (name, toggle_ratios.concat()),
+                    OBSERVED_NONE => (name, iops_ratios(&toggled.concat())),
                     _ => (name, per_round_ratios(&rounds[none], rs)),
                 })
                 .collect(),
             None => Vec::new(),
         };
-        notes.extend(super::observe::overhead_note(&toggle_ratios));
+        notes.extend(super::observe::overhead_note(&toggled));
         for (side, rs) in rounds.iter_mut().map(|r| (Side::Ioshare, r)).chain([(Side::Reference, &mut fio_rounds)]) {
             if !rs.is_empty() {
                 rs.sort_by(|x, y| x.device.iops.total_cmp(&y.device.iops));
