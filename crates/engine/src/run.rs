@@ -309,8 +309,9 @@ impl<C: Controller + ?Sized> Engine<'_, C> {
         let mut stopping_at: Option<Nanos> = None;
         let mut interrupted = false;
         let mut error: Option<Error> = None;
-        let mut next_sample = opts.sample_every;
-        let mut last_sample = 0;
+        // The sample grid starts at the clock's zero (the epoch, which may lie before this run started).
+        let mut last_sample = self.now();
+        let mut next_sample = (last_sample / opts.sample_every.max(1) + 1) * opts.sample_every;
         let mut window_start: Option<(Nanos, u64, u128, (f64, f64))> = None;
         let mut window_end: Option<(Nanos, u64, u128, (f64, f64))> = None;
         let mut ctl_series = Vec::with_capacity(((end / opts.sample_every.max(1)) as usize + 2).min(4096));

@@ -14,7 +14,7 @@
 //!     .snapshot() -> Result<Snapshot>     // cumulative since start
 //!     .mode() -> AttachMode               // TpBtf or the RawTp fallback
 //!     .measure_cost() -> Result<()>       // kernel times the programs: Snapshot::cost
-//!     .pause() / .resume() -> Result<()>  // detach / attach the programs again, maps kept
+//!     .pause(); .resume() -> Result<()>   // detach / attach the programs again, maps kept
 //! Snapshot { elapsed_s, entries: Vec<Entry>, counters, cost }, .since(&earlier), .filtered(pattern)
 //! Entry { device, device_name, cgroup_id, cgroup, op, stages[Q,I,D,C]: StageStats, latencies[QC,ID,DC] }
 //! Histogram { buckets, sum }, .quantile(kind, q), Kind::{Size, Seek, Latency}.upper_bound(k)/.bucket(v)

@@ -125,9 +125,13 @@ impl Observer {
         self.links.clear();
     }
 
-    /// Attaches the programs again after [`Observer::pause`] (nothing when already attached).
+    /// Attaches the programs again after [`Observer::pause`] (nothing when already attached), in a new
+    /// generation: in-flight entries from before the pause no longer count as live.
     pub fn resume(&mut self) -> Result<()> {
         if self.links.is_empty() {
+            if let Some(data) = self.skel.maps.data_data.as_deref_mut() {
+                data.generation += 1;
+            }
             self.links = attach(self.programs()).map_err(|e| Error::Attach(e.to_string()))?;
         }
         Ok(())

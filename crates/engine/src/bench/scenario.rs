@@ -921,6 +921,25 @@ mod tests {
     }
 
     #[test]
+    fn judging_all_rows_takes_the_observers_windows_by_their_geometric_mean() {
+        // Windows 90%, 100%, 100%: the median (100%) would pass 97%, the geometric mean (96.5%) does not;
+        // a controller's rounds are still judged by their median.
+        let named = |name: &str| {
+            let mut r = report(vec![tenant("r", 1000.0, 1.0)]);
+            r.controller = name.into();
+            RunEntry { side: Side::Ioshare, report: r, verdict: None }
+        };
+        let mut runs = vec![named(Ctl::None.name()), named(OBSERVED_NONE), named(Ctl::TokenBucket.name())];
+        let paired = [(OBSERVED_NONE, vec![0.9, 1.0, 1.0]), (Ctl::TokenBucket.name(), vec![0.9, 1.0, 1.0])];
+        let tenants = [reader("r", 100, 1)];
+        Scenario::Overhead.judge_all(&BenchOptions::default(), &cal(), &tenants, &paired, &mut runs);
+        let observed = runs[1].verdict.clone().unwrap();
+        assert!(!observed.pass && (observed.value - 0.9f64.powf(1.0 / 3.0)).abs() < 1e-12, "{observed:?}");
+        let token = runs[2].verdict.clone().unwrap();
+        assert!(token.pass && token.value == 1.0, "{token:?}");
+    }
+
+    #[test]
     fn scenarios_are_found_by_name() {
         assert_eq!(Scenario::names().len(), 7);
         for n in Scenario::names() {

@@ -48,6 +48,12 @@ const volatile bool track_inflight = true;
 /* Next free index in `stats` and in `stream_end`. */
 __u32 next_stats = 0;
 __u32 next_stream = 0;
+/*
+ * Bumped by user space each time the programs are attached again after a pause: an in-flight entry is
+ * live only in the generation that made it, so an IO caught by a pause, whose bio is then reused by an
+ * IO queued while detached, does not lend it its stage times.
+ */
+__u64 generation = 1;
 
 #define REQ_OP_MASK 0xff
 
@@ -92,7 +98,8 @@ struct {
 } stream_end SEC(".maps");
 
 /*
- * An IO from Q to C: its stage times and its series. `live` until C: the entry of a completed IO stays
+ * An IO from Q to C: its stage times and its series. `live` (the generation that made it) until C,
+ * then 0: the entry of a completed IO stays
  * in the map, so that the next IO of a recycled bio (the block layer reuses bios from per-CPU caches)
  * finds it and rewrites it in place, a lookup instead of an LRU insert and delete.
  */
@@ -326,7 +333,7 @@ static __always_inline int on_queue(struct bio *bio, const bool btf)
 
 	if (target_dev && dev != target_dev)
 		return 0;
-	struct io_state fresh = { .live = 1 };
+	struct io_state fresh = { .live = generation };
 	if (!slot_for(dev, bio_cgroup(bio, btf), op_of(READ(btf, bio->bi_opf, bio, bi_opf)), &fresh.slot, true))
 		return 0;
 	account(fresh.slot, OBS_STAGE_Q, READ(btf, bio->bi_iter.bi_sector, bio, bi_iter.bi_sector),
@@ -356,10 +363,10 @@ static __always_inline struct io_state *io_for(struct request *rq, __u32 dev, __
 {
 	struct io_state *io = bpf_map_lookup_elem(&inflight, &key);
 
-	if (io && io->live)
+	if (io && io->live == generation)
 		return io;
 	count(OBS_MISS_QUEUE_TIME);
-	struct io_state fresh = { .live = 1 };
+	struct io_state fresh = { .live = generation };
 	if (!slot_for(dev, bio_cgroup(READ(btf, rq->bio, rq, bio), btf), op_of(READ(btf, rq->cmd_flags, rq, cmd_flags)),
 		      &fresh.slot, false))
 		return 0;
@@ -402,7 +409,7 @@ static __always_inline int on_complete(struct request *rq, unsigned int nr_bytes
 	__u64 key = io_key(rq, btf);
 	struct io_state *io = bpf_map_lookup_elem(&inflight, &key);
 	struct obs_slot slot;
-	if (io && io->live) {
+	if (io && io->live == generation) {
 		slot = io->slot;
 	} else {
 		io = 0;
