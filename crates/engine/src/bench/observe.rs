@@ -10,10 +10,11 @@
 //! The overhead scenario measures the observer's own cost on the IO path ([`Recorder::toggled`]): the
 //! uncontrolled reader runs once more per round ([`OBSERVED_NONE`]) while the observer is attached and
 //! detached in turns of [`TOGGLE_WINDOW`], and each attached window's IOPS is compared with the
-//! detached windows on either side of it. Adjacent fractions of a second of one run share the disk's
-//! state; separate runs a few seconds apart do not: on this kind of shared virtual disk two identical
-//! back-to-back runs differ by up to ±8%, adjacent quarter-seconds of one run by ~1-2% (a run with
-//! nothing attached read 95% of the run before it, which a 3% criterion cannot tell from a cost).
+//! detached windows on either side of it. Separate runs a few seconds apart cannot judge a 3% cost on
+//! this kind of shared virtual disk: two identical back-to-back runs differ by up to ±8%, and a run
+//! with nothing attached read 95% of the run before it. One window's ratio scatters as much (5-8%),
+//! but the windows are many, paired with their own neighbours, and average out: over a 30 s run the
+//! estimate's standard error is ~0.7%.
 
 use std::cell::RefCell;
 use std::path::Path;
