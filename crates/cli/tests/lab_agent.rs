@@ -33,7 +33,8 @@ const SCRIPT: &str = r#"
             echo "$1 $g/io.max: $(one $cg/tenants/$g/io.max)"
         done
     }
-    centis() { read up _ < /proc/uptime; echo $(( ${up%.*} * 100 + ${up#*.} )); }
+    # The hundredths lose a leading zero: shell arithmetic reads "08" and "09" as bad octal.
+    centis() { read up _ < /proc/uptime; f=${up#*.}; echo $(( ${up%.*} * 100 + ${f#0} )); }
     snap before
     cat > /tmp/agent.toml <<EOF
 [[devices]]
