@@ -101,13 +101,30 @@ fn entry<'a>(snap: &'a Snapshot, cgroup: &BlkioCgroup, op: Op) -> &'a Entry {
         .unwrap_or_else(|| panic!("no {op:?} entry for {} in {snap:#?}", cgroup.path().display()))
 }
 
-fn backing_file(mib: u64) -> tempfile::NamedTempFile {
-    let file = tempfile::Builder::new()
-        .prefix("ioshare-observe-test-")
-        .tempfile_in(env!("CARGO_TARGET_TMPDIR"))
-        .expect("create a backing file in CARGO_TARGET_TMPDIR");
-    file.as_file().set_len(mib << 20).expect("size the backing file");
-    file
+/// A 64 MiB loop device of the test's own over a file in CARGO_TARGET_TMPDIR (detached, then the file
+/// removed, when dropped).
+struct TestDisk {
+    dev: LoopDevice,
+    _backing: tempfile::NamedTempFile,
+}
+
+impl TestDisk {
+    fn new() -> TestDisk {
+        let backing = tempfile::Builder::new()
+            .prefix("ioshare-observe-test-")
+            .tempfile_in(env!("CARGO_TARGET_TMPDIR"))
+            .expect("create a backing file in CARGO_TARGET_TMPDIR");
+        backing.as_file().set_len(64 << 20).expect("size the backing file");
+        TestDisk { dev: LoopDevice::attach(backing.path(), true).unwrap(), _backing: backing }
+    }
+
+    /// An observer of this disk alone (`mode` `None`: tp_btf, else raw_tp), timing its programs.
+    fn observer(&self, mode: Option<AttachMode>, stages: Stages) -> Observer {
+        let device = Some((self.dev.dev().major, self.dev.dev().minor));
+        let mut observer = Observer::start_with(device, mode, stages).unwrap();
+        observer.measure_cost().unwrap();
+        observer
+    }
 }
 
 #[test]
@@ -115,13 +132,12 @@ fn counts_are_exact_per_cgroup_and_operation() {
     if skip("counts_are_exact_per_cgroup_and_operation") {
         return;
     }
-    let backing = backing_file(64);
-    let dev = LoopDevice::attach(backing.path(), true).unwrap();
+    let disk = TestDisk::new();
+    let dev = &disk.dev;
     let pid = std::process::id();
     let readers = BlkioCgroup::create(&format!("ioshare-observe-test-{pid}/readers")).unwrap();
     let writers = BlkioCgroup::create(&format!("ioshare-observe-test-{pid}/writers")).unwrap();
-    let mut observer = Observer::start(Some((dev.dev().major, dev.dev().minor))).unwrap();
-    observer.measure_cost().unwrap();
+    let mut observer = disk.observer(None, Stages::All);
 
     // 1000 random 4 KiB reads in the first 32 MiB, 200 sequential 64 KiB writes from 32 MiB on.
     let mut rng = SmallRng::seed_from_u64(7);
@@ -180,14 +196,14 @@ fn scheduler_reordering_shows_between_insert_and_issue() {
         );
         return;
     }
-    let backing = backing_file(64);
-    let dev = LoopDevice::attach(backing.path(), true).unwrap();
+    let disk = TestDisk::new();
+    let dev = &disk.dev;
     if let Err(e) = dev.set_scheduler("mq-deadline") {
         eprintln!("skipping scheduler_reordering_shows_between_insert_and_issue: {e}");
         return;
     }
     let group = BlkioCgroup::create(&format!("ioshare-observe-reorder-{}/batch", std::process::id())).unwrap();
-    let mut observer = Observer::start_as(Some((dev.dev().major, dev.dev().minor)), Some(AttachMode::RawTp)).unwrap();
+    let mut observer = disk.observer(Some(AttachMode::RawTp), Stages::All);
     assert_eq!(observer.mode(), AttachMode::RawTp);
 
     let mut fio = Command::new("fio");
@@ -236,12 +252,10 @@ fn queue_only_counts_q_and_nothing_else() {
     if skip("queue_only_counts_q_and_nothing_else") {
         return;
     }
-    let backing = backing_file(64);
-    let dev = LoopDevice::attach(backing.path(), true).unwrap();
+    let disk = TestDisk::new();
+    let dev = &disk.dev;
     let group = BlkioCgroup::create(&format!("ioshare-observe-qonly-{}/reads", std::process::id())).unwrap();
-    let device = Some((dev.dev().major, dev.dev().minor));
-    let mut observer = Observer::start_with(device, None, Stages::QueueOnly).unwrap();
-    observer.measure_cost().unwrap();
+    let mut observer = disk.observer(None, Stages::QueueOnly);
     let mut rng = SmallRng::seed_from_u64(11);
     let reads: Vec<u64> = (0..300).map(|_| rng.gen_range(0..(64u64 << 20) / 4096) * 4096).collect();
     run_in(&group, "read", dev.path(), 4096, &reads).wait();
@@ -267,11 +281,10 @@ fn pause_detaches_and_resume_counts_again() {
     if skip("pause_detaches_and_resume_counts_again") {
         return;
     }
-    let backing = backing_file(64);
-    let dev = LoopDevice::attach(backing.path(), true).unwrap();
+    let disk = TestDisk::new();
+    let dev = &disk.dev;
     let group = BlkioCgroup::create(&format!("ioshare-observe-pause-{}/reads", std::process::id())).unwrap();
-    let mut observer = Observer::start(Some((dev.dev().major, dev.dev().minor))).unwrap();
-    observer.measure_cost().unwrap();
+    let mut observer = disk.observer(None, Stages::All);
     let reads = |n: u64, from: u64| -> Vec<u64> { (0..n).map(|i| (from + i * 8) * 4096).collect() };
     run_in(&group, "read", dev.path(), 4096, &reads(100, 0)).wait();
     observer.pause();
