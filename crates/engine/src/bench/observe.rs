@@ -30,6 +30,8 @@ use super::Side;
 use crate::error::Result;
 use crate::report::RunReport;
 
+/// Why a run on a file of no block device (tmpfs, overlay) goes unobserved.
+const NO_DISK: &str = "its target is on no block device";
 /// Name of the overhead scenario's extra run: no control, observer attached.
 pub const OBSERVED_NONE: &str = "none+observe";
 /// The observer's overhead target: IOPS with it attached at least this share of IOPS without (issue 10).
@@ -60,7 +62,7 @@ pub struct Window {
 /// An attached window against the detached windows on either side of it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Comparison {
-    /// Its IOPS over theirs (mean).
+    /// Its IOPS over theirs (geometric mean).
     pub iops_ratio: f64,
     /// The IO thread's CPU per IO in it minus theirs (mean), ns: where the observer's time goes.
     pub extra_cpu_ns_per_io: Option<f64>,
@@ -149,24 +151,21 @@ impl Recorder {
             None => self.target_disk,
         };
         let Some(disk) = disk else {
-            self.note(format!("observe: {controller} not observed: its target is on no block device"));
+            self.unobserved(controller, NO_DISK);
             return run();
         };
         let started = Observer::start(Some(disk)).and_then(|mut o| o.measure_cost().map(|()| o));
         let mut observer = match started {
             Ok(o) => o,
             Err(e) => {
-                self.note(format!("observe: {controller} not observed: {e}"));
+                self.unobserved(controller, e);
                 return run();
             }
         };
         let before = observer.snapshot();
         let report = run()?;
         match (before, observer.snapshot()) {
-            (Ok(before), Ok(after)) => {
-                let device = ioshare_observe::device_name(disk.0, disk.1).unwrap_or(format!("{}:{}", disk.0, disk.1));
-                self.keep(RunObserved::from_delta(side, controller, device, &after.since(&before)));
-            }
+            (Ok(before), Ok(after)) => self.keep(side, controller, disk, &after.since(&before)),
             (Err(e), _) | (_, Err(e)) => self.note(format!("observe: {controller}: {e}")),
         }
         Ok(report)
@@ -184,7 +183,7 @@ impl Recorder {
         run: impl FnOnce(Instant) -> Result<RunReport>,
     ) -> Result<(RunReport, Vec<Comparison>)> {
         let Some(disk) = self.target_disk else {
-            self.note(format!("observe: {OBSERVED_NONE} not observed: its target is on no block device"));
+            self.unobserved(OBSERVED_NONE, NO_DISK);
             return Ok((run(Instant::now())?, Vec::new()));
         };
         let (ready_tx, ready_rx) = mpsc::channel();
@@ -193,21 +192,21 @@ impl Recorder {
         std::thread::scope(|scope| {
             // The observer lives on the toggler's thread (its skeleton stays where it was made).
             let toggler = scope.spawn(move || toggle(disk, io_thread, &ready_tx, &stop_rx));
-            let Ok(Ok(t0)) = ready_rx.recv() else {
-                let why =
-                    toggler.join().map_or_else(|_| "the toggler panicked".into(), |r| r.err().unwrap_or_default());
-                self.note(format!("observe: {OBSERVED_NONE} not observed: {why}"));
+            let joined = |t: std::thread::ScopedJoinHandle<'_, _>| {
+                t.join().unwrap_or_else(|_| Err("the toggler panicked".into()))
+            };
+            // No time zero: the observer did not start, and the toggler says why.
+            let Ok(t0) = ready_rx.recv() else {
+                self.unobserved(OBSERVED_NONE, joined(toggler).err().unwrap_or_default());
                 return Ok((run(Instant::now())?, Vec::new()));
             };
             let report = run(t0);
             drop(stop_tx);
-            let toggled = toggler.join().unwrap_or_else(|_| Err("the toggler panicked".into()));
+            let toggled = joined(toggler);
             let report = report?;
             match toggled {
                 Ok((windows, seen)) => {
-                    let device =
-                        ioshare_observe::device_name(disk.0, disk.1).unwrap_or(format!("{}:{}", disk.0, disk.1));
-                    self.keep(RunObserved::from_delta(Side::Ioshare, OBSERVED_NONE, device, &seen));
+                    self.keep(Side::Ioshare, OBSERVED_NONE, disk, &seen);
                     let compared = compare_windows(&report, &windows, warmup_s);
                     Ok((report, compared))
                 }
@@ -224,12 +223,24 @@ impl Recorder {
         (self.runs.take(), self.notes.take())
     }
 
-    fn keep(&self, seen: RunObserved) {
+    /// Keeps what the observer counted on `disk` during a run of (`side`, `controller`).
+    fn keep(&self, side: Side, controller: &str, disk: (u32, u32), counted: &Snapshot) {
+        let device = ioshare_observe::device_name(disk.0, disk.1).unwrap_or(format!("{}:{}", disk.0, disk.1));
+        self.add(RunObserved::from_delta(side, controller, device, counted));
+    }
+
+    /// Adds `seen` to what was kept of the same (side, controller), or keeps it.
+    fn add(&self, seen: RunObserved) {
         let mut runs = self.runs.borrow_mut();
         match runs.iter_mut().find(|r| r.side == seen.side && r.controller == seen.controller) {
             Some(r) => r.add(&seen),
             None => runs.push(seen),
         }
+    }
+
+    /// Notes that `controller`'s run went unobserved, and why.
+    fn unobserved(&self, controller: &str, why: impl std::fmt::Display) {
+        self.note(format!("observe: {controller} not observed: {why}"));
     }
 
     fn note(&self, note: String) {
@@ -242,24 +253,19 @@ impl Recorder {
 
 /// The toggler's thread: starts the observer on `disk` (detached), sends the windows' time zero on
 /// `ready`, then flips it every [`TOGGLE_WINDOW`] until `stop` is dropped, reading the CPU time of the
-/// IO thread at each window's ends. Returns the windows and what the observer counted.
+/// IO thread at each window's ends. Returns the windows and what the observer counted; an observer
+/// that cannot start returns why without sending anything.
 fn toggle(
     disk: (u32, u32),
     io_thread: Option<ThreadCpuClock>,
-    ready: &mpsc::Sender<std::result::Result<Instant, String>>,
+    ready: &mpsc::Sender<Instant>,
     stop: &mpsc::Receiver<()>,
 ) -> std::result::Result<(Vec<Window>, Snapshot), String> {
-    let mut observer = match Observer::start(Some(disk)) {
-        Ok(o) => o,
-        Err(e) => {
-            let _ = ready.send(Err(e.to_string()));
-            return Err(e.to_string());
-        }
-    };
+    let mut observer = Observer::start(Some(disk)).map_err(|e| e.to_string())?;
     let before = observer.snapshot().map_err(|e| e.to_string())?;
     observer.pause();
     let t0 = Instant::now();
-    let _ = ready.send(Ok(t0));
+    let _ = ready.send(t0);
     let cpu = || io_thread.and_then(|c| c.now_ns());
     let (mut windows, mut attached, mut from, mut cpu_from) = (Vec::new(), false, 0.0, cpu());
     for k in 1u32.. {
@@ -466,8 +472,8 @@ mod tests {
     #[test]
     fn rounds_of_one_controller_add_up() {
         let rec = Recorder::new(Path::new("/nonexistent"));
-        rec.keep(seen(100, 300.0, 0));
-        rec.keep(seen(300, 500.0, 5));
+        rec.add(seen(100, 300.0, 0));
+        rec.add(seen(300, 500.0, 5));
         let (runs, notes) = rec.take();
         assert!(notes.is_empty());
         assert_eq!(runs.len(), 1);

@@ -385,7 +385,8 @@ impl Scenario {
         // With an observer, the overhead scenario runs no control once more per round right after the
         // unobserved one, with the observer attached and detached in turns (the last slot of `rounds`;
         // `toggled` per round, see [`Recorder::toggled`]); its other runs go unobserved.
-        let observe_overhead = ctx.observe.is_some() && self == Scenario::Overhead;
+        let overhead_recorder = ctx.observe.filter(|_| self == Scenario::Overhead);
+        let observe_overhead = overhead_recorder.is_some();
         let mut rounds: Vec<Vec<RunReport>> = vec![Vec::new(); plan.ioshare.len() + usize::from(observe_overhead)];
         let mut toggled: Vec<Vec<Comparison>> = Vec::new();
         let mut fio_rounds: Vec<RunReport> = Vec::new();
@@ -409,7 +410,7 @@ impl Scenario {
                 // Variants of one controller (IOCost with a p99 target) are told apart by the bench's name.
                 report.controller = ctl.name().into();
                 rounds[i].push(report);
-                if let (Some(rec), true) = (ctx.observe.filter(|_| observe_overhead && *ctl == Ctl::None), !stopped()) {
+                if let Some(rec) = overhead_recorder.filter(|_| *ctl == Ctl::None && !stopped()) {
                     progress(OBSERVED_NONE);
                     let sampled = RunOptions { sample_every: TOGGLE_SAMPLE, ..*o };
                     let go = |epoch| {
@@ -430,21 +431,10 @@ impl Scenario {
                 }
             }
         }
-        // Each controller against no control of the same round (adjacent runs: drift in a neighbour's
-        // load cancels), before the rounds are reduced to their medians.
+        // Before the rounds are reduced to their medians.
         let names = plan.ioshare.iter().map(|c| c.name()).chain(observe_overhead.then_some(OBSERVED_NONE));
         let none = plan.ioshare.iter().position(|c| *c == Ctl::None);
-        // The observed run is judged by its windows instead (attached vs detached within the run).
-        let paired: Vec<(&str, Vec<f64>)> = match none {
-            Some(none) => names
-                .zip(&rounds)
-                .map(|(name, rs)| match name {
-                    OBSERVED_NONE => (name, iops_ratios(&toggled.concat())),
-                    _ => (name, per_round_ratios(&rounds[none], rs)),
-                })
-                .collect(),
-            None => Vec::new(),
-        };
+        let paired = paired_figures(names, &rounds, none, &toggled.concat());
         notes.extend(super::observe::overhead_note(&toggled));
         for (side, rs) in rounds.iter_mut().map(|r| (Side::Ioshare, r)).chain([(Side::Reference, &mut fio_rounds)]) {
             if !rs.is_empty() {
@@ -495,14 +485,14 @@ impl Scenario {
         })
     }
 
-    /// Judges every run but the references; `paired` holds each ioshare controller's per-round IOPS
-    /// ratios to no control (see [`References::paired`]).
+    /// Judges every run but the references; `paired` holds each ioshare row's figure against no
+    /// control ([`paired_figures`], [`References::paired`]).
     fn judge_all(
         self,
         opts: &BenchOptions,
         cal: &Calibration,
         tenants: &[TenantSpec],
-        paired: &[(&str, Vec<f64>)],
+        paired: &[(&str, f64)],
         runs: &mut [RunEntry],
     ) {
         let reference = |name: &str| runs.iter().find(|r| r.side == Side::Reference && r.report.controller == name);
@@ -519,10 +509,7 @@ impl Scenario {
             let paired = paired
                 .iter()
                 .find(|(name, _)| entry.side == Side::Ioshare && *name == entry.report.controller)
-                .and_then(|(name, ratios)| match *name {
-                    OBSERVED_NONE => overhead_estimate(ratios).map(|(ratio, _)| ratio),
-                    _ => median(ratios),
-                });
+                .map(|(_, figure)| *figure);
             let refs = References { solo: solo.clone(), capacity, baseline: base, paired, frontier: frontier.clone() };
             entry.verdict = Some(self.judge(opts, cal, tenants, &entry.report, &refs));
         }
@@ -668,6 +655,30 @@ impl Scenario {
     }
 }
 
+/// Each ioshare row's figure against no control (`rounds[none]`), by the rows' `names` in `rounds`
+/// order: a controller's median over the rounds of its IOPS over no control's in the same round
+/// (adjacent runs: drift in a neighbour's load cancels); the observer's run ([`OBSERVED_NONE`]) the
+/// estimate from its windows, attached against detached within the run ([`overhead_estimate`]).
+/// Empty without a no-control row; rows without a figure are left out.
+fn paired_figures<'a>(
+    names: impl Iterator<Item = &'a str>,
+    rounds: &[Vec<RunReport>],
+    none: Option<usize>,
+    windows: &[Comparison],
+) -> Vec<(&'a str, f64)> {
+    let Some(none) = none else { return Vec::new() };
+    names
+        .zip(rounds)
+        .filter_map(|(name, rs)| {
+            let figure = match name {
+                OBSERVED_NONE => overhead_estimate(&iops_ratios(windows)).map(|(ratio, _)| ratio),
+                _ => median(&per_round_ratios(&rounds[none], rs)),
+            };
+            figure.map(|f| (name, f))
+        })
+        .collect()
+}
+
 /// Per round, IOPS of `on` over IOPS of `off` (the runs of the same round), in round order.
 pub(super) fn per_round_ratios(off: &[RunReport], on: &[RunReport]) -> Vec<f64> {
     off.iter().zip(on).map(|(a, b)| b.device.iops / a.device.iops.max(1e-9)).collect()
@@ -729,8 +740,8 @@ struct References {
     capacity: Option<f64>,
     /// IOPS with no control (ioshare's `none`, or the kernel's plain loop device).
     baseline: Option<f64>,
-    /// Interleaved rounds: the median over the rounds of this run's IOPS over no control's in the same
-    /// round; judged instead of the medians' ratio where present.
+    /// Interleaved rounds: this run's figure against no control of the same rounds
+    /// ([`paired_figures`]); judged instead of the medians' ratio where present.
     paired: Option<f64>,
     /// The work-conserving frontier (QD1 p99 ÷ solo, leftover used), empty elsewhere.
     frontier: Vec<(f64, f64)>,
@@ -903,12 +914,6 @@ mod tests {
 
     #[test]
     fn the_observer_row_is_judged_by_the_observe_overhead_criterion_on_its_windows() {
-        // Rounds of no control against a controller: 98%, 90%, 99% of the same round; median 98%.
-        let runs =
-            |iops: &[f64]| -> Vec<RunReport> { iops.iter().map(|&v| report(vec![tenant("r", v, 1.0)])).collect() };
-        let ratios = per_round_ratios(&runs(&[1000.0, 2000.0, 1000.0]), &runs(&[980.0, 1800.0, 990.0]));
-        assert_eq!(median(&ratios), Some(0.98));
-        assert_eq!(median(&[]), None);
         // The observed run's figure is its windows' estimate, whatever its IOPS against the baseline.
         let mut observed = report(vec![tenant("r", 980.0, 1.0)]);
         observed.controller = OBSERVED_NONE.into();
@@ -924,21 +929,36 @@ mod tests {
     }
 
     #[test]
-    fn judging_all_rows_takes_the_observers_windows_by_their_geometric_mean() {
+    fn paired_figures_take_controllers_by_their_round_median_and_the_observer_by_its_windows() {
+        let runs =
+            |iops: &[f64]| -> Vec<RunReport> { iops.iter().map(|&v| report(vec![tenant("r", v, 1.0)])).collect() };
+        // Rounds of no control against a controller: 98%, 90%, 99% of the same round; median 98%.
+        let ratios = per_round_ratios(&runs(&[1000.0, 2000.0, 1000.0]), &runs(&[980.0, 1800.0, 990.0]));
+        assert_eq!(median(&ratios), Some(0.98));
+        assert_eq!(median(&[]), None);
         // Windows 90%, 100%, 100%: the median (100%) would pass 97%, the geometric mean (96.5%) does not;
-        // a controller's rounds are still judged by their median.
+        // a controller's rounds 90%, 100%, 100% are still judged by their median.
+        let rounds = vec![runs(&[1000.0; 3]), runs(&[1.0; 3]), runs(&[900.0, 1000.0, 1000.0])];
+        let windows: Vec<Comparison> =
+            [0.9, 1.0, 1.0].iter().map(|&iops_ratio| Comparison { iops_ratio, extra_cpu_ns_per_io: None }).collect();
+        let names = [Ctl::None.name(), OBSERVED_NONE, Ctl::TokenBucket.name()];
+        let paired = paired_figures(names.into_iter(), &rounds, Some(0), &windows);
+        assert_eq!(paired.len(), 3);
+        assert!((paired[1].1 - 0.9f64.powf(1.0 / 3.0)).abs() < 1e-12, "{paired:?}");
+        assert_eq!(paired[2], (Ctl::TokenBucket.name(), 1.0));
+        assert!(paired_figures(names.into_iter(), &rounds, None, &windows).is_empty(), "no no-control row");
+
         let named = |name: &str| {
             let mut r = report(vec![tenant("r", 1000.0, 1.0)]);
             r.controller = name.into();
             RunEntry { side: Side::Ioshare, report: r, verdict: None }
         };
-        let mut runs = vec![named(Ctl::None.name()), named(OBSERVED_NONE), named(Ctl::TokenBucket.name())];
-        let paired = [(OBSERVED_NONE, vec![0.9, 1.0, 1.0]), (Ctl::TokenBucket.name(), vec![0.9, 1.0, 1.0])];
+        let mut entries = vec![named(Ctl::None.name()), named(OBSERVED_NONE), named(Ctl::TokenBucket.name())];
         let tenants = [reader("r", 100, 1)];
-        Scenario::Overhead.judge_all(&BenchOptions::default(), &cal(), &tenants, &paired, &mut runs);
-        let observed = runs[1].verdict.clone().unwrap();
+        Scenario::Overhead.judge_all(&BenchOptions::default(), &cal(), &tenants, &paired, &mut entries);
+        let observed = entries[1].verdict.clone().unwrap();
         assert!(!observed.pass && (observed.value - 0.9f64.powf(1.0 / 3.0)).abs() < 1e-12, "{observed:?}");
-        let token = runs[2].verdict.clone().unwrap();
+        let token = entries[2].verdict.clone().unwrap();
         assert!(token.pass && token.value == 1.0, "{token:?}");
     }
 
