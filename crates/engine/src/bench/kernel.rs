@@ -467,13 +467,7 @@ pub fn worker_main() -> Result<()> {
     if line.trim() != "go" {
         return Ok(());
     }
-    let opts = RunOptions {
-        duration: req.duration,
-        warmup: req.warmup,
-        sample_every: req.sample_every,
-        device_depth: 0,
-        epoch: None,
-    };
+    let opts = RunOptions { warmup: req.warmup, sample_every: req.sample_every, ..RunOptions::new(req.duration) };
     let report = run(&target, std::slice::from_ref(&req.tenant), &mut NoControl::new(), &opts, stop)?;
     say(&mut out, &serde_json::to_string(&report).expect("report serialises"))
 }

@@ -55,13 +55,7 @@ pub struct Plan {
 impl Plan {
     /// The options of one run of this plan.
     pub fn run_options(&self) -> RunOptions {
-        RunOptions {
-            duration: self.duration,
-            warmup: self.warmup,
-            sample_every: self.duration,
-            device_depth: 0,
-            epoch: None,
-        }
+        RunOptions { warmup: self.warmup, sample_every: self.duration, ..RunOptions::new(self.duration) }
     }
 }
 
