@@ -85,7 +85,6 @@ mod lab;
 mod loop_device;
 mod loop_sys;
 mod memcg;
-mod memcg2;
 mod privilege;
 mod recorder;
 mod scheduler;
@@ -105,8 +104,8 @@ pub use io_weight::{IoWeight, IO_WEIGHT_DEFAULT, IO_WEIGHT_MAX, IO_WEIGHT_MIN};
 pub use ioshare_core::iocost::line::DevNum;
 pub use lab::{in_lab, run_tests_in_lab, LabRun, IN_LAB_ENV};
 pub use loop_device::LoopDevice;
-pub use memcg::{EventFd, MemCgroup, Memcg, OomControl};
-pub use memcg2::{
+pub use memcg::v1::{EventFd, MemCgroup, Memcg, OomControl};
+pub use memcg::v2::{
     format_limit, parse_limit, AnyMemCgroup, Memcg2, MemoryEvents, PollFile, Pressure, PressureLine, Stall,
 };
 pub use privilege::{is_root, skip_unless_root};
