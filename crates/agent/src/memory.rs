@@ -13,7 +13,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ioshare_host::{find_cgroups, Capabilities, Memcg, Memcg2, Recorder};
+use ioshare_host::memcg::{v1, v2};
+use ioshare_host::{find_cgroups, Capabilities, Recorder};
 use ioshare_memory::{Action, AnyGuard, MemorySettings};
 use serde::{Deserialize, Serialize};
 
@@ -115,7 +116,7 @@ impl MemoryGuard {
         let guarded: Vec<(PathBuf, MemorySettings)> = found
             .iter()
             .map(|(rel, s)| (self.root.join(rel), *s))
-            .filter(|(dir, _)| if self.v2 { Memcg2::at(dir).is_ok() } else { Memcg::at(dir).is_ok() })
+            .filter(|(dir, _)| if self.v2 { v2::Memcg::at(dir).is_ok() } else { v1::Memcg::at(dir).is_ok() })
             .collect();
         let guard = AnyGuard::start(&guarded, self.v2, self.dry_run).map_err(|e| Error::Memory(e.to_string()))?;
         for c in guard.changes() {
@@ -170,12 +171,12 @@ impl MemoryGuard {
         for (line, (_, settings)) in self.lines.iter_mut().zip(&self.groups) {
             let dir = self.root.join(&line.cgroup);
             if self.v2 {
-                let Ok(m) = Memcg2::at(&dir) else { continue };
+                let Ok(m) = v2::Memcg::at(&dir) else { continue };
                 line.usage = m.current().unwrap_or(0);
                 line.limit = m.max().ok().flatten();
                 line.pressure = m.pressure().ok().map(|p| (p.some.avg10, p.full.avg10));
             } else {
-                let Ok(m) = Memcg::at(&dir) else { continue };
+                let Ok(m) = v1::Memcg::at(&dir) else { continue };
                 line.usage = m.usage().unwrap_or(0);
                 line.limit = m.limit().ok().filter(|&l| l < 1 << 62);
             }

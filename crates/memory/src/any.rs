@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ioshare_host::{Memcg, Memcg2};
+use ioshare_host::memcg::{v1, v2};
 
 use crate::error::Result;
 use crate::guard::{Action, Changed, Guard, GuardedGroup};
@@ -28,13 +28,13 @@ impl AnyGuard {
         if v2 {
             let groups = groups
                 .iter()
-                .map(|(dir, settings)| Ok(GuardedGroup2 { memcg: Memcg2::at(dir)?, settings: *settings }))
+                .map(|(dir, settings)| Ok(GuardedGroup2 { memcg: v2::Memcg::at(dir)?, settings: *settings }))
                 .collect::<Result<Vec<_>>>()?;
             Ok(AnyGuard::V2(Guard2::start(groups, dry_run)?))
         } else {
             let groups = groups
                 .iter()
-                .map(|(dir, settings)| Ok(GuardedGroup { memcg: Memcg::at(dir)?, settings: *settings }))
+                .map(|(dir, settings)| Ok(GuardedGroup { memcg: v1::Memcg::at(dir)?, settings: *settings }))
                 .collect::<Result<Vec<_>>>()?;
             Ok(AnyGuard::V1(Guard::start(groups, dry_run)?))
         }

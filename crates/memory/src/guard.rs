@@ -22,7 +22,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ioshare_host::{EventFd, Memcg};
+use ioshare_host::memcg::v1::{EventFd, Memcg};
 
 use crate::error::{Error, Result};
 use crate::kill::{kill_next, Ranks};

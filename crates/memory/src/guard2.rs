@@ -29,7 +29,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ioshare_host::{format_limit, Memcg2, MemoryEvents, PollFile, Stall};
+use ioshare_host::memcg::v2::{format_limit, Memcg, MemoryEvents, PollFile, Stall};
 
 use crate::error::{Error, Result};
 use crate::guard::{Action, Changed, RECLAIM_INTERVAL, RECLAIM_STEP};
@@ -51,7 +51,7 @@ pub const WATERMARK_CHECK: Duration = Duration::from_millis(5);
 #[derive(Clone, Debug)]
 pub struct GuardedGroup2 {
     /// The cgroup.
-    pub memcg: Memcg2,
+    pub memcg: Memcg,
     /// Its settings.
     pub settings: MemorySettings,
 }
@@ -73,7 +73,7 @@ impl Setting {
         }
     }
 
-    fn read(self, m: &Memcg2) -> Result<String> {
+    fn read(self, m: &Memcg) -> Result<String> {
         Ok(match self {
             Setting::Max => format_limit(m.max()?),
             Setting::High => format_limit(m.high()?),
@@ -81,7 +81,7 @@ impl Setting {
         })
     }
 
-    fn write(self, m: &Memcg2, value: &str) -> Result<()> {
+    fn write(self, m: &Memcg, value: &str) -> Result<()> {
         let limit = || if value == "max" { None } else { value.parse().ok() };
         match self {
             Setting::Max => m.set_max(limit())?,
@@ -117,7 +117,7 @@ pub struct Guard2 {
     watches: Vec<Watch>,
     ranks: Ranks,
     dry_run: bool,
-    changed: Vec<(Memcg2, Setting, Changed)>,
+    changed: Vec<(Memcg, Setting, Changed)>,
     watchdog: Option<Watchdog>,
     /// Processes killed so far.
     pub kills: u64,
@@ -179,7 +179,7 @@ impl Guard2 {
     }
 
     /// Writes `value` to `setting` of `m`, remembering the previous value the first time.
-    fn set(&mut self, m: &Memcg2, setting: Setting, value: String) -> Result<()> {
+    fn set(&mut self, m: &Memcg, setting: Setting, value: String) -> Result<()> {
         let previous = setting.read(m)?;
         setting.write(m, &value)?;
         match self.changed.iter_mut().find(|(c, s, _)| c == m && *s == setting) {

@@ -4,13 +4,13 @@
 //! it gone, so the next snapshot's usage is current.
 //!
 //! [`MemoryGroup`] is what the walk needs of a cgroup — usage, processes, children — implemented
-//! for both hierarchies' views ([`Memcg`], [`Memcg2`]).
+//! for both hierarchies' views ([`v1::Memcg`], [`v2::Memcg`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ioshare_host::{Memcg, Memcg2};
+use ioshare_host::memcg::{v1, v2};
 
 use crate::error::{Error, Result};
 use crate::guard::Action;
@@ -34,15 +34,15 @@ pub trait MemoryGroup: Clone + Sized {
     fn kids(&self) -> ioshare_host::Result<Vec<Self>>;
 }
 
-impl MemoryGroup for Memcg {
+impl MemoryGroup for v1::Memcg {
     fn open(dir: &Path) -> ioshare_host::Result<Self> {
-        Memcg::at(dir)
+        v1::Memcg::at(dir)
     }
     fn dir(&self) -> &Path {
         self.path()
     }
     fn usage(&self) -> ioshare_host::Result<u64> {
-        Memcg::usage(self)
+        v1::Memcg::usage(self)
     }
     fn pids(&self) -> ioshare_host::Result<Vec<u32>> {
         self.procs()
@@ -52,9 +52,9 @@ impl MemoryGroup for Memcg {
     }
 }
 
-impl MemoryGroup for Memcg2 {
+impl MemoryGroup for v2::Memcg {
     fn open(dir: &Path) -> ioshare_host::Result<Self> {
-        Memcg2::at(dir)
+        v2::Memcg::at(dir)
     }
     fn dir(&self) -> &Path {
         self.path()

@@ -14,7 +14,7 @@
 //! - [`kill`]: the kill by priority both guards share; [`any`]: either guard behind one type.
 //!
 //! The rules are pure functions tested exactly; the guard only reads cgroup files, kills and writes
-//! limits through `ioshare-host`'s [`ioshare_host::Memcg`].
+//! limits through `ioshare-host`'s [`ioshare_host::memcg`].
 
 pub mod any;
 pub mod error;

@@ -819,7 +819,7 @@ fn experiment_memleak() {
             .arg(format!("--write_lat_log={log}"));
         let reader = Proc(reader_g.spawn(reader_cmd).unwrap());
         let started = Instant::now();
-        let (leak_group, mut leak) = (Group(ioshare_host::AnyMemCgroup::V2(leak_g)), None);
+        let (leak_group, mut leak) = (Group(ioshare_host::memcg::AnyMemCgroup::V2(leak_g)), None);
         let mut killed_at = None;
         let mut reader = reader;
         while reader.alive() && started.elapsed() < Duration::from_secs(SECS + 30) {
