@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use ioshare_host::memcg::{v1, v2};
 
+use crate::action::Action;
 use crate::error::Result;
-use crate::guard::{Action, Changed, Guard, GuardedGroup};
+use crate::guard::{Changed, Guard, GuardedGroup};
 use crate::guard2::{Guard2, GuardedGroup2};
 use crate::watermark::MemorySettings;
 

@@ -19,11 +19,12 @@
 //!   kernel's own killer works again everywhere it was paused. If the process dies instead (a
 //!   `kill -9`), the [`Watchdog`] started with the guard writes the same values back.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use ioshare_host::memcg::v1::{EventFd, Memcg};
 
+use crate::action::Action;
 use crate::error::{Error, Result};
 use crate::kill::{kill_next, Ranks};
 use crate::watchdog::Watchdog;
@@ -48,53 +49,6 @@ pub struct GuardedGroup {
     pub memcg: Memcg,
     /// Its settings.
     pub settings: MemorySettings,
-}
-
-/// What the guard did, for logs and `agent status`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Action {
-    /// A process was killed (or, in a dry run, would have been) to end an OOM in `group`.
-    Killed {
-        /// The group under OOM.
-        group: PathBuf,
-        /// The group the victim was chosen in.
-        victim: PathBuf,
-        /// The process.
-        pid: u32,
-        /// Its resident memory, bytes.
-        rss: u64,
-        /// True in a dry run: nothing was killed.
-        dry_run: bool,
-    },
-    /// Background reclaim ran in `group`.
-    Reclaimed {
-        /// The group.
-        group: PathBuf,
-        /// Usage before and after, bytes.
-        from: u64,
-        /// Usage after.
-        to: u64,
-        /// How long it took.
-        took: Duration,
-    },
-    /// The kernel's own OOM killer killed in `group` (cgroup v2: `memory.events` `oom_kill` rose).
-    KernelKilled {
-        /// The group.
-        group: PathBuf,
-        /// Processes killed since the last look.
-        count: u64,
-    },
-}
-
-impl Action {
-    /// The guarded group the action concerns.
-    pub fn group(&self) -> &Path {
-        match self {
-            Action::Killed { group, .. } | Action::Reclaimed { group, .. } | Action::KernelKilled { group, .. } => {
-                group
-            }
-        }
-    }
 }
 
 /// A file a guard changed: the value it replaced and the one it wrote (for the agent's journal).

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use ioshare_host::memcg::{v1, v2};
 
+use crate::action::Action;
 use crate::error::{Error, Result};
-use crate::guard::Action;
 use crate::priority::{choose_victim, Node};
 use crate::watermark::MemorySettings;
 

@@ -16,6 +16,7 @@
 //! The rules are pure functions tested exactly; the guard only reads cgroup files, kills and writes
 //! limits through `ioshare-host`'s [`ioshare_host::memcg`].
 
+pub mod action;
 pub mod any;
 pub mod error;
 pub mod guard;
@@ -26,9 +27,10 @@ pub mod size;
 pub mod watchdog;
 pub mod watermark;
 
+pub use action::Action;
 pub use any::AnyGuard;
 pub use error::{Error, Result};
-pub use guard::{Action, Changed, Guard, GuardedGroup};
+pub use guard::{Changed, Guard, GuardedGroup};
 pub use guard2::{Guard2, GuardedGroup2};
 pub use priority::{choose_victim, Node, PRIORITY_MAX};
 pub use size::parse_size;
