@@ -9,8 +9,8 @@ use ioshare_host::memcg::{v1, v2};
 
 use crate::action::Action;
 use crate::error::Result;
-use crate::guard::{Changed, Guard, GuardedGroup};
-use crate::guard2::{Guard2, GuardedGroup2};
+use crate::hierarchy::v1::{Changed, Guard, GuardedGroup};
+use crate::hierarchy::v2::{Guard2, GuardedGroup2};
 use crate::watermark::MemorySettings;
 
 /// A running guard on cgroup v1 or v2.

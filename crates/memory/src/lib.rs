@@ -6,10 +6,10 @@
 //! - [`priority`]: priority OOM — on an OOM in an ancestor, the victim is found by walking down from
 //!   it, lowest priority first (ties: larger usage), never outside the ancestor's subtree;
 //! - [`watermark`]: early reclaim — background reclaim between `wmark_high` and `wmark_low`;
-//! - [`guard`]: both, on cgroup v1 (`oom_kill_disable` + OOM eventfd; usage-threshold eventfd +
+//! - [`hierarchy::v1`]: both, on cgroup v1 (`oom_kill_disable` + OOM eventfd; usage-threshold eventfd +
 //!   reclaim by lowering the limit), restoring everything it changed when it stops — and, through
 //!   its [`watchdog`], when its process dies without stopping;
-//! - [`guard2`]: both on cgroup v2, acting before the kernel's OOM killer (`memory.high` headroom, a
+//! - [`hierarchy::v2`]: both on cgroup v2, acting before the kernel's OOM killer (`memory.high` headroom, a
 //!   PSI `full` trigger, `memory.events` as the fallback) and reclaiming through `memory.reclaim`;
 //! - [`kill`]: the kill by priority both guards share; [`any`]: either guard behind one type.
 //!
@@ -19,8 +19,7 @@
 pub mod action;
 pub mod any;
 pub mod error;
-pub mod guard;
-pub mod guard2;
+pub mod hierarchy;
 pub mod kill;
 pub mod priority;
 pub mod size;
@@ -30,8 +29,8 @@ pub mod watermark;
 pub use action::Action;
 pub use any::AnyGuard;
 pub use error::{Error, Result};
-pub use guard::{Changed, Guard, GuardedGroup};
-pub use guard2::{Guard2, GuardedGroup2};
+pub use hierarchy::v1::{Changed, Guard, GuardedGroup};
+pub use hierarchy::v2::{Guard2, GuardedGroup2};
 pub use priority::{choose_victim, Node, PRIORITY_MAX};
 pub use size::parse_size;
 pub use watermark::{MemorySettings, Watermarks};

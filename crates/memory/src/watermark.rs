@@ -35,7 +35,7 @@ pub struct MemorySettings {
     #[serde(default)]
     pub oom_group: bool,
     /// cgroup v2: kill by priority when the group's PSI `full` memory stall exceeds this share of a
-    /// [`crate::guard2::PRESSURE_WINDOW`], percent (1..=100, default 10).
+    /// [`crate::hierarchy::v2::PRESSURE_WINDOW`], percent (1..=100, default 10).
     #[serde(default = "default_pressure")]
     pub oom_pressure: u32,
 }

@@ -33,7 +33,7 @@ use ioshare_host::memcg::v2::{format_limit, Memcg, MemoryEvents, PollFile, Stall
 
 use crate::action::Action;
 use crate::error::{Error, Result};
-use crate::guard::{Changed, RECLAIM_INTERVAL, RECLAIM_STEP};
+use crate::hierarchy::v1::{Changed, RECLAIM_INTERVAL, RECLAIM_STEP};
 use crate::kill::{kill_next, Ranks};
 use crate::watchdog::Watchdog;
 use crate::watermark::{MemorySettings, Watermarks};
