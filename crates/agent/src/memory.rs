@@ -1,5 +1,5 @@
 //! Memory isolation in the agent: the groups whose rule carries `memory = { ... }` are put under an
-//! [`ioshare_memory::AnyGuard`] (priority OOM, early reclaim) on the host's memory hierarchy: cgroup
+//! [`ioshare_memory::Guard`] (priority OOM, early reclaim) on the host's memory hierarchy: cgroup
 //! v1 `memory` where it is bound to v1 (this host), cgroup v2 where v2 has the `memory` controller.
 //!
 //! The guard covers a fixed set of cgroups, so when discovery finds the matched set changed (a
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use ioshare_host::memcg::{v1, v2};
 use ioshare_host::{find_cgroups, Capabilities, Recorder};
-use ioshare_memory::{Action, AnyGuard, MemorySettings};
+use ioshare_memory::{Action, Guard, MemorySettings};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
@@ -54,7 +54,7 @@ pub struct MemoryGuard {
     v2: bool,
     dry_run: bool,
     groups: Vec<(String, MemorySettings)>,
-    guard: Option<AnyGuard>,
+    guard: Option<Guard>,
     lines: Vec<MemoryLine>,
 }
 
@@ -118,7 +118,7 @@ impl MemoryGuard {
             .map(|(rel, s)| (self.root.join(rel), *s))
             .filter(|(dir, _)| if self.v2 { v2::Memcg::at(dir).is_ok() } else { v1::Memcg::at(dir).is_ok() })
             .collect();
-        let guard = AnyGuard::start(&guarded, self.v2, self.dry_run).map_err(|e| Error::Memory(e.to_string()))?;
+        let guard = Guard::start(&guarded, self.v2, self.dry_run).map_err(|e| Error::Memory(e.to_string()))?;
         for c in guard.changes() {
             recorder.note(&c.file, &c.previous, &c.new)?;
         }

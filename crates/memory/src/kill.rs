@@ -1,16 +1,14 @@
-//! Killing by priority, shared by the cgroup v1 and v2 guards: snapshot the subtree of the group
-//! out of memory, choose the victim group by [`crate::priority::choose_victim`], kill its largest
-//! process (or all of them when the group is one unit, `oom_group`), and wait for the kernel to see
-//! it gone, so the next snapshot's usage is current.
+//! Killing by priority, the same on cgroup v1 and v2: snapshot the subtree of the group out of
+//! memory, choose the victim group by [`crate::priority::choose_victim`], kill its largest process
+//! (or all of them when the group is one unit, `oom_group`), and wait for the kernel to see it gone,
+//! so the next snapshot's usage is current.
 //!
-//! [`MemoryGroup`] is what the walk needs of a cgroup — usage, processes, children — implemented
-//! for both hierarchies' views ([`v1::Memcg`], [`v2::Memcg`]).
+//! [`MemoryGroup`] is what the walk needs of a cgroup — usage, processes, children; each hierarchy's
+//! module ([`crate::hierarchy::v1`], [`crate::hierarchy::v2`]) implements it for its view of a cgroup.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-use ioshare_host::memcg::{v1, v2};
 
 use crate::action::Action;
 use crate::error::{Error, Result};
@@ -32,42 +30,6 @@ pub trait MemoryGroup: Clone + Sized {
     fn pids(&self) -> ioshare_host::Result<Vec<u32>>;
     /// Its child cgroups.
     fn kids(&self) -> ioshare_host::Result<Vec<Self>>;
-}
-
-impl MemoryGroup for v1::Memcg {
-    fn open(dir: &Path) -> ioshare_host::Result<Self> {
-        v1::Memcg::at(dir)
-    }
-    fn dir(&self) -> &Path {
-        self.path()
-    }
-    fn usage(&self) -> ioshare_host::Result<u64> {
-        v1::Memcg::usage(self)
-    }
-    fn pids(&self) -> ioshare_host::Result<Vec<u32>> {
-        self.procs()
-    }
-    fn kids(&self) -> ioshare_host::Result<Vec<Self>> {
-        self.children()
-    }
-}
-
-impl MemoryGroup for v2::Memcg {
-    fn open(dir: &Path) -> ioshare_host::Result<Self> {
-        v2::Memcg::at(dir)
-    }
-    fn dir(&self) -> &Path {
-        self.path()
-    }
-    fn usage(&self) -> ioshare_host::Result<u64> {
-        self.current()
-    }
-    fn pids(&self) -> ioshare_host::Result<Vec<u32>> {
-        self.procs()
-    }
-    fn kids(&self) -> ioshare_host::Result<Vec<Self>> {
-        self.children()
-    }
 }
 
 /// What the walk knows of the guarded groups: priorities, and which are killed as a unit.
