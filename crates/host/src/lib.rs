@@ -51,9 +51,10 @@
 //!     .set(path, Entry, line) -> Written             // previous line stored (synced) before the write
 //!     .touch(path, Entry)  .revert() -> Reverted     // a killed writer's state reverted at open
 //! revert_state_dir(dir, roots) -> Option<Reverted>   // `ioshare agent revert`
-//! Memcg (v1 memory: usage, limit, oom_control, eventfds), Memcg2 (v2 memory: current, max, high,
-//!     events, pressure + PSI triggers, oom.group, reclaim), PollFile (POLLPRI on a kernfs/PSI file)
-//! AnyMemCgroup::create(v2, name)                     // a memory cgroup of either hierarchy, removed
+//! memcg::v1::Memcg (v1 memory: usage, limit, oom_control, eventfds), memcg::v2::Memcg (v2 memory:
+//!     current, max, high, events, pressure + PSI triggers, oom.group, reclaim), memcg::v2::PollFile
+//!     (POLLPRI on a kernfs/PSI file)
+//! memcg::AnyMemCgroup::create(v2, name)              // a memory cgroup of either hierarchy, removed
 //!                                                    // on drop: .path() .usage() .set_limit() .spawn()
 //! IoMax (io.max line: FromStr/Display, parse_file/format_file), IoWeight (io.weight file: FromStr/Display)
 //! run_tests_in_lab(test, filter, lab_args) -> Option<LabRun>; in_lab()  // a test binary's own tests
@@ -84,8 +85,7 @@ mod io_weight;
 mod lab;
 mod loop_device;
 mod loop_sys;
-mod memcg;
-mod memcg2;
+pub mod memcg;
 mod privilege;
 mod recorder;
 mod scheduler;
@@ -105,9 +105,5 @@ pub use io_weight::{IoWeight, IO_WEIGHT_DEFAULT, IO_WEIGHT_MAX, IO_WEIGHT_MIN};
 pub use ioshare_core::iocost::line::DevNum;
 pub use lab::{in_lab, run_tests_in_lab, LabRun, IN_LAB_ENV};
 pub use loop_device::LoopDevice;
-pub use memcg::{EventFd, MemCgroup, Memcg, OomControl};
-pub use memcg2::{
-    format_limit, parse_limit, AnyMemCgroup, Memcg2, MemoryEvents, PollFile, Pressure, PressureLine, Stall,
-};
 pub use privilege::{is_root, skip_unless_root};
 pub use recorder::{check_under, revert_state_dir, Change, Entry, Recorder, Reverted, Written, STATE_FILE};

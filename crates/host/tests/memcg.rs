@@ -8,7 +8,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::KillOnDrop;
-use ioshare_host::{skip_unless_root, Error, MemCgroup};
+use ioshare_host::memcg::v1::MemCgroup;
+use ioshare_host::{skip_unless_root, Error};
 
 const MIB: u64 = 1 << 20;
 /// How long a notification may take: the kernel signals at once; this only bounds a broken test.

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ioshare_host::AnyMemCgroup;
+use ioshare_host::memcg::AnyMemCgroup;
 
 pub const MIB: u64 = 1 << 20;
 /// Bounds every wait of the tests; the kernel acts in milliseconds.

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
 
+use super::listing;
 use crate::cgroup_dir::CgroupDir;
 use crate::cgroup_mounts::Hierarchy;
 use crate::error::{parse_error, Error, Result};
@@ -64,7 +65,7 @@ impl Memcg {
     /// The memory cgroup at `dir` (e.g. `/sys/fs/cgroup/memory/tenants/web`); checks that it is one.
     pub fn at(dir: &Path) -> Result<Memcg> {
         if !dir.join("memory.usage_in_bytes").exists() {
-            return Err(Error::NotAMemcg(dir.to_path_buf()));
+            return Err(Error::NotAMemcgV1(dir.to_path_buf()));
         }
         Ok(Memcg { dir: dir.to_path_buf() })
     }
@@ -118,18 +119,12 @@ impl Memcg {
 
     /// The processes in this cgroup itself (not its descendants), from `cgroup.procs`.
     pub fn procs(&self) -> Result<Vec<u32>> {
-        let text = sysfs::read(&self.dir.join("cgroup.procs"))?;
-        Ok(text.split_whitespace().filter_map(|p| p.parse().ok()).collect())
+        listing::procs(&self.dir)
     }
 
     /// The child cgroups (directories) of this one.
     pub fn children(&self) -> Result<Vec<Memcg>> {
-        let entries = std::fs::read_dir(&self.dir).map_err(|e| sysfs::file_error("list".to_string(), &self.dir, e))?;
-        Ok(entries
-            .flatten()
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .map(|e| Memcg { dir: e.path() })
-            .collect())
+        Ok(listing::child_dirs(&self.dir)?.into_iter().map(|dir| Memcg { dir }).collect())
     }
 
     /// Notifies when the group goes under OOM (`memory.oom_control` through `cgroup.event_control`).

@@ -10,7 +10,7 @@
 //! time within the window exceeds the stall). Both are a [`PollFile`]; a kernfs file must be read
 //! again after each wake-up to re-arm it ([`PollFile::rearm`]).
 //!
-//! [`Memcg2`] is a view of an existing v2 cgroup directory; create cgroups with [`crate::Cgroup2`].
+//! [`Memcg`] is a view of an existing v2 cgroup directory; create cgroups with [`crate::Cgroup2`].
 //! Writes here are raw: the memory guard records what it changes and writes it back.
 
 use std::fs::{File, OpenOptions};
@@ -19,8 +19,9 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::listing;
 use crate::error::{parse_error, Error, Result};
-use crate::{sysfs, Cgroup2, MemCgroup};
+use crate::sysfs;
 
 /// The counters of `memory.events`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -121,17 +122,17 @@ pub fn format_limit(bytes: Option<u64>) -> String {
 
 /// A view of an existing cgroup v2 directory with the memory controller enabled.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Memcg2 {
+pub struct Memcg {
     dir: PathBuf,
 }
 
-impl Memcg2 {
+impl Memcg {
     /// The cgroup at `dir` (e.g. `/sys/fs/cgroup/tenants/web`); checks it has the memory files.
-    pub fn at(dir: &Path) -> Result<Memcg2> {
+    pub fn at(dir: &Path) -> Result<Memcg> {
         if !dir.join("memory.current").exists() {
-            return Err(Error::NotAMemcg2(dir.to_path_buf()));
+            return Err(Error::NotAMemcgV2(dir.to_path_buf()));
         }
-        Ok(Memcg2 { dir: dir.to_path_buf() })
+        Ok(Memcg { dir: dir.to_path_buf() })
     }
 
     /// The cgroup's directory.
@@ -203,17 +204,12 @@ impl Memcg2 {
 
     /// The processes in this cgroup itself (not its descendants), from `cgroup.procs`.
     pub fn procs(&self) -> Result<Vec<u32>> {
-        Ok(self.read("cgroup.procs")?.split_whitespace().filter_map(|p| p.parse().ok()).collect())
+        listing::procs(&self.dir)
     }
 
     /// The child cgroups of this one.
-    pub fn children(&self) -> Result<Vec<Memcg2>> {
-        let entries = std::fs::read_dir(&self.dir).map_err(|e| sysfs::file_error("list".to_string(), &self.dir, e))?;
-        Ok(entries
-            .flatten()
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .map(|e| Memcg2 { dir: e.path() })
-            .collect())
+    pub fn children(&self) -> Result<Vec<Memcg>> {
+        Ok(listing::child_dirs(&self.dir)?.into_iter().map(|dir| Memcg { dir }).collect())
     }
 
     /// Wakes when the kernel counts a memory event in the group (`memory.events` changed).
@@ -230,59 +226,6 @@ impl Memcg2 {
         };
         let line = format!("{kind} {} {}", threshold.as_micros(), window.as_micros());
         PollFile::open(&self.dir.join("memory.pressure"), Some(&line))
-    }
-}
-
-/// A memory cgroup this process creates on either hierarchy — v1 `memory` ([`MemCgroup`]) or v2
-/// with `+memory` enabled on the way down ([`Cgroup2`]) — and removes on drop (tests, experiments).
-#[derive(Debug)]
-pub enum AnyMemCgroup {
-    /// On the v1 memory hierarchy.
-    V1(MemCgroup),
-    /// On cgroup v2.
-    V2(Cgroup2),
-}
-
-impl AnyMemCgroup {
-    /// Creates `name` below this process's cgroup of the chosen hierarchy; refused if it exists.
-    pub fn create(v2: bool, name: &str) -> Result<AnyMemCgroup> {
-        Ok(if v2 {
-            AnyMemCgroup::V2(Cgroup2::create(name, &["memory"])?)
-        } else {
-            AnyMemCgroup::V1(MemCgroup::create(name)?)
-        })
-    }
-
-    /// Its directory.
-    pub fn path(&self) -> &Path {
-        match self {
-            AnyMemCgroup::V1(g) => g.memcg().path(),
-            AnyMemCgroup::V2(g) => g.path(),
-        }
-    }
-
-    /// Memory charged to it, bytes (`memory.usage_in_bytes` or `memory.current`).
-    pub fn usage(&self) -> Result<u64> {
-        match self {
-            AnyMemCgroup::V1(g) => g.memcg().usage(),
-            AnyMemCgroup::V2(g) => Memcg2::at(g.path())?.current(),
-        }
-    }
-
-    /// Sets its hard limit (`memory.limit_in_bytes` or `memory.max`).
-    pub fn set_limit(&self, bytes: u64) -> Result<()> {
-        match self {
-            AnyMemCgroup::V1(g) => g.memcg().set_limit(bytes),
-            AnyMemCgroup::V2(g) => Memcg2::at(g.path())?.set_max(Some(bytes)),
-        }
-    }
-
-    /// Spawns `cmd` inside it (joins before exec, so every allocation is charged here).
-    pub fn spawn(&self, cmd: std::process::Command) -> Result<std::process::Child> {
-        match self {
-            AnyMemCgroup::V1(g) => g.spawn(cmd),
-            AnyMemCgroup::V2(g) => g.spawn(cmd),
-        }
     }
 }
 
