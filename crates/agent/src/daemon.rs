@@ -22,7 +22,7 @@ use std::time::{Duration, Instant, SystemTime};
 use ioshare_core::iocost::line::Ctrl;
 use ioshare_core::iocost::qos::QosConfig;
 use ioshare_core::{LinearModel, ModelConfig, Nanos};
-use ioshare_host::{find_cgroups, Recorder, Reverted};
+use ioshare_host::{Recorder, Reverted};
 
 use crate::check::{Backend, BackendChoice, Check};
 use crate::config::{Config, DeviceConfig, GroupConfig};
@@ -144,7 +144,7 @@ impl Agent {
     /// Matches the group patterns again: new cgroups are tracked (kernel backend: their weight and
     /// caps written now), vanished ones dropped.
     pub fn discover(&mut self) -> Result<()> {
-        let found = self.matches();
+        let found = crate::rules::matched(&self.hierarchy.root, &self.config.groups);
         let now = self.now();
         for d in &mut self.devices {
             d.mark_all_absent();
@@ -177,28 +177,6 @@ impl Agent {
             Some(m) => m.discover(&self.config, &mut self.recorder),
             None => Ok(()),
         }
-    }
-
-    /// Every cgroup the rules match now, with the first rule matching it; nested matches dropped.
-    fn matches(&self) -> BTreeMap<String, usize> {
-        let mut found: BTreeMap<String, usize> = BTreeMap::new();
-        for (i, g) in self.config.groups.iter().enumerate() {
-            for rel in find_cgroups(&self.hierarchy.root, &g.cgroup) {
-                found.entry(rel).or_insert(i);
-            }
-        }
-        let nested: Vec<String> = found
-            .keys()
-            .filter(|rel| {
-                let p = Path::new(rel.as_str());
-                p.ancestors().skip(1).any(|a| found.contains_key(a.to_string_lossy().as_ref()))
-            })
-            .cloned()
-            .collect();
-        for rel in nested {
-            found.remove(&rel);
-        }
-        found
     }
 
     /// One planning period (userspace backend; the kernel backend only refreshes its status).

@@ -43,6 +43,7 @@ pub mod latency;
 pub mod limits;
 pub mod memory;
 pub mod profile;
+pub mod rules;
 pub mod status;
 pub mod userspace;
 
