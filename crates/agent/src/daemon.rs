@@ -30,6 +30,7 @@ use crate::error::Result;
 use crate::hierarchy::{Hierarchy, Throttle};
 use crate::limits::throttle_for;
 use crate::memory::MemoryGuard;
+use crate::share::watch::{PlannerActivity, ShareWatch};
 use crate::status::{DeviceLine, GroupLine, Status};
 use crate::userspace::DeviceLoop;
 
@@ -56,6 +57,8 @@ pub struct Agent {
     discovered: bool,
     /// Memory isolation, when a rule asks for it.
     memory: Option<MemoryGuard>,
+    /// Each managed cgroup's share, for the status.
+    shares: ShareWatch,
 }
 
 impl Agent {
@@ -92,6 +95,7 @@ impl Agent {
             periods: 0,
             discovered: false,
             memory: None,
+            shares: ShareWatch::default(),
         };
         let started = MemoryGuard::start(&agent.config, &mut agent.recorder).map(|m| agent.memory = m);
         match started.and_then(|()| agent.apply_initial()) {
@@ -190,6 +194,21 @@ impl Agent {
                 d.plan(now, &self.hierarchy, &mut self.recorder, &self.sys_block)?;
             }
         }
+        let planner = || {
+            let mut active = PlannerActivity::new();
+            for d in &self.devices {
+                active.extend(d.activity(now).into_iter().map(|(rel, a)| ((d.dev(), rel), a)));
+            }
+            active
+        };
+        self.shares.refresh_if_due(
+            Instant::now(),
+            &self.config,
+            self.backend,
+            &self.hierarchy,
+            &self.sys_block,
+            &planner,
+        );
         self.periods += 1;
         self.write_status()
     }
@@ -238,6 +257,7 @@ impl Agent {
             updated_unix: SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()),
             devices,
             memory: self.memory.as_ref().map(|m| m.lines().to_vec()).unwrap_or_default(),
+            shares: self.shares.report().cloned(),
         }
     }
 

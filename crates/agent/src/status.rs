@@ -67,6 +67,9 @@ pub struct Status {
     /// Memory-guarded cgroups.
     #[serde(default)]
     pub memory: Vec<crate::memory::MemoryLine>,
+    /// Each managed cgroup's share per device, and its flags (refreshed every second).
+    #[serde(default)]
+    pub shares: Option<crate::share::Shares>,
 }
 
 impl Status {
@@ -176,6 +179,9 @@ impl fmt::Display for Status {
                 )?;
             }
         }
+        if let Some(shares) = &self.shares {
+            write!(f, "\n{shares}")?;
+        }
         Ok(())
     }
 }
@@ -221,6 +227,7 @@ mod tests {
                 kernel_kills: 0,
                 pressure: Some((2.5, 0.75)),
             }],
+            shares: None,
         };
         s.write(dir.path()).unwrap();
         assert_eq!(Status::read(dir.path()).unwrap(), s);

@@ -202,7 +202,7 @@ fn weight_clamped(c: &Case, _: &mut dyn TreeView) -> Option<Flag> {
             "BFQ schedules {0} and takes weights 1..{BFQ_WEIGHT_MAX} only (the kernel refuses more in {file}): weight \
              {weight} is at most {BFQ_WEIGHT_MAX} wherever BFQ weighs this cgroup, which squeezes its ratios to its \
              siblings (at most 10:1 against the default 100); keep weights <= {BFQ_WEIGHT_MAX} on BFQ devices, or \
-             schedule {0} with none or mq-deadline so only {own}'s weights act",
+             schedule {0} with none or mq-deadline so that {own} alone weighs it",
             c.device_name()
         ),
     )

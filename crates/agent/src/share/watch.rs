@@ -30,7 +30,8 @@ pub struct ShareWatch {
 }
 
 impl ShareWatch {
-    /// Recomputes the shares if [`SHARES_EVERY`] passed since the last time, `now`.
+    /// Recomputes the shares if [`SHARES_EVERY`] passed since the last time, `now`; `planner` is
+    /// asked only then.
     pub fn refresh_if_due(
         &mut self,
         now: Instant,
@@ -38,13 +39,14 @@ impl ShareWatch {
         backend: Backend,
         hierarchy: &Hierarchy,
         sys_block: &Path,
-        planner: &PlannerActivity,
+        planner: &dyn Fn() -> PlannerActivity,
     ) {
         if self.next.is_some_and(|next| now < next) {
             return;
         }
         self.next = Some(now + SHARES_EVERY);
-        let mut activity = SinceLast { planner, last: &self.counts, counts: HashMap::new() };
+        let planner = planner();
+        let mut activity = SinceLast { planner: &planner, last: &self.counts, counts: HashMap::new() };
         let report = Shares::build(config, backend, hierarchy, sys_block, &mut activity);
         self.counts = activity.counts;
         self.report = Some(report);
@@ -129,10 +131,10 @@ mod tests {
         let t0 = Instant::now();
         let share = |w: &ShareWatch| w.report().unwrap().devices[0].groups[0].share;
         // First refresh: nothing to compare with, so batch's processes make it active: 300/400.
-        watch.refresh_if_due(t0, &config, Backend::Userspace, &h, r, &planner);
+        watch.refresh_if_due(t0, &config, Backend::Userspace, &h, r, &|| planner.clone());
         assert!((share(&watch) - 0.75).abs() < 1e-9, "{:?}", watch.report());
         // Its counters did not move: idle, web alone under t.
-        watch.refresh_if_due(t0 + SHARES_EVERY, &config, Backend::Userspace, &h, r, &planner);
+        watch.refresh_if_due(t0 + SHARES_EVERY, &config, Backend::Userspace, &h, r, &|| planner.clone());
         assert!((share(&watch) - 1.0).abs() < 1e-9, "{:?}", watch.report());
         // Not due yet: the report stays as it was even though batch now does IO.
         cgroup(&r.join("t/batch"), "2\n", 5);
@@ -142,15 +144,15 @@ mod tests {
             Backend::Userspace,
             &h,
             r,
-            &planner,
+            &|| planner.clone(),
         );
         assert!((share(&watch) - 1.0).abs() < 1e-9);
-        watch.refresh_if_due(t0 + 2 * SHARES_EVERY, &config, Backend::Userspace, &h, r, &planner);
+        watch.refresh_if_due(t0 + 2 * SHARES_EVERY, &config, Backend::Userspace, &h, r, &|| planner.clone());
         assert!((share(&watch) - 0.75).abs() < 1e-9, "batch's IO counted: {:?}", watch.report());
         let web = &watch.report().unwrap().devices[0].groups[0];
         assert!(web.active, "the planner's word for web");
         planner.insert((DEV, "t/web".into()), false);
-        watch.refresh_if_due(t0 + 3 * SHARES_EVERY, &config, Backend::Userspace, &h, r, &planner);
+        watch.refresh_if_due(t0 + 3 * SHARES_EVERY, &config, Backend::Userspace, &h, r, &|| planner.clone());
         assert!(!watch.report().unwrap().devices[0].groups[0].active, "the planner says idle");
     }
 }
