@@ -29,8 +29,9 @@ use common::{
     allocation_times, allocator, holder, leaker, page_cache_writer, page_cache_writer_to, usage_of, wait_usage, Group,
     Proc, MIB, WAIT,
 };
-use ioshare_host::{in_lab, run_tests_in_lab, skip_unless_root, Capabilities, DevNum, LoopDevice, ThrottleKnob};
+use ioshare_host::{skip_unless_root, Capabilities, DevNum, LoopDevice, ThrottleKnob};
 use ioshare_memory::{Action, AnyGuard, MemorySettings};
+use ioshare_testkit::{in_lab, run_tests_in_lab};
 
 /// The priority OOM ancestor's limit.
 const LIMIT: u64 = 100 * MIB;
