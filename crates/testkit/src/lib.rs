@@ -13,10 +13,13 @@
 //! lab_script() -> PathBuf                    // scripts/lab
 //! run_tests_in_lab(test, filter, lab_args) -> Option<LabRun>; in_lab(); IN_LAB_ENV
 //!                                            // a test binary's own tests run again in the lab guest
+//! v1_host() -> Capabilities                  // a hybrid cgroup v1 host as root, written out
 //! ```
 
 mod child;
+mod fixtures;
 mod lab;
 
 pub use child::KillOnDrop;
+pub use fixtures::v1_host;
 pub use lab::{in_lab, lab_script, run_tests_in_lab, skip_unless_lab, LabRun, IN_LAB_ENV};
