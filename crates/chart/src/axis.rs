@@ -28,8 +28,8 @@ pub struct Axis {
     pub ticks: Option<Vec<(f64, String)>>,
     /// A linear axis fitted to the data also reaches zero (a quantity's scale starts at nothing).
     pub from_zero: bool,
-    /// A linear axis fitted to the data ends at the data's extremes, with round ticks inside,
-    /// instead of at the round ticks just beyond (for time, where empty margins mislead).
+    /// An axis fitted to the data ends at the data's extremes, with round ticks inside, instead of
+    /// at the round ticks (or whole decades) just beyond: for time, where empty margins mislead.
     pub tight: bool,
 }
 
@@ -118,7 +118,11 @@ impl Axis {
                 (lo, hi, values.into_iter().zip(labels).collect::<Vec<_>>())
             }
             Scale::Log => {
-                let (lo, hi) = if fixed { (lo.log10(), hi.log10()) } else { decades(lo, hi) };
+                let (lo, hi) = match (fixed, self.tight) {
+                    (false, false) => decades(lo, hi),
+                    _ if hi > lo => (lo.log10(), hi.log10()),
+                    _ => (lo.log10() - 0.5, hi.log10() + 0.5),
+                };
                 (lo, hi, log_ticks(lo, hi).into_iter().map(|v| (v, number(v))).collect())
             }
         };
@@ -326,6 +330,9 @@ mod tests {
         assert_eq!((lat.at(1000.0), lat.at(1e5), lat.at(0.0)), (Some(0.0), Some(1.0), None));
         let wide = Axis::log("x").fit([0.001, 5e6].into_iter());
         assert_eq!(labels(&wide), ["0.001", "0.1", "10", "1000", "100k", "10M"], "every other decade");
+        let tight = Axis::log("ratio").tight().fit([1.0, 17.0].into_iter());
+        assert_eq!(labels(&tight), ["1", "2", "5", "10"]);
+        assert_eq!((tight.at(1.0), tight.at(17.0)), (Some(0.0), Some(1.0)));
         let custom = Axis::log("ratio").range(1.0, 100.0).ticks([(1.0, "1×"), (10.0, "10×"), (1000.0, "off")]);
         assert_eq!(labels(&custom.fit(std::iter::empty())), ["1×", "10×"]);
     }

@@ -114,10 +114,11 @@ pub struct Canvas {
 }
 
 impl Canvas {
-    /// A blank white document of `width` × `height` pixels.
+    /// A blank white document of `width` × `height` pixels (a size that is not a finite positive
+    /// number is taken as 0).
     pub fn new(width: f64, height: f64) -> Canvas {
-        let (width, height) =
-            (if width.is_finite() { width } else { 0.0 }, if height.is_finite() { height } else { 0.0 });
+        let size = |v: f64| if v.is_finite() { v.max(0.0) } else { 0.0 };
+        let (width, height) = (size(width), size(height));
         let mut out = String::new();
         let _ = writeln!(
             out,

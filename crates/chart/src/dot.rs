@@ -2,13 +2,15 @@
 //! against (the best trade-off reachable, drawn grey and named in the legend).
 
 use crate::axis::Axis;
-use crate::canvas::{Canvas, Chart, Rect, TextStyle};
+use crate::canvas::{Anchor, Canvas, Chart, Rect, TextStyle};
 use crate::colour;
 use crate::line::Series;
 use crate::plot::Plot;
 
 /// Colour of the frontier line.
 const FRONTIER: &str = "#555";
+/// Average width of a character of a dot's label (11-pixel text).
+const LABEL_CHAR_W: f64 = 6.0;
 
 /// One labelled point.
 #[derive(Clone, Debug, PartialEq)]
@@ -50,7 +52,13 @@ impl Chart for DotChart {
         for (i, d) in self.dots.iter().enumerate() {
             let Some((x, y)) = plot.at((d.x, d.y)) else { continue };
             canvas.circle((x, y), 4.0, colour::nth(i));
-            canvas.text(x + 6.0, y - 4.0, &d.label, TextStyle::new(11.0).fill(colour::nth(i)));
+            // The label right of the dot, or left of it where it would run past the plot.
+            let style = TextStyle::new(11.0).fill(colour::nth(i));
+            if x + 6.0 + LABEL_CHAR_W * d.label.chars().count() as f64 > plot.right() {
+                canvas.text(x - 6.0, y - 4.0, &d.label, style.anchor(Anchor::End));
+            } else {
+                canvas.text(x + 6.0, y - 4.0, &d.label, style);
+            }
             drawn = true;
         }
         if !drawn && frontier.iter().all(|p| plot.at(*p).is_none()) {

@@ -12,7 +12,7 @@ const BOTTOM: f64 = 50.0;
 /// Room on the right for the colour scale.
 const RIGHT: f64 = 110.0;
 /// Average width of a character of 12-pixel text, to make room for the row labels.
-const CHAR_W: f64 = 6.5;
+const CHAR_W: f64 = 7.0;
 /// Steps of the colour scale drawn on the right.
 const SWATCHES: usize = 10;
 
@@ -55,7 +55,7 @@ impl Heatmap {
 impl Chart for Heatmap {
     fn draw(&self, canvas: &mut Canvas, area: Rect) {
         let widest = self.rows.iter().map(|r| r.chars().count()).max().unwrap_or(0);
-        let left = (30.0 + CHAR_W * widest as f64).clamp(60.0, area.w * 0.4);
+        let left = (36.0 + CHAR_W * widest as f64).max(60.0).min(area.w * 0.4);
         let p = area.inset(left, TOP, RIGHT, BOTTOM);
         canvas.text(area.x + area.w / 2.0, area.y + 24.0, &self.title, TextStyle::new(15.0).anchor(Anchor::Middle));
         let values = || self.columns.iter().flat_map(|c| (0..self.rows.len()).filter_map(|k| Heatmap::value(c, k)));

@@ -30,7 +30,8 @@ impl Plot {
     /// The plot inside `area`, its axes fitted to `points`, with room for `legend` on the right.
     pub(crate) fn new(area: Rect, x: &Axis, y: &Axis, points: &[(f64, f64)], legend: &[Entry]) -> Plot {
         let widest = legend.iter().map(|(name, _)| name.chars().count()).max();
-        let right = widest.map_or(RIGHT, |n| (34.0 + CHAR_W * n as f64).min(area.w * 0.4));
+        // The legend starts 10 px right of the plot: a 18 px line, a 6 px gap, the name, a margin.
+        let right = widest.map_or(RIGHT, |n| (44.0 + CHAR_W * n as f64).max(80.0).min(area.w * 0.4));
         let inner = area.inset(LEFT, TOP, right, BOTTOM);
         Plot { area, inner, x: x.fit(points.iter().map(|p| p.0)), y: y.fit(points.iter().map(|p| p.1)) }
     }
@@ -39,6 +40,11 @@ impl Plot {
     pub(crate) fn at(&self, p: (f64, f64)) -> Option<(f64, f64)> {
         let (fx, fy) = (self.x.at(p.0)?, self.y.at(p.1)?);
         Some((self.inner.x + fx * self.inner.w, self.inner.bottom() - fy * self.inner.h))
+    }
+
+    /// The plot's right edge in pixels.
+    pub(crate) fn right(&self) -> f64 {
+        self.inner.right()
     }
 
     /// Draws the title, the grid and ticks of both axes, their titles and the frame.

@@ -188,3 +188,31 @@ fn charts_share_a_canvas() {
     assert_eq!(svg.matches("<svg").count(), 1);
     assert!(svg.contains(">frontier</text>") && svg.contains(">t &amp; &lt;t&gt;</text>"));
 }
+
+#[test]
+fn no_value_or_size_makes_a_chart_panic() {
+    let odd =
+        [0.0, -0.0, 1e-300, -1e300, 1e300, f64::MAX, f64::MIN_POSITIVE, f64::NAN, f64::INFINITY, f64::NEG_INFINITY];
+    let sizes = [(0.0, 0.0), (1.0, 1.0), (f64::NAN, f64::NAN), (-10.0, 50.0), (1e9, 1e9), (720.0, 400.0)];
+    for &a in &odd {
+        for &b in &odd {
+            let points = vec![(a, b), (b, a), (1.0, 2.0)];
+            for &(w, h) in &sizes {
+                for y in [
+                    Axis::linear("y"),
+                    Axis::log("y").tight(),
+                    Axis::linear("y").range(a, b),
+                    Axis::log("y").range(a, b),
+                ] {
+                    let svg = line(vec![Series::new("s", points.clone())], y.clone()).to_svg(w, h);
+                    assert_well_formed(&svg);
+                    let d = vec![Dot { label: "d".into(), x: a, y: b }];
+                    assert_well_formed(&dots(d, Some(Series::new("f", points.clone()))).to_svg(w, h));
+                }
+                let columns =
+                    vec![Column { start: a, end: b, cells: vec![a, b] }, Column { start: b, end: 2.0, cells: vec![b] }];
+                assert_well_formed(&heatmap(2, columns).to_svg(w, h));
+            }
+        }
+    }
+}
