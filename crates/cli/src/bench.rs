@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 
 use crate::Found;
-use ioshare_engine::bench::calibrate::Calibration;
-use ioshare_engine::bench::{self, kernel, svg, table, BenchOptions, Observer, ScenarioReport, TargetInfo};
+use ioshare_bench::calibrate::Calibration;
+use ioshare_bench::{self as bench, kernel, svg, table, BenchOptions, Observer, ScenarioReport, TargetInfo};
 use ioshare_engine::interrupt;
 
 /// Arguments of `ioshare bench`.

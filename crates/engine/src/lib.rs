@@ -4,11 +4,9 @@
 //! one io_uring ([`ring`]); the controller is applied inline by the event loop ([`run`]): an IO
 //! enters the ring only when the controller releases it, completions feed it back, the planner ticks
 //! when it asks. [`metrics`] records per-tenant latency histograms and time series; [`report`] holds
-//! the results as plain data; [`bench`] is the scenario suite behind `ioshare bench`; [`profile`]
-//! measures a device's cost model and latency targets (`ioshare profile`, and the bench's
-//! calibration).
+//! the results as plain data; [`profile`] measures a device's cost model and latency targets
+//! (`ioshare profile`, and the calibration of `ioshare bench`, which lives in `ioshare-bench`).
 
-pub mod bench;
 pub mod buffer;
 pub mod error;
 pub mod fio;

@@ -32,10 +32,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use ioshare_core::{Nanos, NSEC_PER_SEC};
 use serde::Serialize;
 
-use crate::error::{Error, Result};
-use crate::report::RunReport;
-use crate::target::{Target, TargetKind, TempTarget};
 use calibrate::Calibration;
+use ioshare_engine::error::{Error, Result};
+use ioshare_engine::report::RunReport;
+use ioshare_engine::target::{Target, TargetKind, TempTarget};
 use scenario::Scenario;
 
 /// Size of the temporary target: every byte is written first, so reads reach the device; large
@@ -318,7 +318,7 @@ pub fn run_suite(opts: &BenchOptions, stop: &AtomicBool, obs: &mut dyn Observer)
         suite.notes.push(format!(
             "the target was only read: the model's write coefficients are the measured reads × the write:read \
              ratios of {}",
-            crate::profile::measure::WRITE_RATIOS_FROM
+            ioshare_engine::profile::measure::WRITE_RATIOS_FROM
         ));
     }
     let mut peers = if opts.kernel_peers { kernel::Peers::prepare(&path, &opts.worker) } else { Ok(None) };

@@ -27,8 +27,8 @@ use ioshare_observe::{Histogram, Kind, Latency, Observer, Snapshot, Stage};
 use serde::Serialize;
 
 use super::Side;
-use crate::error::Result;
-use crate::report::RunReport;
+use ioshare_engine::error::Result;
+use ioshare_engine::report::RunReport;
 
 /// Why a run on a file of no block device (tmpfs, overlay) goes unobserved.
 const NO_DISK: &str = "its target is on no block device";
@@ -493,13 +493,13 @@ mod tests {
     fn sampled(until_ms: u32, iops: impl Fn(u32) -> f64) -> RunReport {
         let mut r = RunReport::default();
         let series = (1..=until_ms / 25)
-            .map(|k| crate::report::TenantSample {
+            .map(|k| ioshare_engine::report::TenantSample {
                 t_s: f64::from(k * 25) / 1000.0,
                 iops: iops(k * 25),
                 ..Default::default()
             })
             .collect();
-        r.tenants.push(crate::report::TenantReport { series, ..Default::default() });
+        r.tenants.push(ioshare_engine::report::TenantReport { series, ..Default::default() });
         r
     }
 

@@ -188,8 +188,8 @@ fn figures_line(row: &FidelityRow) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::{RunEntry, Verdict};
-    use crate::report::{LatencyUs, RunReport, TenantReport};
+    use crate::{RunEntry, Verdict};
+    use ioshare_engine::report::{LatencyUs, RunReport, TenantReport};
 
     fn run(side: Side, controller: &str, iops: [f64; 2], value: f64) -> RunEntry {
         let tenants = ["high", "low"]

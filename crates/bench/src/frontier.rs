@@ -14,7 +14,7 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use super::{RunEntry, Side};
-use crate::report::RunReport;
+use ioshare_engine::report::RunReport;
 
 /// The neighbour's depths the sweep runs.
 pub const DEPTHS: [u32; 6] = [1, 2, 4, 8, 16, 32];

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use super::frontier::{self, Yardsticks};
 use super::{ScenarioReport, Side};
-use crate::report::TenantSample;
+use ioshare_engine::report::TenantSample;
 
 /// Line and dot colours, in tenant (or controller) order.
 pub(crate) const COLORS: [&str; 6] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"];

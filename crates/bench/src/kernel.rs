@@ -34,12 +34,12 @@ use ioshare_host::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
-use crate::interrupt;
-use crate::job::TenantSpec;
-use crate::report::{CpuReport, DeviceReport, RunReport};
-use crate::run::{run, RunOptions};
-use crate::target::{Target, TargetKind};
+use ioshare_engine::error::{Error, Result};
+use ioshare_engine::interrupt;
+use ioshare_engine::job::TenantSpec;
+use ioshare_engine::report::{CpuReport, DeviceReport, RunReport};
+use ioshare_engine::run::{run, RunOptions};
+use ioshare_engine::target::{Target, TargetKind};
 
 use super::calibrate::Calibration;
 

@@ -4,8 +4,8 @@
 
 use std::sync::atomic::AtomicBool;
 
+use ioshare_bench::observe::{Recorder, OBSERVED_NONE, TOGGLE_SAMPLE};
 use ioshare_core::{NoControl, NSEC_PER_MSEC, NSEC_PER_SEC};
-use ioshare_engine::bench::observe::{Recorder, OBSERVED_NONE, TOGGLE_SAMPLE};
 use ioshare_engine::{run, JobSpec, Pattern, RunOptions, Target, TenantSpec};
 use ioshare_host::LoopDevice;
 

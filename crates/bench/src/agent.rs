@@ -38,9 +38,9 @@ use super::calibrate::Calibration;
 use super::kernel::{KernelSetup, Peers};
 use super::scenario::{median, Context};
 use super::{BenchOptions, RunEntry, ScenarioReport, Side, Verdict};
-use crate::error::Result;
-use crate::job::{JobSpec, Pattern, TenantSpec};
-use crate::run::RunOptions;
+use ioshare_engine::error::Result;
+use ioshare_engine::job::{JobSpec, Pattern, TenantSpec};
+use ioshare_engine::run::RunOptions;
 
 /// The scenario's name.
 pub const NAME: &str = "agent";
@@ -249,7 +249,7 @@ fn judge_all(opts: &BenchOptions, duration: Nanos, subjects: &[&str], report: &m
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{RunReport, TenantReport, TenantSample};
+    use ioshare_engine::report::{RunReport, TenantReport, TenantSample};
 
     const D: Nanos = MIN_DURATION;
 

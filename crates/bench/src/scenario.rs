@@ -20,12 +20,12 @@ use super::observe::{
     iops_ratios, overhead_estimate, Comparison, Recorder, OBSERVED_NONE, OBSERVE_OVERHEAD_MIN, TOGGLE_SAMPLE,
 };
 use super::{BenchOptions, RunEntry, ScenarioReport, Side, Verdict};
-use crate::error::Result;
-use crate::fio;
-use crate::job::{JobSpec, Pattern, TenantSpec};
-use crate::report::RunReport;
-use crate::run::{run, RunOptions};
-use crate::target::Target;
+use ioshare_engine::error::Result;
+use ioshare_engine::fio;
+use ioshare_engine::job::{JobSpec, Pattern, TenantSpec};
+use ioshare_engine::report::RunReport;
+use ioshare_engine::run::{run, RunOptions};
+use ioshare_engine::target::Target;
 
 /// What every scenario needs.
 pub struct Context<'a> {
@@ -735,7 +735,7 @@ fn mark_dominated(runs: &mut [RunEntry]) {
 /// What a run is judged against: the reference runs and the no-control baseline of its side.
 struct References {
     /// Latency of the latency-sensitive tenant alone.
-    solo: Option<crate::report::LatencyUs>,
+    solo: Option<ioshare_engine::report::LatencyUs>,
     /// IOPS of the saturating tenant alone.
     capacity: Option<f64>,
     /// IOPS with no control (ioshare's `none`, or the kernel's plain loop device).
@@ -787,9 +787,9 @@ pub fn cost_shares(cal: &Calibration, tenants: &[TenantSpec], r: &RunReport) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{LatencyUs, TenantReport};
     use ioshare_core::iocost::qos::QosParams;
     use ioshare_core::ModelParams;
+    use ioshare_engine::report::{LatencyUs, TenantReport};
 
     fn cal() -> Calibration {
         Calibration {
@@ -860,7 +860,7 @@ mod tests {
 
     #[test]
     fn donation_is_judged_on_the_second_half_after_the_drop() {
-        use crate::report::TenantSample;
+        use ioshare_engine::report::TenantSample;
         // A 4 s run sampled every 0.8 s: the middle is 2 s, so the intervals 2.4-3.2 and 3.2-4.0 s
         // count (the one ending at 2.4 s straddles the drop).
         let series = |iops: [f64; 5]| {
