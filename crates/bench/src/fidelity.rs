@@ -13,7 +13,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use super::controllers::Ctl;
+use super::controllers::ControllerKind;
 use super::kernel::KernelSetup;
 use super::scenario::Scenario;
 use super::{ScenarioReport, Side};
@@ -119,7 +119,7 @@ pub fn rows(scenarios: &[ScenarioReport]) -> Vec<FidelityRow> {
                 case: case.name.into(),
                 figure,
                 target,
-                ioshare: side(Side::Ioshare, Ctl::IoCost.name()),
+                ioshare: side(Side::Ioshare, ControllerKind::IoCost.name()),
                 kernel: side(Side::Kernel, KernelSetup::IoCost.name()),
             })
         })

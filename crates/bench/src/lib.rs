@@ -207,7 +207,7 @@ pub struct SuiteReport {
 }
 
 /// Receives progress while the suite runs.
-pub trait Observer {
+pub trait SuiteWatcher {
     /// A transient status line (what runs now, time elapsed and expected).
     fn progress(&mut self, line: &str);
     /// The target is ready and measured (before the first scenario).
@@ -247,7 +247,7 @@ pub fn validate(opts: &BenchOptions) -> std::result::Result<(), String> {
 
 /// Runs the suite. Returns the report (partial, with `interrupted` set, when `stop` was raised);
 /// every temporary file, loop device and cgroup is removed before it returns, on every path.
-pub fn run_suite(opts: &BenchOptions, stop: &AtomicBool, obs: &mut dyn Observer) -> Result<SuiteReport> {
+pub fn run_suite(opts: &BenchOptions, stop: &AtomicBool, watcher: &mut dyn SuiteWatcher) -> Result<SuiteReport> {
     let mut cases = cases_to_run(opts);
     let mut skipped = Vec::new();
     if let (Some(path), false) = (&opts.target, opts.destructive) {
@@ -272,7 +272,7 @@ pub fn run_suite(opts: &BenchOptions, stop: &AtomicBool, obs: &mut dyn Observer)
             let gib = TEMP_TARGET_SIZE as f64 / (1u64 << 30) as f64;
             temp = TempTarget::create(&opts.temp_dir, TEMP_TARGET_SIZE, stop, |done, total| {
                 if done % (64 << 20) == 0 {
-                    obs.progress(&format!(
+                    watcher.progress(&format!(
                         "writing the temporary target ({gib:.0} GiB): {:3.0}%",
                         done as f64 * 100.0 / total as f64
                     ));
@@ -295,10 +295,10 @@ pub fn run_suite(opts: &BenchOptions, stop: &AtomicBool, obs: &mut dyn Observer)
             TargetKind::BlockDevice => "block device",
         },
     };
-    let recorder = opts.observe.then(|| observe::Recorder::new(&path));
-    obs.progress("measuring the device (cost model and latency targets for IOCost)");
+    let observations = opts.observe.then(|| observe::Observations::new(&path));
+    watcher.progress("measuring the device (cost model and latency targets for IOCost)");
     let calibration = calibrate::measure(&target, stop)?;
-    obs.calibrated(&info, &calibration);
+    watcher.calibrated(&info, &calibration);
     let mut suite = SuiteReport {
         target: info,
         calibration,
@@ -343,14 +343,14 @@ pub fn run_suite(opts: &BenchOptions, stop: &AtomicBool, obs: &mut dyn Observer)
             target: &target,
             opts: &case_opts,
             calibration: &suite.calibration,
-            observe: recorder.as_ref(),
+            observe: observations.as_ref(),
         };
         let peers = peers.as_mut().ok().and_then(|p| p.as_mut());
         let mut report = case
             .scenario
-            .run(&ctx, peers, stop, &mut |what: &str| obs.progress(&clock.line(case.name, what, opts.duration)))?;
+            .run(&ctx, peers, stop, &mut |what: &str| watcher.progress(&clock.line(case.name, what, opts.duration)))?;
         report.name = case.name.into();
-        obs.scenario_done(&report);
+        watcher.scenario_done(&report);
         suite.scenarios.push(report);
     }
     if opts.scenarios.iter().any(|n| n == fidelity::NAME) {

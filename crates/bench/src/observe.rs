@@ -3,11 +3,11 @@
 //! seek distances at I (inserted into the scheduler) and D (issued to the driver), the share of
 //! sequential IO at each, and the latencies Q→C, I→D, D→C — beside the bench's own figures.
 //!
-//! The observer is attached for one run at a time ([`Recorder::observed`]) and filtered to the run's
+//! The observer is attached for one run at a time ([`Observations::observed`]) and filtered to the run's
 //! disk (the target's disk for ioshare's runs, the peers' loop device for the kernel's), so runs without
 //! it pay nothing. Rounds of one controller add up into one [`RunObserved`].
 //!
-//! The overhead scenario measures the observer's own cost on the IO path ([`Recorder::toggled`]): the
+//! The overhead scenario measures the observer's own cost on the IO path ([`Observations::toggled`]): the
 //! uncontrolled reader runs once more per round ([`OBSERVED_NONE`]) while the observer is attached and
 //! detached in turns of [`TOGGLE_WINDOW`], and each attached window's IOPS is compared with the
 //! detached windows on either side of it. Separate runs a few seconds apart cannot judge a 3% cost on
@@ -87,7 +87,7 @@ pub struct RunObserved {
     pub latency: Vec<Histogram>,
     /// The observer's own CPU time per IO completed, ns (kernel BPF run-time statistics; not taken in
     /// the overhead scenario's [`OBSERVED_NONE`] run, whose IOPS are the measure there: see
-    /// [`Recorder::toggled`]).
+    /// [`Observations::toggled`]).
     pub cost_ns_per_io: Option<f64>,
 }
 
@@ -124,17 +124,21 @@ impl RunObserved {
 
 /// Attaches the observer around runs and keeps what it saw, for one scenario at a time.
 #[derive(Debug)]
-pub struct Recorder {
+pub struct Observations {
     /// The disk of the target (ioshare's runs).
     target_disk: Option<(u32, u32)>,
     runs: RefCell<Vec<RunObserved>>,
     notes: RefCell<Vec<String>>,
 }
 
-impl Recorder {
-    /// A recorder for runs on `target` (a file: its filesystem's disk; a block device: its disk).
-    pub fn new(target: &Path) -> Recorder {
-        Recorder { target_disk: ioshare_observe::disk_of(target), runs: RefCell::default(), notes: RefCell::default() }
+impl Observations {
+    /// Observations of runs on `target` (a file: its filesystem's disk; a block device: its disk).
+    pub fn new(target: &Path) -> Observations {
+        Observations {
+            target_disk: ioshare_observe::disk_of(target),
+            runs: RefCell::default(),
+            notes: RefCell::default(),
+        }
     }
 
     /// Runs `run` with the observer attached to `device` (`None`: the target's disk) and records what
@@ -218,7 +222,7 @@ impl Recorder {
         })
     }
 
-    /// The observations and notes so far (the recorder starts empty again).
+    /// The observations and notes so far (it starts empty again).
     pub fn take(&self) -> (Vec<RunObserved>, Vec<String>) {
         (self.runs.take(), self.notes.take())
     }
@@ -471,10 +475,10 @@ mod tests {
 
     #[test]
     fn rounds_of_one_controller_add_up() {
-        let rec = Recorder::new(Path::new("/nonexistent"));
-        rec.add(seen(100, 300.0, 0));
-        rec.add(seen(300, 500.0, 5));
-        let (runs, notes) = rec.take();
+        let obs = Observations::new(Path::new("/nonexistent"));
+        obs.add(seen(100, 300.0, 0));
+        obs.add(seen(300, 500.0, 5));
+        let (runs, notes) = obs.take();
         assert!(notes.is_empty());
         assert_eq!(runs.len(), 1);
         let r = &runs[0];
@@ -486,7 +490,7 @@ mod tests {
         let t = table(&runs);
         // 25% of the seeks are 0 (sequential); the median seek is in bucket 5 (8..16 sectors).
         assert!(t.contains("25/25"), "{t}");
-        assert!(rec.take().0.is_empty(), "take empties the recorder");
+        assert!(obs.take().0.is_empty(), "take empties the observations");
     }
 
     /// A run sampled every 25 ms at `iops(t)` for the sample ending at t (ms).
@@ -568,10 +572,10 @@ mod tests {
 
     #[test]
     fn a_run_on_no_block_device_is_noted_and_still_runs() {
-        let rec = Recorder::new(Path::new("/nonexistent"));
-        let report = rec.observed(Side::Ioshare, "none", None, || Ok(RunReport::default())).unwrap();
+        let obs = Observations::new(Path::new("/nonexistent"));
+        let report = obs.observed(Side::Ioshare, "none", None, || Ok(RunReport::default())).unwrap();
         assert_eq!(report, RunReport::default());
-        let (runs, notes) = rec.take();
+        let (runs, notes) = obs.take();
         assert!(runs.is_empty());
         assert_eq!(notes, ["observe: none not observed: its target is on no block device"]);
     }

@@ -13,11 +13,11 @@ use ioshare_core::QosParams;
 use ioshare_core::{CostModel, Limits, LinearModel, Nanos, Op, NSEC_PER_SEC, NSEC_PER_USEC};
 
 use super::calibrate::Calibration;
-use super::controllers::Ctl;
+use super::controllers::ControllerKind;
 use super::frontier::{self, Yardsticks};
 use super::kernel::{KernelSetup, Peers};
 use super::observe::{
-    iops_ratios, overhead_estimate, Comparison, Recorder, OBSERVED_NONE, OBSERVE_OVERHEAD_MIN, TOGGLE_SAMPLE,
+    iops_ratios, overhead_estimate, Comparison, Observations, OBSERVED_NONE, OBSERVE_OVERHEAD_MIN, TOGGLE_SAMPLE,
 };
 use super::{BenchOptions, RunEntry, ScenarioReport, Side, Verdict};
 use ioshare_engine::error::Result;
@@ -35,8 +35,8 @@ pub struct Context<'a> {
     pub opts: &'a BenchOptions,
     /// The device measurement.
     pub calibration: &'a Calibration,
-    /// The eBPF observer's recorder, with `--observe`.
-    pub observe: Option<&'a Recorder>,
+    /// The eBPF observer's observations, with `--observe`.
+    pub observe: Option<&'a Observations>,
 }
 
 impl Context<'_> {
@@ -49,14 +49,14 @@ impl Context<'_> {
         run: impl FnOnce() -> Result<RunReport>,
     ) -> Result<RunReport> {
         match self.observe {
-            Some(rec) => rec.observed(side, name, device, run),
+            Some(obs) => obs.observed(side, name, device, run),
             None => run(),
         }
     }
 
     /// What the observer saw in the scenario's runs, and its notes (empty without `--observe`).
     pub(super) fn take_observed(&self) -> (Vec<super::observe::RunObserved>, Vec<String>) {
-        self.observe.map(Recorder::take).unwrap_or_default()
+        self.observe.map(Observations::take).unwrap_or_default()
     }
 }
 
@@ -115,8 +115,8 @@ struct Plan {
     tenants: Vec<TenantSpec>,
     /// Reference runs (name, tenants), with no control, before the others.
     reference: Vec<(String, Vec<TenantSpec>)>,
-    ioshare: Vec<Ctl>,
-    subjects: Vec<Ctl>,
+    ioshare: Vec<ControllerKind>,
+    subjects: Vec<ControllerKind>,
     kernel: Vec<KernelSetup>,
     rounds: usize,
     notes: Vec<String>,
@@ -225,7 +225,7 @@ impl Scenario {
         let max = ctx.calibration.max_iops;
         let share = |w: u32| ((max * w as f64 / (a + b) as f64) as u64).max(1);
         let notes = Vec::new();
-        let both = vec![Ctl::None, Ctl::IoCost];
+        let both = vec![ControllerKind::None, ControllerKind::IoCost];
         match self {
             Scenario::Proportional => Plan {
                 // QD64 each by default: the device saturates near QD32, and a tenant entitled to
@@ -235,8 +235,8 @@ impl Scenario {
                 // the device-depth option is the subject.
                 tenants: vec![reader("high", a, ctx.opts.iodepth), reader("low", b, ctx.opts.iodepth)],
                 reference: vec![],
-                ioshare: vec![Ctl::None, Ctl::IoCost, Ctl::IoCostQd],
-                subjects: vec![Ctl::IoCostQd],
+                ioshare: vec![ControllerKind::None, ControllerKind::IoCost, ControllerKind::IoCostQd],
+                subjects: vec![ControllerKind::IoCostQd],
                 kernel: vec![
                     KernelSetup::Bfq,
                     KernelSetup::ReadIopsLimits(vec![share(a), share(b)]),
@@ -260,16 +260,16 @@ impl Scenario {
                 )
                 .collect(),
                 ioshare: vec![
-                    Ctl::None,
-                    Ctl::IoCost,
-                    Ctl::IoCostP99(2),
-                    Ctl::IoCostP99(4),
-                    Ctl::IoCostP99Qd(2),
-                    Ctl::IoCostP99Qd(4),
+                    ControllerKind::None,
+                    ControllerKind::IoCost,
+                    ControllerKind::IoCostP99(2),
+                    ControllerKind::IoCostP99(4),
+                    ControllerKind::IoCostP99Qd(2),
+                    ControllerKind::IoCostP99Qd(4),
                 ],
                 // The kernel-faithful rows cannot hold the device's queue short enough to reach the
                 // frontier (issue 13); the device-depth option is the subject, both are shown.
-                subjects: vec![Ctl::IoCostP99Qd(2), Ctl::IoCostP99Qd(4)],
+                subjects: vec![ControllerKind::IoCostP99Qd(2), ControllerKind::IoCostP99Qd(4)],
                 kernel: vec![
                     KernelSetup::Bfq,
                     KernelSetup::ReadIopsLimits(vec![share(a), share(b)]),
@@ -289,7 +289,7 @@ impl Scenario {
                     ],
                     reference: vec![],
                     ioshare: both,
-                    subjects: vec![Ctl::IoCost],
+                    subjects: vec![ControllerKind::IoCost],
                     kernel: vec![KernelSetup::Bfq, KernelSetup::IoCost],
                     rounds: 1,
                     notes,
@@ -305,8 +305,8 @@ impl Scenario {
                 Plan {
                     tenants: vec![reader("limited", 100, 128).limited(limits)],
                     reference: vec![],
-                    ioshare: vec![Ctl::TokenBucket, Ctl::LeakyBucket],
-                    subjects: vec![Ctl::TokenBucket, Ctl::LeakyBucket],
+                    ioshare: vec![ControllerKind::TokenBucket, ControllerKind::LeakyBucket],
+                    subjects: vec![ControllerKind::TokenBucket, ControllerKind::LeakyBucket],
                     kernel: vec![KernelSetup::ReadIopsLimits(vec![limit])],
                     rounds: 1,
                     notes,
@@ -316,8 +316,19 @@ impl Scenario {
                 // Limits far above the device, so that the limiters only add their bookkeeping.
                 tenants: vec![reader("reader", 100, 32).limited(iops_limit((max * 100.0) as u64))],
                 reference: vec![],
-                ioshare: vec![Ctl::None, Ctl::IoCost, Ctl::IoCostQd, Ctl::TokenBucket, Ctl::LeakyBucket],
-                subjects: vec![Ctl::IoCost, Ctl::IoCostQd, Ctl::TokenBucket, Ctl::LeakyBucket],
+                ioshare: vec![
+                    ControllerKind::None,
+                    ControllerKind::IoCost,
+                    ControllerKind::IoCostQd,
+                    ControllerKind::TokenBucket,
+                    ControllerKind::LeakyBucket,
+                ],
+                subjects: vec![
+                    ControllerKind::IoCost,
+                    ControllerKind::IoCostQd,
+                    ControllerKind::TokenBucket,
+                    ControllerKind::LeakyBucket,
+                ],
                 kernel: vec![KernelSetup::Plain, KernelSetup::Bfq],
                 rounds: OVERHEAD_ROUNDS,
                 notes,
@@ -337,13 +348,13 @@ impl Scenario {
                     // the calibration's, minutes earlier, was off by 10% when the shared disk slowed in
                     // between (no control then "took" 90% of what was left).
                     reference: vec![("capacity".to_string(), vec![reader("low", b, ctx.opts.iodepth)])],
-                    ioshare: vec![Ctl::None, Ctl::IoCost, Ctl::IoCostQd],
+                    ioshare: vec![ControllerKind::None, ControllerKind::IoCost, ControllerKind::IoCostQd],
                     // As in the proportional scenario: on a device that queues more than it serves the
                     // kernel-faithful IOCost reads the queueing as missed latency targets and lowers
                     // vrate (82-85% here), so the tenant left alone cannot take what was left (86-89%
                     // against a capacity measured in the scenario); the device-depth option is the
                     // subject, the faithful row is shown beside it.
-                    subjects: vec![Ctl::IoCostQd],
+                    subjects: vec![ControllerKind::IoCostQd],
                     kernel: vec![KernelSetup::Bfq, KernelSetup::IoCost],
                     rounds: 1,
                     notes,
@@ -372,7 +383,7 @@ impl Scenario {
                 break;
             }
             progress(&format!("reference: {name}"));
-            let mut report = run(ctx.target, tenants, &mut *Ctl::None.build(ctx.calibration), &opts, stop)?;
+            let mut report = run(ctx.target, tenants, &mut *ControllerKind::None.build(ctx.calibration), &opts, stop)?;
             report.controller = name.clone();
             runs.push(RunEntry { side: Side::Reference, report, verdict: None });
         }
@@ -384,9 +395,9 @@ impl Scenario {
         let o = if plan.rounds > 1 { &round_opts } else { &opts };
         // With an observer, the overhead scenario runs no control once more per round right after the
         // unobserved one, with the observer attached and detached in turns (the last slot of `rounds`;
-        // `toggled` per round, see [`Recorder::toggled`]); its other runs go unobserved.
-        let overhead_recorder = ctx.observe.filter(|_| self == Scenario::Overhead);
-        let observe_overhead = overhead_recorder.is_some();
+        // `toggled` per round, see [`Observations::toggled`]); its other runs go unobserved.
+        let overhead_observations = ctx.observe.filter(|_| self == Scenario::Overhead);
+        let observe_overhead = overhead_observations.is_some();
         let mut rounds: Vec<Vec<RunReport>> = vec![Vec::new(); plan.ioshare.len() + usize::from(observe_overhead)];
         let mut toggled: Vec<Vec<Comparison>> = Vec::new();
         let mut fio_rounds: Vec<RunReport> = Vec::new();
@@ -410,14 +421,14 @@ impl Scenario {
                 // Variants of one controller (IOCost with a p99 target) are told apart by the bench's name.
                 report.controller = ctl.name().into();
                 rounds[i].push(report);
-                if let Some(rec) = overhead_recorder.filter(|_| *ctl == Ctl::None && !stopped()) {
+                if let Some(obs) = overhead_observations.filter(|_| *ctl == ControllerKind::None && !stopped()) {
                     progress(OBSERVED_NONE);
                     let sampled = RunOptions { sample_every: TOGGLE_SAMPLE, ..*o };
                     let go = |epoch| {
                         let opts = RunOptions { epoch: Some(epoch), ..sampled };
-                        run(ctx.target, &plan.tenants, &mut *Ctl::None.build(ctx.calibration), &opts, stop)
+                        run(ctx.target, &plan.tenants, &mut *ControllerKind::None.build(ctx.calibration), &opts, stop)
                     };
-                    let (mut report, compared) = rec.toggled(sampled.warmup as f64 / NSEC_PER_SEC as f64, go)?;
+                    let (mut report, compared) = obs.toggled(sampled.warmup as f64 / NSEC_PER_SEC as f64, go)?;
                     report.controller = OBSERVED_NONE.into();
                     rounds[plan.ioshare.len()].push(report);
                     toggled.push(compared);
@@ -433,7 +444,7 @@ impl Scenario {
         }
         // Before the rounds are reduced to their medians.
         let names = plan.ioshare.iter().map(|c| c.name()).chain(observe_overhead.then_some(OBSERVED_NONE));
-        let none = plan.ioshare.iter().position(|c| *c == Ctl::None);
+        let none = plan.ioshare.iter().position(|c| *c == ControllerKind::None);
         let paired = paired_figures(names, &rounds, none, &toggled.concat());
         notes.extend(super::observe::overhead_note(&toggled));
         for (side, rs) in rounds.iter_mut().map(|r| (Side::Ioshare, r)).chain([(Side::Reference, &mut fio_rounds)]) {
@@ -499,7 +510,7 @@ impl Scenario {
         let solo = reference("solo").map(|r| r.report.tenants[0].lat_us.clone());
         let capacity = reference("capacity").map(|r| r.report.device.iops);
         let baseline = |side: Side, runs: &[RunEntry]| {
-            let name = if side == Side::Kernel { KernelSetup::Plain.name() } else { Ctl::None.name() };
+            let name = if side == Side::Kernel { KernelSetup::Plain.name() } else { ControllerKind::None.name() };
             runs.iter().find(|r| r.side == side && r.report.controller == name).map(|r| r.report.device.iops)
         };
         let baselines = (baseline(Side::Ioshare, runs), baseline(Side::Kernel, runs));
@@ -695,7 +706,8 @@ pub(super) fn median(values: &[f64]) -> Option<f64> {
 /// IOPS ratio and CPU per IO of each. Information, never a verdict: being faster than fio is fine.
 fn engine_vs_fio(runs: &[RunEntry]) -> Option<String> {
     let find = |side: Side, name: &str| runs.iter().find(|r| r.side == side && r.report.controller == name);
-    let (engine, fio) = (&find(Side::Ioshare, Ctl::None.name())?.report, &find(Side::Reference, "fio")?.report);
+    let (engine, fio) =
+        (&find(Side::Ioshare, ControllerKind::None.name())?.report, &find(Side::Reference, "fio")?.report);
     Some(format!(
         "engine vs fio, same job: {:.0} vs {:.0} IOPS (ratio {:.2}); CPU per IO {:.0} ns (engine thread) vs {:.0} ns (fio)",
         engine.device.iops,
@@ -706,9 +718,9 @@ fn engine_vs_fio(runs: &[RunEntry]) -> Option<String> {
     ))
 }
 
-/// The calibration a controller runs with: for [`Ctl::IoCostP99`] and [`Ctl::IoCostP99Qd`], QoS says 99% of reads within that
+/// The calibration a controller runs with: for [`ControllerKind::IoCostP99`] and [`ControllerKind::IoCostP99Qd`], QoS says 99% of reads within that
 /// many times the QD1 reader's solo p99 (from the `solo` reference run already in `runs`).
-fn calibration_for(ctl: Ctl, cal: &Calibration, runs: &[RunEntry]) -> Calibration {
+fn calibration_for(ctl: ControllerKind, cal: &Calibration, runs: &[RunEntry]) -> Calibration {
     let solo = runs.iter().find(|r| r.side == Side::Reference && r.report.controller == "solo");
     match (ctl.p99_factor(), solo) {
         (Some(factor), Some(solo)) => {
@@ -941,11 +953,11 @@ mod tests {
         let rounds = vec![runs(&[1000.0; 3]), runs(&[1.0; 3]), runs(&[900.0, 1000.0, 1000.0])];
         let windows: Vec<Comparison> =
             [0.9, 1.0, 1.0].iter().map(|&iops_ratio| Comparison { iops_ratio, extra_cpu_ns_per_io: None }).collect();
-        let names = [Ctl::None.name(), OBSERVED_NONE, Ctl::TokenBucket.name()];
+        let names = [ControllerKind::None.name(), OBSERVED_NONE, ControllerKind::TokenBucket.name()];
         let paired = paired_figures(names.into_iter(), &rounds, Some(0), &windows);
         assert_eq!(paired.len(), 3);
         assert!((paired[1].1 - 0.9f64.powf(1.0 / 3.0)).abs() < 1e-12, "{paired:?}");
-        assert_eq!(paired[2], (Ctl::TokenBucket.name(), 1.0));
+        assert_eq!(paired[2], (ControllerKind::TokenBucket.name(), 1.0));
         assert!(paired_figures(names.into_iter(), &rounds, None, &windows).is_empty(), "no no-control row");
 
         let named = |name: &str| {
@@ -953,7 +965,8 @@ mod tests {
             r.controller = name.into();
             RunEntry { side: Side::Ioshare, report: r, verdict: None }
         };
-        let mut entries = vec![named(Ctl::None.name()), named(OBSERVED_NONE), named(Ctl::TokenBucket.name())];
+        let mut entries =
+            vec![named(ControllerKind::None.name()), named(OBSERVED_NONE), named(ControllerKind::TokenBucket.name())];
         let tenants = [reader("r", 100, 1)];
         Scenario::Overhead.judge_all(&BenchOptions::default(), &cal(), &tenants, &paired, &mut entries);
         let observed = entries[1].verdict.clone().unwrap();

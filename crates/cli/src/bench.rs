@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 
 use crate::Found;
 use ioshare_bench::calibrate::Calibration;
-use ioshare_bench::{self as bench, kernel, svg, table, BenchOptions, Observer, ScenarioReport, TargetInfo};
+use ioshare_bench::{self as bench, kernel, svg, table, BenchOptions, ScenarioReport, SuiteWatcher, TargetInfo};
 use ioshare_engine::interrupt;
 
 /// Arguments of `ioshare bench`.
@@ -76,7 +76,7 @@ impl Printer {
     }
 }
 
-impl Observer for Printer {
+impl SuiteWatcher for Printer {
     fn progress(&mut self, line: &str) {
         crate::status_line(self.tty, line);
     }

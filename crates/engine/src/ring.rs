@@ -99,11 +99,6 @@ impl Ring {
             f(cqe.user_data() as u32, cqe.result());
         }
     }
-
-    /// Whether buffers are registered with the kernel (fixed buffers skip per-IO page pinning).
-    pub fn fixed_buffers(&self) -> bool {
-        self.fixed_bufs
-    }
 }
 
 fn enter_result(res: io::Result<usize>) -> Result<()> {
