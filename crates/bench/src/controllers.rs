@@ -3,7 +3,7 @@
 use ioshare_core::iocost::depth::DepthLimit;
 use ioshare_core::{Controller, IoCost, LeakyBucketLimiter, LinearModel, NoControl, QosParams, TokenBucketLimiter};
 
-use super::calibrate::Calibration;
+use crate::calibrate::Calibration;
 
 /// One of ioshare's controllers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,7 +14,7 @@ pub enum ControllerKind {
     IoCost,
     /// IOCost with its device-depth option (beyond the kernel): at most the calibration's device
     /// depth in the device, slots handed out by vtime. Without the calibration's latency targets:
-    /// they stand for "the device is driven past the depth that saturates it" (see [`super::calibrate`]),
+    /// they stand for "the device is driven past the depth that saturates it" (see [`crate::calibrate`]),
     /// which the slot limit now rules out by construction, and on a disk shared with other
     /// machines' or users' IO they are missed whatever ioshare does — the slot limit then shrank
     /// to a few IOs and the total fell to 10–60% of no control. The planning period stays the same.

@@ -26,8 +26,8 @@ use ioshare_core::{Nanos, NSEC_PER_MSEC};
 use ioshare_observe::{Histogram, Kind, Latency, Observer, Snapshot, Stage};
 use serde::Serialize;
 
-use super::Side;
-use ioshare_engine::error::Result;
+use crate::stats::median;
+use crate::verdict::Side;
 use ioshare_engine::report::RunReport;
 
 /// Why a run on a file of no block device (tmpfs, overlay) goes unobserved.
@@ -143,13 +143,13 @@ impl Observations {
 
     /// Runs `run` with the observer attached to `device` (`None`: the target's disk) and records what
     /// it saw under (`side`, `controller`). An observer that cannot start is noted; the run goes on.
-    pub fn observed(
+    pub fn observed<E>(
         &self,
         side: Side,
         controller: &str,
         device: Option<&Path>,
-        run: impl FnOnce() -> Result<RunReport>,
-    ) -> Result<RunReport> {
+        run: impl FnOnce() -> Result<RunReport, E>,
+    ) -> Result<RunReport, E> {
         let disk = match device {
             Some(path) => ioshare_observe::disk_of(path),
             None => self.target_disk,
@@ -181,11 +181,11 @@ impl Observations {
     /// after the warm-up (`warmup_s`), its comparison with its detached neighbours
     /// ([`compare_windows`]; the run must issue its IO from the calling thread). An observer that
     /// cannot start is noted and the run goes on unobserved (no comparisons).
-    pub fn toggled(
+    pub fn toggled<E>(
         &self,
         warmup_s: f64,
-        run: impl FnOnce(Instant) -> Result<RunReport>,
-    ) -> Result<(RunReport, Vec<Comparison>)> {
+        run: impl FnOnce(Instant) -> Result<RunReport, E>,
+    ) -> Result<(RunReport, Vec<Comparison>), E> {
         let Some(disk) = self.target_disk else {
             self.unobserved(OBSERVED_NONE, NO_DISK);
             return Ok((run(Instant::now())?, Vec::new()));
@@ -264,7 +264,7 @@ fn toggle(
     io_thread: Option<ThreadCpuClock>,
     ready: &mpsc::Sender<Instant>,
     stop: &mpsc::Receiver<()>,
-) -> std::result::Result<(Vec<Window>, Snapshot), String> {
+) -> Result<(Vec<Window>, Snapshot), String> {
     let mut observer = Observer::start(Some(disk)).map_err(|e| e.to_string())?;
     let before = observer.snapshot().map_err(|e| e.to_string())?;
     observer.pause();
@@ -383,7 +383,7 @@ pub fn overhead_note(rounds: &[Vec<Comparison>]) -> Option<String> {
         .filter_map(|r| overhead_estimate(&iops_ratios(r)).map(|(m, _)| format!("{:.1}%", m * 100.0)))
         .collect();
     let extra: Vec<f64> = all.iter().filter_map(|c| c.extra_cpu_ns_per_io).collect();
-    let cpu = super::scenario::median(&extra).map_or(String::new(), |m| {
+    let cpu = median(&extra).map_or(String::new(), |m| {
         format!("; the IO thread's CPU per IO while attached {m:+.0} ns (median of windows)")
     });
     Some(format!(
@@ -430,16 +430,11 @@ pub fn table(observed: &[RunObserved]) -> String {
         };
         let us =
             |l: Latency, q: f64| opt(r.latency[l as usize].quantile(Kind::Latency, q), &|v| format!("{:.0}", v * 1e6));
-        let side = match r.side {
-            Side::Ioshare => "ioshare",
-            Side::Kernel => "kernel",
-            Side::Reference => "reference",
-        };
         let _ = writeln!(
             s,
             "{:<13} {:<9} {:<7} {:>9} {:>15} {:>19} {:>11} {:>13} {:>9} {:>13} {:>8}",
             r.controller,
-            side,
+            r.side.name(),
             r.device,
             r.ios,
             format!("{}/{}", seek(&r.seek_inserted), seek(&r.seek_issued)),
@@ -573,7 +568,7 @@ mod tests {
     #[test]
     fn a_run_on_no_block_device_is_noted_and_still_runs() {
         let obs = Observations::new(Path::new("/nonexistent"));
-        let report = obs.observed(Side::Ioshare, "none", None, || Ok(RunReport::default())).unwrap();
+        let report = obs.observed(Side::Ioshare, "none", None, || Ok::<_, String>(RunReport::default())).unwrap();
         assert_eq!(report, RunReport::default());
         let (runs, notes) = obs.take();
         assert!(runs.is_empty());

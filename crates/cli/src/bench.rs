@@ -1,4 +1,4 @@
-//! `ioshare bench`: parses the options, runs the engine's scenario suite, prints tables (or JSON) and
+//! `ioshare bench`: parses the options, runs ioshare-bench's scenario suite, prints tables (or JSON) and
 //! writes SVG charts.
 
 use std::io::{IsTerminal, Write};
