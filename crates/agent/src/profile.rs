@@ -1,12 +1,12 @@
 //! `model = "profile"`: a device's cost model measured at start, cached, and reused on the next start.
 //!
-//! The agent measures with the engine's profiler ([`Profiler`]): a device it is to control is in use,
+//! The agent measures with the engine's profiler (`Profiler`): a device it is to control is in use,
 //! so it is measured read-only (the write coefficients derived from the reads and a built-in set's
 //! write:read ratios, as `ioshare profile --read-only` does), in [`AGENT_PLAN`]'s short interleaved
 //! rounds — about 10 s, once per device. Only the model: no QoS runs (the configuration's `qos`
 //! line, or none, says what the latency targets are).
 //!
-//! [`Cached`] wraps the measurer with a cache directory (`/var/cache/ioshare` by default): one file
+//! `Cached` wraps the measurer with a cache directory (`/var/cache/ioshare` by default): one file
 //! per device, `model-MAJ_MIN.json`, holding the device's identity and the measured `io.cost.model`
 //! line. The identity is what makes a cached model belong to *this* device: the name, size, and
 //! whatever sysfs gives to tell one device from another (the disk's WWID or serial, a loop device's
@@ -15,8 +15,8 @@
 //! is not an error (the model is then measured every start, and said so on stderr).
 //!
 //! [`Measure`] is the seam between reading a configuration and measuring a device: the agent's start
-//! puts the cached [`Profiler`] behind it ([`Config::load_profiling`](crate::Config::load_profiling)),
-//! a load that only validates puts [`NotMeasured`] ([`Config::load`](crate::Config::load)), and tests
+//! puts the cached `Profiler` behind it ([`Config::load_profiling`](crate::Config::load_profiling)),
+//! a load that only validates puts `NotMeasured` ([`Config::load`](crate::Config::load)), and tests
 //! put doubles that answer a fixed model without IO.
 
 use std::path::{Path, PathBuf};
@@ -44,7 +44,7 @@ pub const AGENT_PLAN: Plan = Plan {
 };
 
 /// Measures a device's cost model: the seam between the configuration and the profiler, there so
-/// that tests can answer without IO ([`Profiler`] is the one the agent uses).
+/// that tests can answer without IO (`Profiler` is the one the agent uses).
 pub trait Measure {
     /// `device`'s model, or one line saying why it could not be measured.
     fn measure(&self, device: &DiskId) -> Result<ModelParams, String>;

@@ -1,7 +1,7 @@
 //! ioshare-engine: the controllers of `ioshare-core` on real IO.
 //!
 //! Tenants run fio-like jobs ([`job`]) against an O_DIRECT file or block device ([`target`]) through
-//! one io_uring ([`ring`]); the controller is applied inline by the event loop ([`run`]): an IO
+//! one io_uring ([`ring`]); the controller is applied inline by the event loop ([`run`](mod@run)): an IO
 //! enters the ring only when the controller releases it, completions feed it back, the planner ticks
 //! when it asks. [`metrics`] records per-tenant latency histograms and time series; [`report`] holds
 //! the results as plain data; [`profile`] measures a device's cost model and latency targets
