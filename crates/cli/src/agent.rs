@@ -5,8 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Subcommand, ValueEnum};
-use ioshare_agent::{Agent, BackendChoice, Cached, Check, Config, Status};
-use ioshare_engine::profile::agent::AgentProfiler;
+use ioshare_agent::{Agent, BackendChoice, Check, Config, Status};
 
 /// The agent's subcommands.
 #[derive(Subcommand)]
@@ -82,8 +81,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
             let tty = std::io::stderr().is_terminal();
             // model = "profile": the measurement's progress on one line on a terminal, else line by line.
             let progress = |l: &str| crate::status_line(tty, &format!("ioshare agent: {l}"));
-            let profiler = AgentProfiler::new(ioshare_engine::interrupt::stop_flag(), progress);
-            let loaded = Config::load_with(&config, &Cached::new(&cache_dir, &profiler));
+            let loaded = Config::load_profiling(&config, &cache_dir, ioshare_engine::interrupt::stop_flag(), &progress);
             crate::clear_status(tty);
             let config = Config { memory_dry_run: dry_run, ..loaded? };
             let choice = match backend {
