@@ -210,12 +210,6 @@ impl Scenario {
         self.controller(ControllerSpec::IoCost { model, qos, depth: None })
     }
 
-    /// Runs IOCost with its device-depth option: at most `max` IOs in the device (see
-    /// `ioshare_core::iocost::depth`).
-    pub fn iocost_depth(self, model: ModelParams, qos: QosParams, max: u32) -> Scenario {
-        self.controller(ControllerSpec::IoCost { model, qos, depth: Some(DepthLimit { max }) })
-    }
-
     /// Adds a group.
     pub fn group(mut self, path: &str, weight: u32, jobs: impl IntoIterator<Item = Job>) -> Scenario {
         let jobs = jobs.into_iter().collect();
