@@ -26,7 +26,7 @@ use crate::error::SimError;
 use crate::memory::{Pool, SwapCharge};
 use crate::queue::{Ev, EventQueue};
 use crate::report::{DevicePoint, DeviceReport, GroupPoint, GroupReport, Latency, MemoryReport, Report, SimStats};
-use crate::scenario::{ChangeKind, Scenario};
+use crate::simulation::{ChangeKind, Scenario};
 use crate::workload::{seek_depth, Job, Load, DEFAULT_SIZE};
 
 /// Where swap-out writes go on the device (far from the jobs' default regions).

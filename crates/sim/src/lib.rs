@@ -26,7 +26,7 @@
 //! ```
 //!
 //! Modules: `queue` (event queue), [`device`] (linear, SSD, HDD, remote), [`workload`]
-//! (closed, open, latency-seeking, leak), [`memory`] (pressure and swap charging), [`scenario`]
+//! (closed, open, latency-seeking, leak), [`memory`] (pressure and swap charging), [`simulation`]
 //! (description, TOML), the engine (the controller protocol), [`report`], [`svg`], and
 //! [`scenarios`] (the built-in scenarios and reproductions, by name).
 
@@ -36,8 +36,8 @@ pub mod error;
 pub mod memory;
 mod queue;
 pub mod report;
-pub mod scenario;
 pub mod scenarios;
+pub mod simulation;
 pub mod spec;
 pub mod svg;
 pub mod workload;
@@ -46,5 +46,5 @@ pub use device::DeviceSpec;
 pub use error::SimError;
 pub use memory::{Memory, SwapCharge};
 pub use report::{Comparison, GroupReport, Latency, Report};
-pub use scenario::{Change, ChangeKind, ControllerSpec, Group, Scenario};
+pub use simulation::{Change, ChangeKind, ControllerSpec, Group, Scenario};
 pub use workload::{Job, Load, Rw};

@@ -6,7 +6,7 @@ use ioshare_core::{ModelParams, QosParams};
 
 use super::{compare, Args, Builtin, Outcome};
 use crate::error::SimError;
-use crate::scenario::{ControllerSpec, Scenario};
+use crate::simulation::{ControllerSpec, Scenario};
 use crate::workload::{Job, Rw};
 use crate::DeviceSpec;
 

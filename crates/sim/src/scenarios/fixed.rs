@@ -9,7 +9,7 @@ use ioshare_core::{ModelParams, NSEC_PER_MSEC};
 use super::basic::{qos_line, ssd_dfl_device};
 use super::{compare, Args, Builtin, Outcome};
 use crate::error::SimError;
-use crate::scenario::{ControllerSpec, Scenario};
+use crate::simulation::{ControllerSpec, Scenario};
 use crate::workload::{Job, Load, Rw};
 
 pub(crate) const BUILTINS: &[Builtin] = &[Builtin {

@@ -21,7 +21,7 @@ use ioshare_core::{Controller, IoCost, LeakyGate, Limited, Limits, LinearModel, 
 use super::{compare, Args, Builtin, Outcome};
 use crate::error::SimError;
 use crate::report::{Comparison, Report};
-use crate::scenario::{ControllerSpec, Scenario};
+use crate::simulation::{ControllerSpec, Scenario};
 use crate::workload::{Job, Rw};
 use crate::DeviceSpec;
 

@@ -6,7 +6,7 @@
 
 use crate::error::SimError;
 use crate::report::{Comparison, Report};
-use crate::scenario::ControllerSpec;
+use crate::simulation::ControllerSpec;
 
 /// Options a built-in accepts from the command line; each is optional.
 #[derive(Clone, Debug, Default)]

@@ -12,7 +12,7 @@ use super::{compare, Args, Builtin, Outcome};
 use crate::error::SimError;
 use crate::memory::{Memory, SwapCharge};
 use crate::report::Report;
-use crate::scenario::{ChangeKind, ControllerSpec, Scenario};
+use crate::simulation::{ChangeKind, ControllerSpec, Scenario};
 use crate::workload::{Job, Rw};
 use crate::DeviceSpec;
 

@@ -15,7 +15,7 @@ use ioshare_core::{ModelParams, QosConfig, QosParams, NSEC_PER_MSEC, NSEC_PER_SE
 use super::{compare, Args, Builtin, Outcome};
 use crate::error::SimError;
 use crate::report::Report;
-use crate::scenario::{ControllerSpec, Scenario};
+use crate::simulation::{ControllerSpec, Scenario};
 use crate::workload::{Job, Load, Rw};
 use crate::DeviceSpec;
 
