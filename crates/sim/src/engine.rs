@@ -26,7 +26,7 @@ use crate::error::SimError;
 use crate::memory::{Pool, SwapCharge};
 use crate::queue::{Ev, EventQueue};
 use crate::report::{DevicePoint, DeviceReport, GroupPoint, GroupReport, Latency, MemoryReport, Report, SimStats};
-use crate::simulation::{ChangeKind, Scenario};
+use crate::simulation::{ChangeKind, Simulation};
 use crate::workload::{seek_depth, Job, Load, DEFAULT_SIZE};
 
 /// Where swap-out writes go on the device (far from the jobs' default regions).
@@ -123,7 +123,7 @@ fn latency(h: &Histogram<u64>) -> Latency {
 }
 
 struct Engine<'a> {
-    sc: &'a Scenario,
+    sc: &'a Simulation,
     now: Nanos,
     q: EventQueue,
     ctl: Box<dyn Controller>,
@@ -155,7 +155,7 @@ struct Engine<'a> {
 }
 
 /// Runs `sc` with `ctl`; `name` overrides the controller's name in the report.
-pub(crate) fn run(sc: &Scenario, ctl: Box<dyn Controller>, name: Option<String>) -> Result<Report, SimError> {
+pub(crate) fn run(sc: &Simulation, ctl: Box<dyn Controller>, name: Option<String>) -> Result<Report, SimError> {
     sc.validate()?;
     let wall = Instant::now();
     let mut e = Engine::new(sc, ctl)?;
@@ -175,13 +175,13 @@ pub(crate) fn run(sc: &Scenario, ctl: Box<dyn Controller>, name: Option<String>)
 }
 
 impl<'a> Engine<'a> {
-    fn new(sc: &'a Scenario, mut ctl: Box<dyn Controller>) -> Result<Self, SimError> {
+    fn new(sc: &'a Simulation, mut ctl: Box<dyn Controller>) -> Result<Self, SimError> {
         let dev = sc.device.build(sc.seed)?;
         let mut groups = Vec::new();
         let mut jobs = Vec::new();
         let mut leaker = None;
         for (gi, g) in sc.groups.iter().enumerate() {
-            let id = ctl.configure(0, &g.path, &Scenario::settings(g))?;
+            let id = ctl.configure(0, &g.path, &Simulation::settings(g))?;
             groups.push(GroupRun {
                 id,
                 path: g.path.trim_matches('/').to_string(),

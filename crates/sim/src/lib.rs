@@ -1,6 +1,6 @@
 //! ioshare-sim: a deterministic discrete-event simulator for ioshare's IO controllers.
 //!
-//! A [`Scenario`] puts groups of jobs ([`Job`]) in front of a simulated device ([`DeviceSpec`])
+//! A [`Simulation`] puts groups of jobs ([`Job`]) in front of a simulated device ([`DeviceSpec`])
 //! through a controller ([`ControllerSpec`]: none, IOCost, or any `Box<dyn Controller>`), runs it
 //! in virtual time and returns a [`Report`]: per group IOPS, bandwidth, share of device cost and
 //! latency percentiles, device utilisation and vrate, time series. The same scenario and seed give
@@ -8,10 +8,10 @@
 //!
 //! ```
 //! use ioshare_core::{ModelParams, QosParams};
-//! use ioshare_sim::{DeviceSpec, Job, Rw, Scenario};
+//! use ioshare_sim::{DeviceSpec, Job, Rw, Simulation};
 //!
 //! // A device that truly follows ssd_dfl (8 servers); IOCost given the right model.
-//! let report = Scenario::new("two-to-one", DeviceSpec::linear(ModelParams::SSD_DFL, 8))
+//! let report = Simulation::new("two-to-one", DeviceSpec::linear(ModelParams::SSD_DFL, 8))
 //!     .iocost(ModelParams::SSD_DFL, QosParams::default())
 //!     .group("a", 200, [Job::closed(Rw::RandRead, 4096, 32)])
 //!     .group("b", 100, [Job::closed(Rw::RandRead, 4096, 32)])
@@ -46,5 +46,5 @@ pub use device::DeviceSpec;
 pub use error::SimError;
 pub use memory::{Memory, SwapCharge};
 pub use report::{Comparison, GroupReport, Latency, Report};
-pub use simulation::{Change, ChangeKind, ControllerSpec, Group, Scenario};
+pub use simulation::{Change, ChangeKind, ControllerSpec, Group, Simulation};
 pub use workload::{Job, Load, Rw};

@@ -3,9 +3,9 @@
 //!
 //! ```
 //! use ioshare_core::{ModelParams, QosParams};
-//! use ioshare_sim::{DeviceSpec, Job, Rw, Scenario};
+//! use ioshare_sim::{DeviceSpec, Job, Rw, Simulation};
 //!
-//! let report = Scenario::new("two-readers", DeviceSpec::linear(ModelParams::SSD_DFL, 4))
+//! let report = Simulation::new("two-readers", DeviceSpec::linear(ModelParams::SSD_DFL, 4))
 //!     .group("a", 200, [Job::closed(Rw::RandRead, 4096, 32)])
 //!     .group("b", 100, [Job::closed(Rw::RandRead, 4096, 32)])
 //!     .seconds(1.0)
@@ -159,7 +159,7 @@ pub struct Change {
 
 /// Everything a run needs. See the module documentation for an example.
 #[derive(Clone, Debug)]
-pub struct Scenario {
+pub struct Simulation {
     /// Name shown in reports.
     pub name: String,
     /// Seed of every random draw (same seed, same run).
@@ -182,10 +182,10 @@ pub struct Scenario {
     pub changes: Vec<Change>,
 }
 
-impl Scenario {
+impl Simulation {
     /// A 10-second scenario with seed 1, no controller and no groups yet.
-    pub fn new(name: &str, device: DeviceSpec) -> Scenario {
-        Scenario {
+    pub fn new(name: &str, device: DeviceSpec) -> Simulation {
+        Simulation {
             name: name.to_string(),
             seed: 1,
             duration: 10 * NSEC_PER_SEC,
@@ -200,25 +200,25 @@ impl Scenario {
     }
 
     /// Sets the controller.
-    pub fn controller(mut self, controller: ControllerSpec) -> Scenario {
+    pub fn controller(mut self, controller: ControllerSpec) -> Simulation {
         self.controller = controller;
         self
     }
 
     /// Runs IOCost with cost model `model` and QoS `qos`.
-    pub fn iocost(self, model: ModelParams, qos: QosParams) -> Scenario {
+    pub fn iocost(self, model: ModelParams, qos: QosParams) -> Simulation {
         self.controller(ControllerSpec::IoCost { model, qos, depth: None })
     }
 
     /// Adds a group.
-    pub fn group(mut self, path: &str, weight: u32, jobs: impl IntoIterator<Item = Job>) -> Scenario {
+    pub fn group(mut self, path: &str, weight: u32, jobs: impl IntoIterator<Item = Job>) -> Simulation {
         let jobs = jobs.into_iter().collect();
         self.groups.push(Group { path: path.to_string(), weight, limits: Limits::default(), jobs });
         self
     }
 
     /// Sets the limits of the group at `path` (added before). Panics if there is none: a caller's bug.
-    pub fn limit(mut self, path: &str, limits: Limits) -> Scenario {
+    pub fn limit(mut self, path: &str, limits: Limits) -> Simulation {
         let g = self.groups.iter_mut().find(|g| g.path == path).unwrap_or_else(|| panic!("no group '{path}'"));
         g.limits = limits;
         self
@@ -230,31 +230,31 @@ impl Scenario {
     }
 
     /// Sets the virtual duration in seconds.
-    pub fn seconds(mut self, seconds: f64) -> Scenario {
+    pub fn seconds(mut self, seconds: f64) -> Simulation {
         self.duration = secs_to_ns(seconds);
         self
     }
 
     /// Sets the warm-up in seconds.
-    pub fn warmup(mut self, seconds: f64) -> Scenario {
+    pub fn warmup(mut self, seconds: f64) -> Simulation {
         self.warmup = secs_to_ns(seconds);
         self
     }
 
     /// Sets the seed.
-    pub fn seed(mut self, seed: u64) -> Scenario {
+    pub fn seed(mut self, seed: u64) -> Simulation {
         self.seed = seed;
         self
     }
 
     /// Adds a memory pool.
-    pub fn memory(mut self, memory: Memory) -> Scenario {
+    pub fn memory(mut self, memory: Memory) -> Simulation {
         self.memory = Some(memory);
         self
     }
 
     /// Schedules a change at `at_seconds`.
-    pub fn change(mut self, at_seconds: f64, kind: ChangeKind) -> Scenario {
+    pub fn change(mut self, at_seconds: f64, kind: ChangeKind) -> Simulation {
         self.changes.push(Change { at: secs_to_ns(at_seconds), kind });
         self
     }
@@ -298,7 +298,7 @@ impl Scenario {
         }
         for (i, g) in self.groups.iter().enumerate() {
             Weight::try_from(g.weight).map_err(|m| invalid(format!("group '{}': {m}", g.path)))?;
-            Scenario::settings(g).validate(&g.path)?;
+            Simulation::settings(g).validate(&g.path)?;
             if self.groups[..i].iter().any(|o| o.path.trim_matches('/') == g.path.trim_matches('/')) {
                 return Err(invalid(format!("group '{}' is defined twice", g.path)));
             }
@@ -339,14 +339,14 @@ impl Scenario {
     }
 
     /// Reads a scenario file.
-    pub fn load(path: &Path) -> Result<Scenario, SimError> {
+    pub fn load(path: &Path) -> Result<Simulation, SimError> {
         let text =
             std::fs::read_to_string(path).map_err(|reason| SimError::Read { file: path.to_path_buf(), reason })?;
-        Scenario::from_toml(&text, path)
+        Simulation::from_toml(&text, path)
     }
 
     /// Parses a scenario from TOML; `file` names it in errors, which give the line and key.
-    pub fn from_toml(text: &str, file: &Path) -> Result<Scenario, SimError> {
+    pub fn from_toml(text: &str, file: &Path) -> Result<Simulation, SimError> {
         let at =
             |offset: usize, msg: String| SimError::File { file: file.to_path_buf(), line: line_of(text, offset), msg };
         let f: ScenarioFile = toml::from_str(text).map_err(|e| {
@@ -366,7 +366,7 @@ impl Scenario {
                 c.into_inner().resolve(&device).map_err(|m| at(span, format!("[controller]: {m}")))?
             }
         };
-        let mut sc = Scenario::new(f.name.as_deref().unwrap_or("scenario"), device).controller(controller);
+        let mut sc = Simulation::new(f.name.as_deref().unwrap_or("scenario"), device).controller(controller);
         if let Some(seed) = f.seed {
             sc.seed = seed;
         }
@@ -384,7 +384,7 @@ impl Scenario {
             let weight = g.weight.map_or(100, |w| w.0);
             let limits = g.limits.unwrap_or_default();
             let group = Group { path: g.path, weight, limits, jobs: g.jobs };
-            Scenario::settings(&group)
+            Simulation::settings(&group)
                 .validate(&group.path)
                 .map_err(|e| at(key_offset(text, span, "limits"), e.to_string()))?;
             sc.groups.push(group);
