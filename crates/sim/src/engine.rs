@@ -26,7 +26,7 @@ use crate::error::SimError;
 use crate::memory::{Pool, SwapCharge};
 use crate::queue::{Ev, EventQueue};
 use crate::report::{DevicePoint, DeviceReport, GroupPoint, GroupReport, Latency, MemoryReport, Report, SimStats};
-use crate::simulation::{ChangeKind, Simulation};
+use crate::simulation::{ChangeKind, ControllerSpec, Simulation};
 use crate::workload::{seek_depth, Job, Load, DEFAULT_SIZE};
 
 /// Where swap-out writes go on the device (far from the jobs' default regions).
@@ -757,5 +757,21 @@ impl<'a> Engine<'a> {
             },
             comparisons: Vec::new(),
         }
+    }
+}
+
+impl Simulation {
+    /// Runs the scenario with the controller it describes.
+    pub fn run(&self) -> Result<Report, SimError> {
+        let name = match &self.controller {
+            ControllerSpec::Custom { name, .. } => Some(name.clone()),
+            _ => None,
+        };
+        run(self, self.controller.build(), name)
+    }
+
+    /// Runs the scenario with a controller built by the caller (configured by the run).
+    pub fn run_with(&self, controller: Box<dyn Controller>) -> Result<Report, SimError> {
+        run(self, controller, None)
     }
 }

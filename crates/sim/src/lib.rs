@@ -36,6 +36,7 @@ pub mod error;
 pub mod memory;
 mod queue;
 pub mod report;
+pub mod scenario_file;
 pub mod scenarios;
 pub mod simulation;
 pub mod spec;
