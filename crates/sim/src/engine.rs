@@ -11,7 +11,8 @@
 //!   every tick and configure).
 //!
 //! Everything is in virtual ns and ordered by (time, sequence), so a run depends only on the
-//! scenario and its seed.
+//! simulation and its seed. The engine implements [`Simulation::run`]: the description does not
+//! know its runner (no import back into `simulation`).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
@@ -181,7 +182,7 @@ impl<'a> Engine<'a> {
         let mut jobs = Vec::new();
         let mut leaker = None;
         for (gi, g) in sc.groups.iter().enumerate() {
-            let id = ctl.configure(0, &g.path, &Simulation::settings(g))?;
+            let id = ctl.configure(0, &g.path, &g.settings())?;
             groups.push(GroupRun {
                 id,
                 path: g.path.trim_matches('/').to_string(),
@@ -761,7 +762,7 @@ impl<'a> Engine<'a> {
 }
 
 impl Simulation {
-    /// Runs the scenario with the controller it describes.
+    /// Runs the simulation with the controller it describes.
     pub fn run(&self) -> Result<Report, SimError> {
         let name = match &self.controller {
             ControllerSpec::Custom { name, .. } => Some(name.clone()),
@@ -770,7 +771,7 @@ impl Simulation {
         run(self, self.controller.build(), name)
     }
 
-    /// Runs the scenario with a controller built by the caller (configured by the run).
+    /// Runs the simulation with a controller built by the caller (configured by the run).
     pub fn run_with(&self, controller: Box<dyn Controller>) -> Result<Report, SimError> {
         run(self, controller, None)
     }

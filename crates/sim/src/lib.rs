@@ -3,7 +3,7 @@
 //! A [`Simulation`] puts groups of jobs ([`Job`]) in front of a simulated device ([`DeviceSpec`])
 //! through a controller ([`ControllerSpec`]: none, IOCost, or any `Box<dyn Controller>`), runs it
 //! in virtual time and returns a [`Report`]: per group IOPS, bandwidth, share of device cost and
-//! latency percentiles, device utilisation and vrate, time series. The same scenario and seed give
+//! latency percentiles, device utilisation and vrate, time series. The same simulation and seed give
 //! the same report (bar its wall-clock fields), so properties can be asserted exactly.
 //!
 //! ```
@@ -27,7 +27,7 @@
 //!
 //! Modules: `queue` (event queue), [`device`] (linear, SSD, HDD, remote), [`workload`]
 //! (closed, open, latency-seeking, leak), [`memory`] (pressure and swap charging), [`simulation`]
-//! (description, TOML), the engine (the controller protocol), [`report`], [`svg`], and
+//! (what a run is), [`scenario_file`] (a simulation from TOML), the engine (the controller protocol), [`report`], [`svg`], and
 //! [`scenarios`] (the built-in scenarios and reproductions, by name).
 
 pub mod device;

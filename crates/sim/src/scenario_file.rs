@@ -48,7 +48,7 @@ impl Simulation {
         Simulation::from_toml(&text, path)
     }
 
-    /// Parses a scenario from TOML; `file` names it in errors, which give the line and key.
+    /// Parses a scenario file's text; `file` names it in errors, which give the line and key.
     pub fn from_toml(text: &str, file: &Path) -> Result<Simulation, SimError> {
         let at =
             |offset: usize, msg: String| SimError::File { file: file.to_path_buf(), line: line_of(text, offset), msg };
@@ -87,9 +87,7 @@ impl Simulation {
             let weight = g.weight.map_or(100, |w| w.0);
             let limits = g.limits.unwrap_or_default();
             let group = Group { path: g.path, weight, limits, jobs: g.jobs };
-            Simulation::settings(&group)
-                .validate(&group.path)
-                .map_err(|e| at(key_offset(text, span, "limits"), e.to_string()))?;
+            group.settings().validate(&group.path).map_err(|e| at(key_offset(text, span, "limits"), e.to_string()))?;
             sc.groups.push(group);
         }
         for c in f.changes {

@@ -1,5 +1,11 @@
-//! A scenario: device, controller, groups with their jobs, optional memory pool and scheduled
-//! changes, duration and seed — built in code or read from a TOML file — and how to run it.
+//! What one simulated run is: device, controller, groups with their jobs, optional memory pool and
+//! scheduled changes, duration and seed.
+//!
+//! Design: a [`Simulation`] is a plain description, built in code with its builder methods or read
+//! from a scenario file ([`Simulation::load`], in `scenario_file`), and checked by
+//! [`Simulation::validate`]. It knows nothing of how it runs: the engine takes it and implements
+//! [`Simulation::run`], so this module imports neither the engine nor the file reader (both import
+//! it). A built-in scenario (`scenarios`) builds one or more simulations and judges their reports.
 //!
 //! ```
 //! use ioshare_core::{ModelParams, QosParams};
@@ -30,7 +36,7 @@ use crate::memory::Memory;
 use crate::spec::Weight;
 use crate::workload::{Job, Load};
 
-/// Which controller a scenario runs.
+/// Which controller a simulation runs.
 #[derive(Clone)]
 pub enum ControllerSpec {
     /// No control: every IO goes to the device at once.
@@ -91,7 +97,7 @@ impl ControllerSpec {
     }
 }
 
-/// A group of the scenario: a path in the weight tree, its weight, its limits, and its jobs.
+/// A group of the simulation: a path in the weight tree, its weight, its limits, and its jobs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Group {
     /// Path (`workload/web`).
@@ -102,6 +108,13 @@ pub struct Group {
     pub limits: Limits,
     /// Jobs issuing IO in this group.
     pub jobs: Vec<Job>,
+}
+
+impl Group {
+    /// The controller's settings for this group.
+    pub(crate) fn settings(&self) -> GroupSettings {
+        GroupSettings { weight: self.weight, limits: self.limits.clone() }
+    }
 }
 
 /// Something that changes during a run.
@@ -153,7 +166,7 @@ pub struct Simulation {
 }
 
 impl Simulation {
-    /// A 10-second scenario with seed 1, no controller and no groups yet.
+    /// A 10-second simulation with seed 1, no controller and no groups yet.
     pub fn new(name: &str, device: DeviceSpec) -> Simulation {
         Simulation {
             name: name.to_string(),
@@ -192,11 +205,6 @@ impl Simulation {
         let g = self.groups.iter_mut().find(|g| g.path == path).unwrap_or_else(|| panic!("no group '{path}'"));
         g.limits = limits;
         self
-    }
-
-    /// The controller's settings for group `g`.
-    pub(crate) fn settings(g: &Group) -> GroupSettings {
-        GroupSettings { weight: g.weight, limits: g.limits.clone() }
     }
 
     /// Sets the virtual duration in seconds.
@@ -254,7 +262,7 @@ impl Simulation {
         }
         for (i, g) in self.groups.iter().enumerate() {
             Weight::try_from(g.weight).map_err(|m| invalid(format!("group '{}': {m}", g.path)))?;
-            Simulation::settings(g).validate(&g.path)?;
+            g.settings().validate(&g.path)?;
             if self.groups[..i].iter().any(|o| o.path.trim_matches('/') == g.path.trim_matches('/')) {
                 return Err(invalid(format!("group '{}' is defined twice", g.path)));
             }
