@@ -24,7 +24,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Deserialize;
 
-use super::{positive, transfer_ns, Device, KeyError, Request, Started};
+use super::common::{transfer_ns, Device, Request, Started};
+use super::param::{positive, KeyError};
 
 /// Parameters of an [`Hdd`].
 #[derive(Clone, Debug, PartialEq, Deserialize)]

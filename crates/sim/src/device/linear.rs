@@ -12,7 +12,7 @@ use ioshare_core::iocost::model::{vtime_to_ns, RANDIO_PAGES};
 use ioshare_core::{CostModel, LinearModel, ModelParams, Nanos};
 use serde::Deserialize;
 
-use super::{Device, Request, ServerPool, Started};
+use super::common::{Device, Request, ServerPool, Started};
 use crate::spec::ModelLine;
 
 /// Parameters of a [`LinearDevice`].

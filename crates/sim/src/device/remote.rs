@@ -9,7 +9,8 @@
 use ioshare_core::Nanos;
 use serde::Deserialize;
 
-use super::{positive, Device, KeyError, Request, Started, NO_SLOT};
+use super::common::{Device, Request, Started, NO_SLOT};
+use super::param::{positive, KeyError};
 
 /// Parameters of a [`Remote`] volume.
 #[derive(Clone, Debug, PartialEq, Deserialize)]

@@ -13,7 +13,8 @@
 use ioshare_core::{Nanos, Op};
 use serde::Deserialize;
 
-use super::{positive, transfer_ns, Device, KeyError, Request, ServerPool, Started};
+use super::common::{transfer_ns, Device, Request, ServerPool, Started};
+use super::param::{positive, KeyError};
 
 /// Parameters of an [`Ssd`].
 #[derive(Clone, Debug, PartialEq, Deserialize)]
