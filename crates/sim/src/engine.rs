@@ -128,7 +128,7 @@ struct Engine<'a> {
     now: Nanos,
     q: EventQueue,
     ctl: Box<dyn Controller>,
-    dev: Box<dyn Device>,
+    dev: Device,
     jobs: Vec<JobRun>,
     groups: Vec<GroupRun>,
     recs: Vec<Rec>,

@@ -12,9 +12,13 @@
 //! divided by `servers × duration` is the device utilisation, and a group's share of the sum is its
 //! share of the device.
 //!
-//! Models: [`linear::LinearDevice`] (service time from its own linear cost model, the reference for
-//! exact virtual-time properties), [`ssd::Ssd`], [`hdd::Hdd`], [`remote::Remote`]. [`DeviceSpec`]
-//! describes any of them (in code or in TOML); presets resembling real devices are in `presets/`.
+//! Design: one [`Device`] (`common`) does the serving, queueing and speed changes for every model;
+//! a model implements [`DeviceModel`] — its service time, and for a disk the order it takes queued
+//! IOs in. Models: [`linear::Linear`] (service time from its own linear cost model, the reference
+//! for exact virtual-time properties), [`ssd::Ssd`], [`hdd::Hdd`], [`remote::Remote`].
+//! [`DeviceSpec`] (`spec`) describes any of them (in code or in TOML) and builds its [`Device`];
+//! presets resembling real devices are in `presets/`. The arrows go one way: `spec` → models →
+//! `common`, `param`; this module only declares and re-exports.
 
 mod common;
 pub mod hdd;
@@ -24,6 +28,6 @@ pub mod remote;
 mod spec;
 pub mod ssd;
 
-pub use common::{Device, Request, Started, NO_SLOT};
+pub use common::{Device, DeviceModel, Queued, Request, Service, Started, NO_SLOT};
 pub use param::KeyError;
 pub use spec::{preset_table, DeviceSpec, PRESETS};

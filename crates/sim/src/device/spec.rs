@@ -71,13 +71,13 @@ impl DeviceSpec {
     }
 
     /// Builds the device; `seed` drives its randomness (HDD rotational position).
-    pub fn build(&self, seed: u64) -> Result<Box<dyn Device>, SimError> {
+    pub fn build(&self, seed: u64) -> Result<Device, SimError> {
         self.validate().map_err(|e| SimError::Invalid(format!("device {e}")))?;
         Ok(match self {
-            DeviceSpec::Linear(s) => Box::new(linear::LinearDevice::new(s)),
-            DeviceSpec::Ssd(s) => Box::new(ssd::Ssd::new(s)),
-            DeviceSpec::Hdd(s) => Box::new(hdd::Hdd::new(s, seed)),
-            DeviceSpec::Remote(s) => Box::new(remote::Remote::new(s)),
+            DeviceSpec::Linear(s) => Device::new(linear::Linear::new(s)),
+            DeviceSpec::Ssd(s) => Device::new(ssd::Ssd::new(s)),
+            DeviceSpec::Hdd(s) => Device::new(hdd::Hdd::new(s, seed)),
+            DeviceSpec::Remote(s) => Device::new(remote::Remote::new(s)),
         })
     }
 
