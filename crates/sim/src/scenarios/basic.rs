@@ -4,7 +4,7 @@
 
 use ioshare_core::{ModelParams, QosParams};
 
-use super::{compare, Args, Builtin, Outcome};
+use super::builtin::{compare, Args, Builtin, Outcome};
 use crate::error::SimError;
 use crate::simulation::{ControllerSpec, Simulation};
 use crate::workload::{Job, Rw};

@@ -7,7 +7,7 @@
 use ioshare_core::{ModelParams, NSEC_PER_MSEC};
 
 use super::basic::{qos_line, ssd_dfl_device};
-use super::{compare, Args, Builtin, Outcome};
+use super::builtin::{compare, Args, Builtin, Outcome};
 use crate::error::SimError;
 use crate::simulation::{ControllerSpec, Simulation};
 use crate::workload::{Job, Load, Rw};

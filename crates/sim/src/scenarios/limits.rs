@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use ioshare_core::{Controller, IoCost, LeakyGate, Limited, Limits, LinearModel, ModelParams, QosParams};
 
-use super::{compare, Args, Builtin, Outcome};
+use super::builtin::{compare, Args, Builtin, Outcome};
 use crate::error::SimError;
 use crate::report::{Comparison, Report};
 use crate::simulation::{ControllerSpec, Simulation};

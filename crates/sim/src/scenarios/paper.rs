@@ -8,7 +8,7 @@ use ioshare_core::iocost::planner::fastest_settle_periods;
 use ioshare_core::{ModelParams, NSEC_PER_MSEC};
 
 use super::basic::{qos_line, ssd_dfl_device, work_conserving};
-use super::{compare, Args, Builtin, Outcome};
+use super::builtin::{compare, Args, Builtin, Outcome};
 use crate::error::SimError;
 use crate::memory::{Memory, SwapCharge};
 use crate::report::Report;

@@ -12,7 +12,7 @@
 use ioshare_core::iocost::depth::DepthLimit;
 use ioshare_core::{ModelParams, QosConfig, QosParams, NSEC_PER_MSEC, NSEC_PER_SEC};
 
-use super::{compare, Args, Builtin, Outcome};
+use super::builtin::{compare, Args, Builtin, Outcome};
 use crate::error::SimError;
 use crate::report::Report;
 use crate::simulation::{ControllerSpec, Simulation};
