@@ -8,7 +8,7 @@ use super::builtin::{compare, Args, Builtin, Outcome};
 use crate::error::SimError;
 use crate::simulation::{ControllerSpec, Simulation};
 use crate::workload::{Job, Rw};
-use crate::DeviceSpec;
+use crate::device::DeviceSpec;
 
 pub(crate) const BUILTINS: &[Builtin] = &[
     Builtin {

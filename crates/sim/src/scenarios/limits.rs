@@ -23,7 +23,7 @@ use crate::error::SimError;
 use crate::report::{Comparison, Report};
 use crate::simulation::{ControllerSpec, Simulation};
 use crate::workload::{Job, Rw};
-use crate::DeviceSpec;
+use crate::device::DeviceSpec;
 
 pub(crate) const BUILTINS: &[Builtin] = &[
     Builtin {

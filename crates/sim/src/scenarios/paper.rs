@@ -14,7 +14,7 @@ use crate::memory::{Memory, SwapCharge};
 use crate::report::Report;
 use crate::simulation::{ChangeKind, ControllerSpec, Simulation};
 use crate::workload::{Job, Rw};
-use crate::DeviceSpec;
+use crate::device::DeviceSpec;
 
 pub(crate) const BUILTINS: &[Builtin] = &[
     Builtin {

@@ -17,7 +17,7 @@ use crate::error::SimError;
 use crate::report::Report;
 use crate::simulation::{ControllerSpec, Simulation};
 use crate::workload::{Job, Load, Rw};
-use crate::DeviceSpec;
+use crate::device::DeviceSpec;
 
 pub(crate) const BUILTINS: &[Builtin] = &[
     Builtin {
