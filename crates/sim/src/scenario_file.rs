@@ -1,5 +1,11 @@
 //! Scenario files: a [`Simulation`] read from TOML, errors naming the file, line and key.
 //!
+//! Design: serde reads the text into private mirrors of the file's tables (`ScenarioFile`,
+//! `GroupFile`, ...) that keep their spans; they are then resolved — device presets, the controller's
+//! defaults — into a [`Simulation`], so every error can name its line and key, and the description
+//! itself knows nothing of TOML. This module implements [`Simulation::load`] and
+//! [`Simulation::from_toml`]; nothing imports it back.
+//!
 //! File format (see `scenarios/*.toml` in the repository for complete examples):
 //! ```toml
 //! name = "proportional"
