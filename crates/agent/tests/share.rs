@@ -11,28 +11,14 @@ use std::process::{Child, Command, Stdio};
 use ioshare_agent::share::flags::FlagKind;
 use ioshare_agent::share::{GroupShare, ShareCheck};
 use ioshare_agent::{BackendChoice, Check, Config};
-use ioshare_host::{
-    in_lab, run_tests_in_lab, skip_unless_root, BlkioCgroup, Capabilities, Cgroup2, KernelIoCost, LoopDevice,
-};
+use ioshare_host::{skip_unless_root, BlkioCgroup, Capabilities, Cgroup2, KernelIoCost, LoopDevice};
+use ioshare_testkit::{in_lab, run_tests_in_lab, KillOnDrop};
 
-/// Processes that only exist to make their cgroups active; killed and reaped on drop.
-struct Sleepers(Vec<Child>);
-
-impl Sleepers {
-    fn spawn(&mut self, spawn: impl FnOnce(Command) -> ioshare_host::Result<Child>) {
-        let mut cmd = Command::new("sleep");
-        cmd.arg("600").stdout(Stdio::null());
-        self.0.push(spawn(cmd).expect("a sleeper in its cgroup"));
-    }
-}
-
-impl Drop for Sleepers {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+/// A process that only exists to make its cgroup active (`spawn` puts it there before it execs).
+fn sleeper(spawn: impl FnOnce(Command) -> ioshare_host::Result<Child>) -> KillOnDrop {
+    let mut cmd = Command::new("sleep");
+    cmd.arg("600").stdout(Stdio::null());
+    KillOnDrop(spawn(cmd).expect("a sleeper in its cgroup"))
 }
 
 /// The share of `cgroup` in `groups`.
@@ -87,10 +73,7 @@ fn v1_tree_shares_and_flags() {
     let cg = |name: &str| BlkioCgroup::create(&format!("{top}/{name}")).unwrap();
     let (web, db, batch, _idle, only) = (cg("web"), cg("db"), cg("batch"), cg("idle"), cg("solo/only"));
     batch.set_bfq_weight(200).unwrap();
-    let mut sleepers = Sleepers(Vec::new());
-    for g in [&web, &db, &batch, &only] {
-        sleepers.spawn(|c| g.spawn(c));
-    }
+    let sleepers: Vec<KillOnDrop> = [&web, &db, &batch, &only].map(|g| sleeper(|c| g.spawn(c))).into();
     let t = rel(&root, web.path().parent().unwrap());
     // Rules: web's read cap is above what ssd_dfl reads (8932 IOPS at most), db's write cap below its
     // share of 28755 write IOPS, idle's weight beyond BFQ's 1000, only alone under solo; rule 5 also
@@ -167,10 +150,7 @@ fn v2_tree_shares_and_flags_with_iocost_off_and_on() {
     let x = Cgroup2::create(&format!("{top}/off/x"), &[]).unwrap();
     b.write("io.weight", "default 400").unwrap();
     assert!(!x.path().join("io.weight").exists(), "off/ does not give x the io controller");
-    let mut sleepers = Sleepers(Vec::new());
-    for g in [&a, &b, &x] {
-        sleepers.spawn(|c| g.spawn(c));
-    }
+    let sleepers: Vec<KillOnDrop> = [&a, &b, &x].map(|g| sleeper(|c| g.spawn(c))).into();
     let t = rel(&root, a.path().parent().unwrap().parent().unwrap());
     let config = write_config(
         dir.path(),

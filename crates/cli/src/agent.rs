@@ -5,8 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Subcommand, ValueEnum};
-use ioshare_agent::{Agent, BackendChoice, Cached, Check, Config, ShareCheck, Status, Unavailable};
-use ioshare_engine::profile::agent::AgentProfiler;
+use ioshare_agent::{Agent, BackendChoice, Check, Config, ShareCheck, Status};
 
 /// The agent's subcommands.
 #[derive(Subcommand)]
@@ -99,7 +98,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
             }
         }
         Command::Check { json, config: Some(file), backend, cache_dir } => {
-            let config = Config::load_with(&file, &Cached::new(&cache_dir, &Unavailable))?;
+            let config = Config::load_cached(&file, &cache_dir)?;
             let report = ShareCheck::probe(Check::probe(), &config, backend.into())?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
@@ -111,8 +110,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
             let tty = std::io::stderr().is_terminal();
             // model = "profile": the measurement's progress on one line on a terminal, else line by line.
             let progress = |l: &str| crate::status_line(tty, &format!("ioshare agent: {l}"));
-            let profiler = AgentProfiler::new(ioshare_engine::interrupt::stop_flag(), progress);
-            let loaded = Config::load_with(&config, &Cached::new(&cache_dir, &profiler));
+            let loaded = Config::load_profiling(&config, &cache_dir, ioshare_engine::interrupt::stop_flag(), &progress);
             crate::clear_status(tty);
             let config = Config { memory_dry_run: dry_run, ..loaded? };
             let stop = ioshare_agent::stop_on_signals();

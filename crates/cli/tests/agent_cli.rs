@@ -6,7 +6,7 @@ mod common;
 
 use std::process::{Command, Output};
 
-use common::Reaped;
+use ioshare_testkit::KillOnDrop;
 
 fn ioshare(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ioshare")).args(args).output().expect("the binary runs")
@@ -61,7 +61,7 @@ fn status_without_an_agent_says_so() {
 fn run_until_applied(args: &[&str], state: &std::path::Path, log: &std::path::Path) -> String {
     let stderr = std::fs::File::create(log).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_ioshare")).args(args).stderr(stderr).spawn().unwrap();
-    let mut agent = Reaped(child);
+    let mut agent = KillOnDrop(child);
     // Measuring takes ~10 s (12 runs of 1 s); the bound is for a machine busy with other builds.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     while !state.join("status.json").exists() {
@@ -149,7 +149,7 @@ fn check_with_a_config_gives_each_cgroups_share_and_flags() {
         c.arg("600");
         c
     };
-    let _procs = [Reaped(a.spawn(sleep()).unwrap()), Reaped(b.spawn(sleep()).unwrap())];
+    let _procs = [KillOnDrop(a.spawn(sleep()).unwrap()), KillOnDrop(b.spawn(sleep()).unwrap())];
     let t = a.path().parent().unwrap().strip_prefix(&root).unwrap().display().to_string();
     let config = dir.path().join("agent.toml");
     std::fs::write(

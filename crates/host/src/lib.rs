@@ -61,8 +61,6 @@
 //! memcg::AnyMemCgroup::create(v2, name)              // a memory cgroup of either hierarchy, removed
 //!                                                    // on drop: .path() .usage() .set_limit() .spawn()
 //! IoMax (io.max line: FromStr/Display, parse_file/format_file), IoWeight (io.weight file: FromStr/Display)
-//! run_tests_in_lab(test, filter, lab_args) -> Option<LabRun>; in_lab()  // a test binary's own tests
-//!                                                    // run again in the cgroup v2 lab guest
 //! is_root() -> bool; skip_unless_root(test) -> bool   // prints "skipping <test>: needs root (...)"
 //! ```
 //! Errors are [`Error`]: one line each, naming what is wrong and how to fix it.
@@ -88,7 +86,6 @@ mod error;
 mod io_max;
 mod io_stat;
 mod io_weight;
-mod lab;
 mod loop_device;
 mod loop_sys;
 pub mod memcg;
@@ -111,7 +108,6 @@ pub use io_max::IoMax;
 pub use io_stat::parse_io_stat;
 pub use io_weight::{IoWeight, IO_WEIGHT_DEFAULT, IO_WEIGHT_MAX, IO_WEIGHT_MIN};
 pub use ioshare_core::iocost::line::DevNum;
-pub use lab::{in_lab, run_tests_in_lab, LabRun, IN_LAB_ENV};
 pub use loop_device::LoopDevice;
 pub use privilege::{is_root, skip_unless_root};
 pub use recorder::{check_under, revert_state_dir, Change, Entry, Recorder, Reverted, Written, STATE_FILE};

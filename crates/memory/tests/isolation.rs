@@ -27,10 +27,11 @@ use std::time::{Duration, Instant};
 
 use common::{
     allocation_times, allocator, holder, leaker, page_cache_writer, page_cache_writer_to, usage_of, wait_usage, Group,
-    Proc, MIB, WAIT,
+    MIB, WAIT,
 };
-use ioshare_host::{in_lab, run_tests_in_lab, skip_unless_root, Capabilities, DevNum, LoopDevice, ThrottleKnob};
+use ioshare_host::{skip_unless_root, Capabilities, DevNum, LoopDevice, ThrottleKnob};
 use ioshare_memory::{Action, Guard, MemorySettings};
+use ioshare_testkit::{in_lab, run_tests_in_lab, KillOnDrop};
 
 /// The priority OOM ancestor's limit.
 const LIMIT: u64 = 100 * MIB;
@@ -83,7 +84,7 @@ fn settings(priority: u8) -> MemorySettings {
 /// The tree, with its processes; `name` keeps the runs of one binary apart.
 struct Tree {
     /// First, so that the processes die before their cgroups are removed.
-    procs: Vec<(&'static str, Proc)>,
+    procs: Vec<(&'static str, KillOnDrop)>,
     outside: Group,
     online: Group,
     etl: Group,
@@ -815,7 +816,7 @@ fn experiment_memleak() {
             .args(["--iodepth=1", "--time_based", &format!("--runtime={SECS}"), "--output=/dev/null"])
             .arg(format!("--filename={}", data.display()))
             .arg(format!("--write_lat_log={log}"));
-        let reader = Proc(reader_g.spawn(reader_cmd).unwrap());
+        let reader = KillOnDrop(reader_g.spawn(reader_cmd).unwrap());
         let started = Instant::now();
         let (leak_group, mut leak) = (Group(ioshare_host::memcg::AnyMemCgroup::V2(leak_g)), None);
         let mut killed_at = None;

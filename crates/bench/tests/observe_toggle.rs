@@ -4,8 +4,8 @@
 
 use std::sync::atomic::AtomicBool;
 
+use ioshare_bench::observe::{Observations, OBSERVED_NONE, TOGGLE_SAMPLE};
 use ioshare_core::{NoControl, NSEC_PER_MSEC, NSEC_PER_SEC};
-use ioshare_engine::bench::observe::{Recorder, OBSERVED_NONE, TOGGLE_SAMPLE};
 use ioshare_engine::{run, JobSpec, Pattern, RunOptions, Target, TenantSpec};
 use ioshare_host::LoopDevice;
 
@@ -22,9 +22,9 @@ fn the_observer_is_attached_in_turns_and_judged_by_its_windows() {
     let target = Target::open(dev.path(), 0).unwrap();
     let tenants = [TenantSpec::new("reader", 100, JobSpec::new(Pattern::RandRead, 4096, 8))];
     let opts = RunOptions { sample_every: TOGGLE_SAMPLE, ..RunOptions::new(1200 * NSEC_PER_MSEC) };
-    let recorder = Recorder::new(dev.path());
+    let observations = Observations::new(dev.path());
     let warmup_s = opts.warmup as f64 / NSEC_PER_SEC as f64;
-    let (report, compared) = recorder
+    let (report, compared) = observations
         .toggled(warmup_s, |epoch| {
             run(
                 &target,
@@ -35,7 +35,7 @@ fn the_observer_is_attached_in_turns_and_judged_by_its_windows() {
             )
         })
         .unwrap();
-    let (observed, notes) = recorder.take();
+    let (observed, notes) = observations.take();
     assert!(notes.is_empty(), "{notes:?}");
 
     // 100 ms windows, detached first, over 1.2 s with 120 ms of warm-up: attached windows start at

@@ -33,14 +33,17 @@ use std::sync::atomic::AtomicBool;
 
 use ioshare_core::iocost::line::Ctrl;
 use ioshare_core::{ModelConfig, Nanos, QosParams, NSEC_PER_SEC};
+use ioshare_engine::job::{JobSpec, Pattern, TenantSpec};
+use ioshare_engine::run::RunOptions;
 
-use super::calibrate::Calibration;
-use super::kernel::{KernelSetup, Peers};
-use super::scenario::{median, Context};
-use super::{BenchOptions, RunEntry, ScenarioReport, Side, Verdict};
+use crate::calibrate::Calibration;
 use crate::error::Result;
-use crate::job::{JobSpec, Pattern, TenantSpec};
-use crate::run::RunOptions;
+use crate::kernel::{KernelSetup, Peers, AGENT_PERIOD};
+use crate::options::BenchOptions;
+use crate::report::ScenarioReport;
+use crate::scenario::{Context, Described, Scenario};
+use crate::stats::median;
+use crate::verdict::{RunEntry, Side, Verdict};
 
 /// The scenario's name.
 pub const NAME: &str = "agent";
@@ -56,7 +59,7 @@ pub const TOTAL_MIN: f64 = 0.90;
 /// Share of the capacity left after the drop the low-weight tenant must take (acceptance; goal 95%).
 pub const DONATED_MIN: f64 = 0.85;
 /// The agent's planning period, s (that of the bench's agent peers).
-pub const PERIOD_S: f64 = super::kernel::AGENT_PERIOD.as_secs_f64();
+pub const PERIOD_S: f64 = AGENT_PERIOD.as_secs_f64();
 /// Sample interval, s: one agent period, so the donation is judged from two periods after the drop.
 pub const SAMPLE_S: f64 = PERIOD_S;
 /// Before-the-drop window starts here (s): the warm-up plus a second for the agent's limits and
@@ -67,86 +70,109 @@ pub const AGENT_VRATE_PPM: (u32, u32) = (200_000, 5_000_000);
 /// Shortest run: each half must hold a settled window of a few seconds.
 pub const MIN_DURATION: Nanos = 8 * NSEC_PER_SEC;
 
-/// Whether the default suite runs it: only where it can (root, kernel peers asked for).
-pub fn in_default_suite(opts: &BenchOptions) -> bool {
-    opts.kernel_peers && ioshare_host::is_root()
+/// The scenario.
+pub struct HostAgent;
+
+impl Described for HostAgent {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn description(&self) -> &'static str {
+        DESCRIPTION
+    }
+
+    /// Only where it can run: root, kernel peers asked for.
+    fn in_default_suite(&self, opts: &BenchOptions) -> bool {
+        opts.kernel_peers && ioshare_host::is_root()
+    }
 }
 
-/// Runs the scenario's runs (kernel peers only; without them it reports why it did not run).
-pub fn run(
-    ctx: &Context,
-    peers: Option<&mut Peers>,
-    stop: &AtomicBool,
-    progress: &mut dyn FnMut(&str),
-) -> Result<ScenarioReport> {
-    let mut report = ScenarioReport {
-        name: NAME.into(),
-        description: DESCRIPTION.into(),
-        runs: Vec::new(),
-        verdict: Verdict {
-            pass: false,
-            value: f64::NAN,
-            summary: "not run: it needs the kernel peers (root: loop device, cgroups, worker processes)".into(),
-        },
-        notes: Vec::new(),
-        observed: Vec::new(),
-    };
-    let Some(peers) = peers else { return Ok(report) };
-    let device = peers.device().to_path_buf();
-    let calibration = ctx.calibration;
-    let duration = ctx.opts.duration.max(MIN_DURATION);
-    let opts = RunOptions { sample_every: (SAMPLE_S * 1e9) as Nanos, ..RunOptions::new(duration) };
-    let tenants = tenants(ctx.opts, calibration.max_iops, duration);
-    progress("kernel-none (one process and cgroup per tenant)");
-    let plain = KernelSetup::Plain;
-    let none =
-        ctx.observed(Side::Kernel, plain.name(), Some(&device), || peers.run(&plain, &tenants, &opts, calibration))?;
-    report.runs.push(RunEntry { side: Side::Kernel, report: none, verdict: None });
-    let (h, l) = phases(&report.runs[0], duration)[0];
-    let capacity = h + l;
-    let setups = controlled(ctx.opts, calibration, capacity, saturated_p50_us(&report.runs[0], duration));
-    report.notes.push(format!(
-        "{}: the calibration's {:.0} IOPS (one process at QD32 on the file), {capacity:.0} by the two tenants \
-         uncontrolled on the loop device — the static limits' and the agent's reference: {}",
-        peers.device().display(),
-        calibration.max_iops,
-        setups
-            .iter()
-            .filter_map(|s| match s {
-                KernelSetup::Agent { model, qos } => Some(format!(
-                    "model {} qos rpct=50 rlat={} min={} max={}",
-                    ModelConfig { device: None, ctrl: Ctrl::User, params: *model },
-                    qos.rlat_us,
-                    qos.min_ppm / 10_000,
-                    qos.max_ppm / 10_000
-                )),
-                _ => None,
-            })
-            .collect::<String>()
-    ));
-    let subjects: Vec<&str> = setups
-        .iter()
-        .filter(|s| matches!(s, KernelSetup::Agent { .. } | KernelSetup::AgentKernel { .. }))
-        .map(|s| s.name())
-        .collect();
-    for setup in &setups {
-        if stop.load(std::sync::atomic::Ordering::Relaxed) {
-            break;
-        }
-        if let Some(needs) = peers.unsupported(setup) {
-            report.notes.push(format!("{}: not run on this host ({needs})", setup.name()));
-            continue;
-        }
-        progress(&format!("{} (one process and cgroup per tenant)", setup.name()));
-        let run =
-            ctx.observed(Side::Kernel, setup.name(), Some(&device), || peers.run(setup, &tenants, &opts, calibration))?;
-        report.runs.push(RunEntry { side: Side::Kernel, report: run, verdict: None });
+impl Scenario for HostAgent {
+    /// The uncontrolled run, then each controller this host supports (none without kernel peers).
+    fn planned_runs(&self, opts: &BenchOptions, cal: &Calibration, peers: Option<&Peers>, _: bool) -> usize {
+        let controlled = controlled(opts, cal, cal.max_iops, f64::NAN);
+        peers.map_or(0, |p| 1 + controlled.iter().filter(|s| p.supports(s)).count())
     }
-    judge_all(ctx.opts, duration, &subjects, &mut report);
-    let (observed, observe_notes) = ctx.take_observed();
-    report.observed = observed;
-    report.notes.extend(observe_notes);
-    Ok(report)
+
+    /// Runs the scenario's runs (kernel peers only; without them it reports why it did not run).
+    fn run(
+        &self,
+        ctx: &Context,
+        peers: Option<&mut Peers>,
+        stop: &AtomicBool,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<ScenarioReport> {
+        let mut report = ScenarioReport {
+            name: NAME.into(),
+            description: DESCRIPTION.into(),
+            runs: Vec::new(),
+            verdict: Verdict {
+                pass: false,
+                value: f64::NAN,
+                summary: "not run: it needs the kernel peers (root: loop device, cgroups, worker processes)".into(),
+            },
+            notes: Vec::new(),
+            observed: Vec::new(),
+        };
+        let Some(peers) = peers else { return Ok(report) };
+        let device = peers.device().to_path_buf();
+        let calibration = ctx.calibration;
+        let duration = ctx.opts.duration.max(MIN_DURATION);
+        let opts = RunOptions { sample_every: (SAMPLE_S * 1e9) as Nanos, ..RunOptions::new(duration) };
+        let tenants = tenants(ctx.opts, calibration.max_iops, duration);
+        progress("kernel-none (one process and cgroup per tenant)");
+        let plain = KernelSetup::Plain;
+        let none = ctx
+            .observed(Side::Kernel, plain.name(), Some(&device), || peers.run(&plain, &tenants, &opts, calibration))?;
+        report.runs.push(RunEntry { side: Side::Kernel, report: none, verdict: None });
+        let (h, l) = phases(&report.runs[0], duration)[0];
+        let capacity = h + l;
+        let setups = controlled(ctx.opts, calibration, capacity, saturated_p50_us(&report.runs[0], duration));
+        report.notes.push(format!(
+            "{}: the calibration's {:.0} IOPS (one process at QD32 on the file), {capacity:.0} by the two tenants \
+             uncontrolled on the loop device — the static limits' and the agent's reference: {}",
+            peers.device().display(),
+            calibration.max_iops,
+            setups
+                .iter()
+                .filter_map(|s| match s {
+                    KernelSetup::Agent { model, qos } => Some(format!(
+                        "model {} qos rpct=50 rlat={} min={} max={}",
+                        ModelConfig { device: None, ctrl: Ctrl::User, params: *model },
+                        qos.rlat_us,
+                        qos.min_ppm / 10_000,
+                        qos.max_ppm / 10_000
+                    )),
+                    _ => None,
+                })
+                .collect::<String>()
+        ));
+        let subjects: Vec<&str> = setups
+            .iter()
+            .filter(|s| matches!(s, KernelSetup::Agent { .. } | KernelSetup::AgentKernel { .. }))
+            .map(|s| s.name())
+            .collect();
+        for setup in &setups {
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                break;
+            }
+            if let Some(needs) = peers.unsupported(setup) {
+                report.notes.push(format!("{}: not run on this host ({needs})", setup.name()));
+                continue;
+            }
+            progress(&format!("{} (one process and cgroup per tenant)", setup.name()));
+            let run = ctx.observed(Side::Kernel, setup.name(), Some(&device), || {
+                peers.run(setup, &tenants, &opts, calibration)
+            })?;
+            report.runs.push(RunEntry { side: Side::Kernel, report: run, verdict: None });
+        }
+        judge_all(ctx.opts, duration, &subjects, &mut report);
+        let (observed, observe_notes) = ctx.take_observed();
+        report.observed = observed;
+        report.notes.extend(observe_notes);
+        Ok(report)
+    }
 }
 
 /// High (weight A) saturating until the middle, plus 10% of the device's IOPS (`max_iops`)
@@ -249,7 +275,7 @@ fn judge_all(opts: &BenchOptions, duration: Nanos, subjects: &[&str], report: &m
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{RunReport, TenantReport, TenantSample};
+    use ioshare_engine::report::{RunReport, TenantReport, TenantSample};
 
     const D: Nanos = MIN_DURATION;
 

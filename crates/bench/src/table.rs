@@ -3,8 +3,11 @@
 
 use std::fmt::Write;
 
-use super::calibrate::Calibration;
-use super::{ScenarioReport, Side, SuiteReport, TargetInfo};
+use crate::calibrate::Calibration;
+use crate::report::ScenarioReport;
+use crate::suite::{SuiteReport, TargetInfo};
+use crate::verdict::Side;
+use crate::{fidelity, observe};
 
 /// The header: target and calibration.
 pub fn header(target: &TargetInfo, cal: &Calibration) -> String {
@@ -47,11 +50,7 @@ pub fn scenario(report: &ScenarioReport) -> String {
         "controller", "side", "tenant", "weight", "IOPS", "MB/s", "p50 us", "p90 us", "p99 us", "p99.9 us", "max us"
     );
     for run in &report.runs {
-        let side = match run.side {
-            Side::Ioshare => "ioshare",
-            Side::Kernel => "kernel",
-            Side::Reference => "reference",
-        };
+        let side = run.side.name();
         for (i, t) in run.report.tenants.iter().enumerate() {
             let (ctl, side, note) = if i == 0 {
                 let mut note = format!("device {} IOPS", fmt_num(run.report.device.iops));
@@ -94,7 +93,7 @@ pub fn scenario(report: &ScenarioReport) -> String {
             );
         }
     }
-    s.push_str(&super::observe::table(&report.observed));
+    s.push_str(&observe::table(&report.observed));
     for n in &report.notes {
         let _ = writeln!(s, "note: {n}");
     }
@@ -105,7 +104,7 @@ pub fn scenario(report: &ScenarioReport) -> String {
 
 /// The closing summary: one verdict line per scenario, and suite notes.
 pub fn summary(suite: &SuiteReport) -> String {
-    let mut s = if suite.fidelity.is_empty() { String::new() } else { super::fidelity::table(&suite.fidelity) };
+    let mut s = if suite.fidelity.is_empty() { String::new() } else { fidelity::table(&suite.fidelity) };
     s.push_str("\nsummary\n");
     for sc in &suite.scenarios {
         let _ = writeln!(s, "  {} {:<16} {}", sc.verdict.label(), sc.name, sc.verdict.summary);

@@ -9,12 +9,11 @@
 //! judged by how far below the frontier its point lies at the latency it achieves, and by whether a
 //! kernel peer's point dominates it (more leftover at no worse latency).
 
-use std::fmt::Write;
-
 use serde::Serialize;
 
-use super::{RunEntry, Side};
-use crate::report::RunReport;
+use ioshare_engine::report::RunReport;
+
+use crate::verdict::{RunEntry, Side};
 
 /// The neighbour's depths the sweep runs.
 pub const DEPTHS: [u32; 6] = [1, 2, 4, 8, 16, 32];
@@ -132,56 +131,6 @@ pub fn leftover_at(frontier: &[(f64, f64)], p99x: f64) -> f64 {
 /// [`DOMINANCE_MARGIN`].
 pub fn dominates(other: &Point, p: &Point) -> bool {
     other.leftover >= p.leftover * (1.0 + DOMINANCE_MARGIN) && other.p99x * (1.0 + DOMINANCE_MARGIN) <= p.p99x
-}
-
-/// The frontier as a line and the controllers as labelled dots, in an SVG fragment of `w`×`h` at
-/// (`x0`, `y0`): leftover used (0-110%) up, QD1 p99 ÷ solo (log scale) to the right.
-pub fn chart(out: &mut String, x0: f64, y0: f64, w: f64, h: f64, frontier: &[(f64, f64)], dots: &[Point]) {
-    let x_max =
-        frontier.iter().map(|p| p.0).chain(dots.iter().map(|d| d.p99x)).filter(|v| v.is_finite()).fold(2.0, f64::max);
-    let log_max = x_max.log10().max(0.1);
-    let sx = |x: f64| x0 + w * (x.max(1.0).log10() / log_max);
-    let sy = |y: f64| y0 + h * (1.0 - (y / 1.1).clamp(0.0, 1.0));
-    let _ = writeln!(
-        out,
-        r##"<text x="{x0}" y="{}" font-size="12">frontier (uncontrolled neighbour at QD 1..32, line) and controllers (dots): leftover used vs QD1 p99 ÷ solo</text>"##,
-        y0 - 6.0
-    );
-    let _ = writeln!(out, r##"<rect x="{x0}" y="{y0}" width="{w}" height="{h}" fill="none" stroke="#999"/>"##);
-    for pct in [0.0, 0.25, 0.5, 0.75, 1.0] {
-        let y = sy(pct);
-        let _ = writeln!(
-            out,
-            r##"<line x1="{x0}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#eee"/><text x="{:.1}" y="{:.1}" font-size="10" text-anchor="end">{:.0}%</text>"##,
-            x0 + w,
-            x0 - 4.0,
-            y + 3.0,
-            pct * 100.0
-        );
-    }
-    let mut tick = 1.0;
-    while tick <= x_max * 1.0001 {
-        let _ = writeln!(
-            out,
-            r##"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle">{tick}×</text>"##,
-            sx(tick),
-            y0 + h + 12.0
-        );
-        tick *= 2.0;
-    }
-    let line: Vec<String> = frontier.iter().map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y))).collect();
-    let _ = writeln!(out, r##"<polyline fill="none" stroke="#555" stroke-width="2" points="{}"/>"##, line.join(" "));
-    for (i, d) in dots.iter().filter(|d| d.p99x.is_finite() && d.leftover.is_finite()).enumerate() {
-        let color = super::svg::COLORS[i % super::svg::COLORS.len()];
-        let (x, y) = (sx(d.p99x), sy(d.leftover));
-        let _ = writeln!(
-            out,
-            r##"<circle cx="{x:.1}" cy="{y:.1}" r="4" fill="{color}"/><text x="{:.1}" y="{:.1}" font-size="10" fill="{color}">{}</text>"##,
-            x + 6.0,
-            y - 4.0,
-            super::svg::esc(&d.label)
-        );
-    }
 }
 
 #[cfg(test)]

@@ -4,9 +4,9 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use ioshare_bench::calibrate::Calibration;
+use ioshare_bench::{run_suite, BenchOptions, ScenarioReport, Side, SuiteWatcher, TargetInfo};
 use ioshare_core::NSEC_PER_MSEC;
-use ioshare_engine::bench::calibrate::Calibration;
-use ioshare_engine::bench::{run_suite, BenchOptions, Observer, ScenarioReport, Side, TargetInfo};
 
 /// Records what the suite reports and raises `stop` after the first scenario (an "interrupt").
 struct StopAfterFirst<'a> {
@@ -16,7 +16,7 @@ struct StopAfterFirst<'a> {
     done: Vec<String>,
 }
 
-impl Observer for StopAfterFirst<'_> {
+impl SuiteWatcher for StopAfterFirst<'_> {
     fn progress(&mut self, line: &str) {
         self.progress.push(line.to_string());
     }

@@ -34,14 +34,15 @@ use ioshare_host::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
-use crate::interrupt;
-use crate::job::TenantSpec;
-use crate::report::{CpuReport, DeviceReport, RunReport};
-use crate::run::{run, RunOptions};
-use crate::target::{Target, TargetKind};
+use ioshare_engine::interrupt;
+use ioshare_engine::job::TenantSpec;
+use ioshare_engine::report::{CpuReport, DeviceReport, RunReport};
+use ioshare_engine::run::{run, RunOptions};
+use ioshare_engine::target::{Target, TargetKind};
+use ioshare_engine::Error as EngineError;
 
-use super::calibrate::Calibration;
+use crate::calibrate::Calibration;
+use crate::error::{Error, Result};
 
 /// How the kernel controls a kernel-peer run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -270,7 +271,7 @@ impl Peers {
                 sample_every: opts.sample_every,
             };
             writeln!(stdin, "{}", serde_json::to_string(&req).expect("request serialises"))
-                .map_err(|e| Error::os("kernel peer: sending a worker its job", e))?;
+                .map_err(|e| EngineError::os("kernel peer: sending a worker its job", e))?;
             expect_line(stdout, &t.name, "ready")?;
         }
         let state = std::env::temp_dir().join(format!("ioshare-bench-agent-{}", std::process::id()));
@@ -398,7 +399,7 @@ fn collect(workers: &mut Workers, tenants: &[TenantSpec]) -> Result<Vec<RunRepor
 /// Reads one line from a worker; it must start with `prefix`.
 fn expect_line(out: &mut BufReader<ChildStdout>, tenant: &str, prefix: &str) -> Result<String> {
     let mut line = String::new();
-    out.read_line(&mut line).map_err(|e| Error::os(format!("kernel peer: reading worker '{tenant}'"), e))?;
+    out.read_line(&mut line).map_err(|e| EngineError::os(format!("kernel peer: reading worker '{tenant}'"), e))?;
     if !line.starts_with(prefix) {
         return Err(peer_error(
             &format!("worker for tenant '{tenant}'"),
@@ -454,20 +455,20 @@ pub fn worker_main() -> Result<()> {
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
     let mut line = String::new();
-    input.read_line(&mut line).map_err(|e| Error::os("worker: reading the request", e))?;
+    input.read_line(&mut line).map_err(|e| EngineError::os("worker: reading the request", e))?;
     let req: WorkerRequest = serde_json::from_str(&line).map_err(|e| peer_error("worker: malformed request", e))?;
     let target = Target::open_shared(&req.target, 0)?;
     let mut out = std::io::stdout().lock();
     let say = |out: &mut std::io::StdoutLock, s: &str| {
-        writeln!(out, "{s}").and_then(|_| out.flush()).map_err(|e| Error::os("worker: writing to the parent", e))
+        writeln!(out, "{s}").and_then(|_| out.flush()).map_err(|e| EngineError::os("worker: writing to the parent", e))
     };
     say(&mut out, "ready")?;
     line.clear();
-    input.read_line(&mut line).map_err(|e| Error::os("worker: waiting for go", e))?;
+    input.read_line(&mut line).map_err(|e| EngineError::os("worker: waiting for go", e))?;
     if line.trim() != "go" {
         return Ok(());
     }
     let opts = RunOptions { warmup: req.warmup, sample_every: req.sample_every, ..RunOptions::new(req.duration) };
     let report = run(&target, std::slice::from_ref(&req.tenant), &mut NoControl::new(), &opts, stop)?;
-    say(&mut out, &serde_json::to_string(&report).expect("report serialises"))
+    Ok(say(&mut out, &serde_json::to_string(&report).expect("report serialises"))?)
 }

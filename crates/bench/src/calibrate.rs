@@ -5,13 +5,13 @@
 //! set (here sequential and random 4 KiB reads cost about the same, writes may be cheaper than reads
 //! thanks to a host cache), and the mixed-cost scenario is only meaningful with the device's own
 //! ratios. The kernel's `iocost_coef_gen` saturates the device with the same six jobs; this runs
-//! `ioshare profile`'s measurement ([`crate::profile::measure`]) with two 0.3 s rounds per step at QD32 (profile
-//! measures longer, at the kernel tool's QD64, and derives its latency targets by resctl-bench's
-//! rule at 90% load). On a target bench may not overwrite (given without `--destructive`) the
-//! write side is not measured but derived from the read side as profile's `--read-only` does, and
-//! the write latency target is the read one. Latency targets
-//! follow the shape of resctl-bench's (1.5 × a percentile measured under load), judged at the median:
-//! 1.5 × the read and write p50 at saturation (queue depth 32), so that IOCost lowers vrate when the
+//! `ioshare profile`'s measurement ([`ioshare_engine::profile::measure`]) with two 0.3 s rounds per
+//! step at QD32 (profile measures longer, at the kernel tool's QD64, and derives its latency targets
+//! by resctl-bench's rule at 90% load). On a target bench may not overwrite (given without
+//! `--destructive`) the write side is not measured but derived from the read side as profile's
+//! `--read-only` does, and the write latency target is the read one. Latency targets follow the
+//! shape of resctl-bench's (1.5 × a percentile measured under load), judged at the median: 1.5 × the
+//! read and write p50 at saturation (queue depth 32), so that IOCost lowers vrate when the
 //! device is driven well past the depth that saturates it. Why p50 and not resctl's p95: the kernel
 //! makes the planning period 10 × the target at p50 but 2 × at ≥ p90; with sub-millisecond targets
 //! the latter is the 1 ms minimum, ~80 completions on this disk, and on a virtual disk whose latency
@@ -30,9 +30,9 @@ use ioshare_core::iocost::qos::QosParams;
 use ioshare_core::{ModelConfig, ModelParams, NSEC_PER_MSEC};
 use serde::Serialize;
 
-use crate::error::Result;
-use crate::profile::measure::{self, Plan, Step};
-use crate::target::Target;
+use ioshare_engine::error::Result;
+use ioshare_engine::profile::measure::{self, Plan, Step};
+use ioshare_engine::target::Target;
 
 /// What the suite measured about the target.
 #[derive(Clone, Debug, Serialize)]

@@ -13,33 +13,39 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use super::controllers::Ctl;
-use super::kernel::KernelSetup;
-use super::scenario::Scenario;
-use super::{ScenarioReport, Side};
+use crate::controllers::ControllerKind;
+use crate::kernel::KernelSetup;
+use crate::report::ScenarioReport;
+use crate::scenario::Case;
+use crate::scenarios::donation::Donation;
+use crate::scenarios::proportional::Proportional;
+use crate::scenarios::work_conserving::WorkConserving;
+use crate::verdict::Side;
 
 /// The name that selects the comparison.
 pub const NAME: &str = "fidelity";
 
-/// One case of the comparison: a scenario, its weights (high, low), and its name in the report.
+/// What a case's figure is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Case {
-    /// Name of the case's scenario report.
-    pub name: &'static str,
-    /// The scenario.
-    pub scenario: Scenario,
-    /// The weights of its two tenants (`None`: the suite's).
-    pub weights: Option<(u32, u32)>,
+enum Figure {
+    /// The high tenant's IOPS over the low one's, against the weight ratio.
+    WeightRatio,
+    /// The share of the leftover capacity the other tenant took (no target: the scenario's own
+    /// criterion judges it).
+    LeftoverTaken,
 }
 
-/// The cases, in order.
-pub fn cases() -> [Case; 4] {
-    [
-        Case { name: "proportional-2-1", scenario: Scenario::Proportional, weights: Some((200, 100)) },
-        Case { name: "proportional-1-3", scenario: Scenario::Proportional, weights: Some((100, 300)) },
-        Case { name: "work-conserving", scenario: Scenario::WorkConserving, weights: None },
-        Case { name: "donation", scenario: Scenario::Donation, weights: None },
-    ]
+/// The cases, in order, with what each one's figure is.
+const CASES: [(Case, Figure); 4] = [
+    (Case { name: "proportional-2-1", scenario: &Proportional, weights: Some((200, 100)) }, Figure::WeightRatio),
+    (Case { name: "proportional-1-3", scenario: &Proportional, weights: Some((100, 300)) }, Figure::WeightRatio),
+    (Case { name: "work-conserving", scenario: &WorkConserving, weights: None }, Figure::LeftoverTaken),
+    (Case { name: "donation", scenario: &Donation, weights: None }, Figure::LeftoverTaken),
+];
+
+/// The cases the comparison runs, in order: ordinary scenarios under their own names and weights.
+pub fn cases() -> impl Iterator<Item = Case> {
+    CASES.iter().map(|(case, _)| *case)
 }
 
 /// One tenant under one controller.
@@ -85,9 +91,9 @@ pub struct FidelityRow {
 
 /// The comparison rows of the case reports found in `scenarios`.
 pub fn rows(scenarios: &[ScenarioReport]) -> Vec<FidelityRow> {
-    cases()
+    CASES
         .iter()
-        .filter_map(|case| {
+        .filter_map(|(case, figure)| {
             let report = scenarios.iter().find(|s| s.name == case.name)?;
             let side = |side: Side, controller: &str| {
                 let run = report.runs.iter().find(|r| r.side == side && r.report.controller == controller)?;
@@ -109,17 +115,15 @@ pub fn rows(scenarios: &[ScenarioReport]) -> Vec<FidelityRow> {
                         .collect(),
                 })
             };
-            let (figure, target) = match case.scenario {
-                Scenario::Proportional => {
-                    ("IOPS ratio high/low", case.weights.map(|(a, b)| f64::from(a) / f64::from(b)))
-                }
-                _ => ("share of the leftover taken", None),
+            let (figure, target) = match figure {
+                Figure::WeightRatio => ("IOPS ratio high/low", case.weights.map(|(a, b)| f64::from(a) / f64::from(b))),
+                Figure::LeftoverTaken => ("share of the leftover taken", None),
             };
             Some(FidelityRow {
                 case: case.name.into(),
                 figure,
                 target,
-                ioshare: side(Side::Ioshare, Ctl::IoCost.name()),
+                ioshare: side(Side::Ioshare, ControllerKind::IoCost.name()),
                 kernel: side(Side::Kernel, KernelSetup::IoCost.name()),
             })
         })
@@ -188,8 +192,8 @@ fn figures_line(row: &FidelityRow) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::{RunEntry, Verdict};
-    use crate::report::{LatencyUs, RunReport, TenantReport};
+    use crate::verdict::{RunEntry, Verdict};
+    use ioshare_engine::report::{LatencyUs, RunReport, TenantReport};
 
     fn run(side: Side, controller: &str, iops: [f64; 2], value: f64) -> RunEntry {
         let tenants = ["high", "low"]

@@ -3,11 +3,11 @@
 //! seek distances at I (inserted into the scheduler) and D (issued to the driver), the share of
 //! sequential IO at each, and the latencies Q→C, I→D, D→C — beside the bench's own figures.
 //!
-//! The observer is attached for one run at a time ([`Recorder::observed`]) and filtered to the run's
+//! The observer is attached for one run at a time ([`Observations::observed`]) and filtered to the run's
 //! disk (the target's disk for ioshare's runs, the peers' loop device for the kernel's), so runs without
 //! it pay nothing. Rounds of one controller add up into one [`RunObserved`].
 //!
-//! The overhead scenario measures the observer's own cost on the IO path ([`Recorder::toggled`]): the
+//! The overhead scenario measures the observer's own cost on the IO path ([`Observations::toggled`]): the
 //! uncontrolled reader runs once more per round ([`OBSERVED_NONE`]) while the observer is attached and
 //! detached in turns of [`TOGGLE_WINDOW`], and each attached window's IOPS is compared with the
 //! detached windows on either side of it. Separate runs a few seconds apart cannot judge a 3% cost on
@@ -26,9 +26,9 @@ use ioshare_core::{Nanos, NSEC_PER_MSEC};
 use ioshare_observe::{Histogram, Kind, Latency, Observer, Snapshot, Stage};
 use serde::Serialize;
 
-use super::Side;
-use crate::error::Result;
-use crate::report::RunReport;
+use crate::stats::median;
+use crate::verdict::Side;
+use ioshare_engine::report::RunReport;
 
 /// Why a run on a file of no block device (tmpfs, overlay) goes unobserved.
 const NO_DISK: &str = "its target is on no block device";
@@ -87,7 +87,7 @@ pub struct RunObserved {
     pub latency: Vec<Histogram>,
     /// The observer's own CPU time per IO completed, ns (kernel BPF run-time statistics; not taken in
     /// the overhead scenario's [`OBSERVED_NONE`] run, whose IOPS are the measure there: see
-    /// [`Recorder::toggled`]).
+    /// [`Observations::toggled`]).
     pub cost_ns_per_io: Option<f64>,
 }
 
@@ -124,28 +124,32 @@ impl RunObserved {
 
 /// Attaches the observer around runs and keeps what it saw, for one scenario at a time.
 #[derive(Debug)]
-pub struct Recorder {
+pub struct Observations {
     /// The disk of the target (ioshare's runs).
     target_disk: Option<(u32, u32)>,
     runs: RefCell<Vec<RunObserved>>,
     notes: RefCell<Vec<String>>,
 }
 
-impl Recorder {
-    /// A recorder for runs on `target` (a file: its filesystem's disk; a block device: its disk).
-    pub fn new(target: &Path) -> Recorder {
-        Recorder { target_disk: ioshare_observe::disk_of(target), runs: RefCell::default(), notes: RefCell::default() }
+impl Observations {
+    /// Observations of runs on `target` (a file: its filesystem's disk; a block device: its disk).
+    pub fn new(target: &Path) -> Observations {
+        Observations {
+            target_disk: ioshare_observe::disk_of(target),
+            runs: RefCell::default(),
+            notes: RefCell::default(),
+        }
     }
 
     /// Runs `run` with the observer attached to `device` (`None`: the target's disk) and records what
     /// it saw under (`side`, `controller`). An observer that cannot start is noted; the run goes on.
-    pub fn observed(
+    pub fn observed<E>(
         &self,
         side: Side,
         controller: &str,
         device: Option<&Path>,
-        run: impl FnOnce() -> Result<RunReport>,
-    ) -> Result<RunReport> {
+        run: impl FnOnce() -> Result<RunReport, E>,
+    ) -> Result<RunReport, E> {
         let disk = match device {
             Some(path) => ioshare_observe::disk_of(path),
             None => self.target_disk,
@@ -177,11 +181,11 @@ impl Recorder {
     /// after the warm-up (`warmup_s`), its comparison with its detached neighbours
     /// ([`compare_windows`]; the run must issue its IO from the calling thread). An observer that
     /// cannot start is noted and the run goes on unobserved (no comparisons).
-    pub fn toggled(
+    pub fn toggled<E>(
         &self,
         warmup_s: f64,
-        run: impl FnOnce(Instant) -> Result<RunReport>,
-    ) -> Result<(RunReport, Vec<Comparison>)> {
+        run: impl FnOnce(Instant) -> Result<RunReport, E>,
+    ) -> Result<(RunReport, Vec<Comparison>), E> {
         let Some(disk) = self.target_disk else {
             self.unobserved(OBSERVED_NONE, NO_DISK);
             return Ok((run(Instant::now())?, Vec::new()));
@@ -218,7 +222,7 @@ impl Recorder {
         })
     }
 
-    /// The observations and notes so far (the recorder starts empty again).
+    /// The observations and notes so far (it starts empty again).
     pub fn take(&self) -> (Vec<RunObserved>, Vec<String>) {
         (self.runs.take(), self.notes.take())
     }
@@ -260,7 +264,7 @@ fn toggle(
     io_thread: Option<ThreadCpuClock>,
     ready: &mpsc::Sender<Instant>,
     stop: &mpsc::Receiver<()>,
-) -> std::result::Result<(Vec<Window>, Snapshot), String> {
+) -> Result<(Vec<Window>, Snapshot), String> {
     let mut observer = Observer::start(Some(disk)).map_err(|e| e.to_string())?;
     let before = observer.snapshot().map_err(|e| e.to_string())?;
     observer.pause();
@@ -379,7 +383,7 @@ pub fn overhead_note(rounds: &[Vec<Comparison>]) -> Option<String> {
         .filter_map(|r| overhead_estimate(&iops_ratios(r)).map(|(m, _)| format!("{:.1}%", m * 100.0)))
         .collect();
     let extra: Vec<f64> = all.iter().filter_map(|c| c.extra_cpu_ns_per_io).collect();
-    let cpu = super::scenario::median(&extra).map_or(String::new(), |m| {
+    let cpu = median(&extra).map_or(String::new(), |m| {
         format!("; the IO thread's CPU per IO while attached {m:+.0} ns (median of windows)")
     });
     Some(format!(
@@ -426,16 +430,11 @@ pub fn table(observed: &[RunObserved]) -> String {
         };
         let us =
             |l: Latency, q: f64| opt(r.latency[l as usize].quantile(Kind::Latency, q), &|v| format!("{:.0}", v * 1e6));
-        let side = match r.side {
-            Side::Ioshare => "ioshare",
-            Side::Kernel => "kernel",
-            Side::Reference => "reference",
-        };
         let _ = writeln!(
             s,
             "{:<13} {:<9} {:<7} {:>9} {:>15} {:>19} {:>11} {:>13} {:>9} {:>13} {:>8}",
             r.controller,
-            side,
+            r.side.name(),
             r.device,
             r.ios,
             format!("{}/{}", seek(&r.seek_inserted), seek(&r.seek_issued)),
@@ -471,10 +470,10 @@ mod tests {
 
     #[test]
     fn rounds_of_one_controller_add_up() {
-        let rec = Recorder::new(Path::new("/nonexistent"));
-        rec.add(seen(100, 300.0, 0));
-        rec.add(seen(300, 500.0, 5));
-        let (runs, notes) = rec.take();
+        let obs = Observations::new(Path::new("/nonexistent"));
+        obs.add(seen(100, 300.0, 0));
+        obs.add(seen(300, 500.0, 5));
+        let (runs, notes) = obs.take();
         assert!(notes.is_empty());
         assert_eq!(runs.len(), 1);
         let r = &runs[0];
@@ -486,20 +485,20 @@ mod tests {
         let t = table(&runs);
         // 25% of the seeks are 0 (sequential); the median seek is in bucket 5 (8..16 sectors).
         assert!(t.contains("25/25"), "{t}");
-        assert!(rec.take().0.is_empty(), "take empties the recorder");
+        assert!(obs.take().0.is_empty(), "take empties the observations");
     }
 
     /// A run sampled every 25 ms at `iops(t)` for the sample ending at t (ms).
     fn sampled(until_ms: u32, iops: impl Fn(u32) -> f64) -> RunReport {
         let mut r = RunReport::default();
         let series = (1..=until_ms / 25)
-            .map(|k| crate::report::TenantSample {
+            .map(|k| ioshare_engine::report::TenantSample {
                 t_s: f64::from(k * 25) / 1000.0,
                 iops: iops(k * 25),
                 ..Default::default()
             })
             .collect();
-        r.tenants.push(crate::report::TenantReport { series, ..Default::default() });
+        r.tenants.push(ioshare_engine::report::TenantReport { series, ..Default::default() });
         r
     }
 
@@ -568,10 +567,10 @@ mod tests {
 
     #[test]
     fn a_run_on_no_block_device_is_noted_and_still_runs() {
-        let rec = Recorder::new(Path::new("/nonexistent"));
-        let report = rec.observed(Side::Ioshare, "none", None, || Ok(RunReport::default())).unwrap();
+        let obs = Observations::new(Path::new("/nonexistent"));
+        let report = obs.observed(Side::Ioshare, "none", None, || Ok::<_, String>(RunReport::default())).unwrap();
         assert_eq!(report, RunReport::default());
-        let (runs, notes) = rec.take();
+        let (runs, notes) = obs.take();
         assert!(runs.is_empty());
         assert_eq!(notes, ["observe: none not observed: its target is on no block device"]);
     }
