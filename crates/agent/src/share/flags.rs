@@ -15,14 +15,12 @@
 //! - `unmanaged_competitor`: userspace backend, and a cgroup no rule matches is active beside it on
 //!   its path — the planner limits only the cgroups its rules match.
 
-use std::collections::BTreeMap;
-
 use ioshare_core::limit::Knob;
 use ioshare_core::ModelParams;
 use ioshare_host::{BlockQueue, BFQ_WEIGHT_MAX};
 use serde::{Deserialize, Serialize};
 
-use super::tree::{PathShare, TreeView};
+use super::tree::{Levels, PathShare};
 use crate::check::Backend;
 use crate::config::{DeviceConfig, GroupConfig};
 use crate::hierarchy::{Flavor, Hierarchy};
@@ -67,8 +65,6 @@ pub struct Case<'a> {
     pub rule: usize,
     /// All rules.
     pub groups: &'a [GroupConfig],
-    /// Every managed cgroup with its rule's weight.
-    pub managed: &'a BTreeMap<String, u32>,
     /// Its share.
     pub path: &'a PathShare,
     /// The device.
@@ -92,7 +88,7 @@ impl Case<'_> {
 }
 
 /// One check.
-type Check = fn(&Case, &mut dyn TreeView) -> Option<Flag>;
+type Check = fn(&Case, &mut Levels) -> Option<Flag>;
 
 /// Every check, in the order flags are listed.
 pub const CHECKS: [Check; 8] = [
@@ -107,8 +103,8 @@ pub const CHECKS: [Check; 8] = [
 ];
 
 /// The flags of `case`.
-pub fn diagnose(case: &Case, tree: &mut dyn TreeView) -> Vec<Flag> {
-    CHECKS.iter().filter_map(|check| check(case, tree)).collect()
+pub fn diagnose(case: &Case, levels: &mut Levels) -> Vec<Flag> {
+    CHECKS.iter().filter_map(|check| check(case, levels)).collect()
 }
 
 fn flag(kind: FlagKind, message: String) -> Option<Flag> {
@@ -123,7 +119,7 @@ fn parent_name(rel: &str) -> String {
     }
 }
 
-fn no_competition(c: &Case, _: &mut dyn TreeView) -> Option<Flag> {
+fn no_competition(c: &Case, _: &mut Levels) -> Option<Flag> {
     let own = c.path.levels.last().filter(|l| l.cgroup == c.rel)?;
     if own.active_siblings > 0 {
         return None;
@@ -140,7 +136,7 @@ fn no_competition(c: &Case, _: &mut dyn TreeView) -> Option<Flag> {
     )
 }
 
-fn controller_off(c: &Case, _: &mut dyn TreeView) -> Option<Flag> {
+fn controller_off(c: &Case, _: &mut Levels) -> Option<Flag> {
     let parent = c.path.controller_off.as_ref()?;
     let file = c.hierarchy.dir(parent).join("cgroup.subtree_control");
     let name = if parent.is_empty() { "the root".to_string() } else { format!("`{parent}`") };
@@ -155,7 +151,7 @@ fn controller_off(c: &Case, _: &mut dyn TreeView) -> Option<Flag> {
     )
 }
 
-fn no_weight_control(c: &Case, _: &mut dyn TreeView) -> Option<Flag> {
+fn no_weight_control(c: &Case, _: &mut Levels) -> Option<Flag> {
     if c.backend != Backend::Kernel || c.queue.iocost {
         return None;
     }
@@ -183,7 +179,7 @@ fn no_weight_control(c: &Case, _: &mut dyn TreeView) -> Option<Flag> {
     flag(FlagKind::NoWeightControl, message)
 }
 
-fn weight_clamped(c: &Case, _: &mut dyn TreeView) -> Option<Flag> {
+fn weight_clamped(c: &Case, _: &mut Levels) -> Option<Flag> {
     let weight = c.group().weight;
     if !c.queue.bfq() || weight <= BFQ_WEIGHT_MAX {
         return None;
@@ -240,7 +236,7 @@ fn set_knobs(c: &Case) -> Vec<(Knob, u64, u64)> {
         .collect()
 }
 
-fn limit_never_binds(c: &Case, _: &mut dyn TreeView) -> Option<Flag> {
+fn limit_never_binds(c: &Case, _: &mut Levels) -> Option<Flag> {
     let over: Vec<String> = set_knobs(c)
         .into_iter()
         .filter(|&(_, avg, cap)| avg >= cap)
@@ -260,7 +256,7 @@ fn limit_never_binds(c: &Case, _: &mut dyn TreeView) -> Option<Flag> {
     )
 }
 
-fn limit_below_share(c: &Case, _: &mut dyn TreeView) -> Option<Flag> {
+fn limit_below_share(c: &Case, _: &mut Levels) -> Option<Flag> {
     let share = c.path.share;
     let under: Vec<String> = set_knobs(c)
         .into_iter()
@@ -283,7 +279,7 @@ fn limit_below_share(c: &Case, _: &mut dyn TreeView) -> Option<Flag> {
     )
 }
 
-fn shadowed_rule(c: &Case, _: &mut dyn TreeView) -> Option<Flag> {
+fn shadowed_rule(c: &Case, _: &mut Levels) -> Option<Flag> {
     let later = losing(c.groups, c.rel, c.rule);
     if later.is_empty() {
         return None;
@@ -304,24 +300,15 @@ fn shadowed_rule(c: &Case, _: &mut dyn TreeView) -> Option<Flag> {
     )
 }
 
-/// Whether a rule manages `rel` or a cgroup below it (its IO is then under the agent's control).
-fn managed_or_above(managed: &BTreeMap<String, u32>, rel: &str) -> bool {
-    let prefix = format!("{rel}/");
-    managed.contains_key(rel) || managed.range(prefix.clone()..).next().is_some_and(|(k, _)| k.starts_with(&prefix))
-}
-
-fn unmanaged_competitor(c: &Case, tree: &mut dyn TreeView) -> Option<Flag> {
+fn unmanaged_competitor(c: &Case, levels: &mut Levels) -> Option<Flag> {
     if c.backend != Backend::Userspace {
         return None;
     }
     let mut names = Vec::new();
     for level in c.path.levels.iter() {
         let parent = level.cgroup.rsplit_once('/').map_or("", |(p, _)| p);
-        for s in tree.children(parent) {
-            if s != level.cgroup && !managed_or_above(c.managed, &s) && tree.active(&s) {
-                names.push(format!("`{s}`"));
-            }
-        }
+        // The cgroup on the path is managed or above a managed one: never in the list.
+        names.extend(levels.active_children(parent).unmanaged.iter().map(|s| format!("`{s}`")));
     }
     if names.is_empty() {
         return None;
@@ -340,11 +327,12 @@ fn unmanaged_competitor(c: &Case, tree: &mut dyn TreeView) -> Option<Flag> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use ioshare_core::Limits;
     use ioshare_host::DiskId;
 
     use super::super::tree::memory::MemoryTree;
-    use super::super::tree::path_share;
     use super::*;
 
     const DEV: ioshare_core::iocost::line::DevNum = ioshare_core::iocost::line::DevNum { major: 7, minor: 3 };
@@ -390,19 +378,19 @@ mod tests {
     impl Fixture {
         /// The flags of cgroup `rel`, managed by rule `rule`.
         fn flags(&mut self, rel: &str, rule: usize) -> Vec<Flag> {
-            let path = path_share(&mut self.tree, rel);
+            let mut levels = Levels::new(&mut self.tree, &self.managed);
+            let path = levels.path_share(rel);
             let case = Case {
                 rel,
                 rule,
                 groups: &self.groups,
-                managed: &self.managed,
                 path: &path,
                 device: &self.device,
                 queue: &self.queue,
                 backend: self.backend,
                 hierarchy: &self.hierarchy,
             };
-            diagnose(&case, &mut self.tree)
+            diagnose(&case, &mut levels)
         }
 
         fn kinds(&mut self, rel: &str, rule: usize) -> Vec<FlagKind> {

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use self::flags::{diagnose, Case, Flag, FlagKind};
 use self::host_view::{weight_file, Activity, HostView, PresentNow};
-use self::tree::{path_share, Level, TreeView};
+use self::tree::{Level, Levels};
 use crate::check::{Backend, BackendChoice, Check};
 use crate::config::Config;
 use crate::error::Result;
@@ -138,27 +138,27 @@ impl Shares {
                 let queue = BlockQueue::read(sys_block, &id.name, id.dev, v2_root);
                 let weights = weight_file(hierarchy.flavor, &queue);
                 let mut view = HostView::new(hierarchy, id.dev, &managed, weights, &mut *activity);
+                let mut levels = Levels::new(&mut view, &managed);
                 let groups = found
                     .iter()
                     .map(|(rel, &rule)| {
-                        let path = path_share(&mut view, rel);
+                        let path = levels.path_share(rel);
                         let case = Case {
                             rel,
                             rule,
                             groups: &config.groups,
-                            managed: &managed,
                             path: &path,
                             device,
                             queue: &queue,
                             backend,
                             hierarchy,
                         };
-                        let flags = diagnose(&case, &mut view);
+                        let flags = diagnose(&case, &mut levels);
                         GroupShare {
                             cgroup: rel.clone(),
                             rule: rule + 1,
                             weight: config.groups[rule].weight,
-                            active: view.active(rel),
+                            active: levels.tree().active(rel),
                             share: path.share,
                             levels: path.levels,
                             flags,

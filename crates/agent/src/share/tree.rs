@@ -9,6 +9,9 @@
 //! On cgroup v2 a level whose parent does not enable `io` in `cgroup.subtree_control` has no weights of
 //! its own: its IO is its parent's, so the product stops at the last level that has the controller.
 
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
 use serde::{Deserialize, Serialize};
 
 /// A cgroup tree as seen for one device.
@@ -54,25 +57,88 @@ pub struct PathShare {
     pub controller_off: Option<String>,
 }
 
-/// The share of cgroup `rel` in `tree`.
-pub fn path_share(tree: &mut dyn TreeView, rel: &str) -> PathShare {
-    let mut levels = Vec::new();
-    let mut parent = String::new();
-    let mut controller_off = None;
-    for part in rel.split('/') {
-        if !tree.controller_on(&parent) {
-            controller_off = Some(parent);
-            break;
-        }
-        let node = if parent.is_empty() { part.to_string() } else { format!("{parent}/{part}") };
-        let weight = tree.weight(&node);
-        let siblings: Vec<String> = tree.children(&parent).into_iter().filter(|c| *c != node).collect();
-        let active: Vec<String> = siblings.into_iter().filter(|s| tree.active(s)).collect();
-        let active_weight = u64::from(weight) + active.iter().map(|s| u64::from(tree.weight(s))).sum::<u64>();
-        levels.push(Level { cgroup: node.clone(), weight, active_weight, active_siblings: active.len() });
-        parent = node;
+/// What the active children of one parent add up to.
+#[derive(Debug, Default)]
+pub struct ActiveChildren {
+    /// Their weights, summed.
+    pub weight: u64,
+    /// How many there are.
+    pub count: usize,
+    /// Those that are neither managed nor above a managed cgroup (their IO is no rule's).
+    pub unmanaged: Vec<String>,
+}
+
+/// A tree with each parent's active children summed once: a report asks about the same parents for
+/// every cgroup below them (a thousand tenants under one parent are summed once, not a thousand times).
+pub struct Levels<'a> {
+    tree: &'a mut dyn TreeView,
+    managed: &'a BTreeMap<String, u32>,
+    parents: HashMap<String, Rc<ActiveChildren>>,
+}
+
+impl<'a> Levels<'a> {
+    /// `tree`, whose cgroups `managed` are the agent's.
+    pub fn new(tree: &'a mut dyn TreeView, managed: &'a BTreeMap<String, u32>) -> Self {
+        Levels { tree, managed, parents: HashMap::new() }
     }
-    PathShare { share: levels.iter().map(Level::fraction).product(), levels, controller_off }
+
+    /// The tree.
+    pub fn tree(&mut self) -> &mut dyn TreeView {
+        &mut *self.tree
+    }
+
+    /// The active children of `parent`.
+    pub fn active_children(&mut self, parent: &str) -> Rc<ActiveChildren> {
+        if let Some(c) = self.parents.get(parent) {
+            return Rc::clone(c);
+        }
+        let mut sum = ActiveChildren::default();
+        for child in self.tree.children(parent) {
+            if self.tree.active(&child) {
+                sum.weight += u64::from(self.tree.weight(&child));
+                sum.count += 1;
+                if !managed_or_above(self.managed, &child) {
+                    sum.unmanaged.push(child);
+                }
+            }
+        }
+        let sum = Rc::new(sum);
+        self.parents.insert(parent.to_string(), Rc::clone(&sum));
+        sum
+    }
+
+    /// The share of cgroup `rel`.
+    pub fn path_share(&mut self, rel: &str) -> PathShare {
+        let mut levels = Vec::new();
+        let mut parent = String::new();
+        let mut controller_off = None;
+        for part in rel.split('/') {
+            if !self.tree.controller_on(&parent) {
+                controller_off = Some(parent);
+                break;
+            }
+            let node = if parent.is_empty() { part.to_string() } else { format!("{parent}/{part}") };
+            let weight = self.tree.weight(&node);
+            let children = self.active_children(&parent);
+            // The cgroup counts as active whether or not it is: take it out of the sum, put it back in.
+            let (own_weight, own_count) = if self.tree.active(&node) { (u64::from(weight), 1) } else { (0, 0) };
+            let active_weight = children.weight - own_weight + u64::from(weight);
+            levels.push(Level {
+                cgroup: node.clone(),
+                weight,
+                active_weight,
+                active_siblings: children.count - own_count,
+            });
+            parent = node;
+        }
+        PathShare { share: levels.iter().map(Level::fraction).product(), levels, controller_off }
+    }
+}
+
+/// Whether a rule manages `rel` or a cgroup below it (its IO is then under the agent's control).
+fn managed_or_above(managed: &BTreeMap<String, u32>, rel: &str) -> bool {
+    let prefix = format!("{rel}/");
+    managed.contains_key(rel) || managed.range(prefix.clone()..).next().is_some_and(|(k, _)| k.starts_with(&prefix))
 }
 
 /// A tree held in memory, for tests of the arithmetic and of the diagnosis.
@@ -119,6 +185,11 @@ pub(crate) mod memory {
 mod tests {
     use super::memory::MemoryTree;
     use super::*;
+
+    fn path_share(tree: &mut MemoryTree, rel: &str) -> PathShare {
+        let managed = BTreeMap::new();
+        Levels::new(tree, &managed).path_share(rel)
+    }
 
     fn near(got: f64, want: f64) {
         assert!((got / want - 1.0).abs() < 0.01, "{got} vs {want} (1%)");
