@@ -119,6 +119,12 @@ impl Config {
         Config::parse_with(&read(file)?, file, &Cached::new(cache_dir, &profiler))
     }
 
+    /// Reads and validates `file` without measuring: `model = "profile"` takes the model an earlier
+    /// start cached in `cache_dir`, and is refused where there is none (`ioshare agent check`).
+    pub fn load_cached(file: &Path, cache_dir: &Path) -> Result<Config> {
+        Config::parse_with(&read(file)?, file, &Cached::new(cache_dir, &NotMeasured))
+    }
+
     /// Validates the text of a configuration; `file` names it in errors; `model = "profile"` is
     /// refused.
     pub fn parse(text: &str, file: &Path) -> Result<Config> {

@@ -17,6 +17,8 @@
 //!     .stop() -> Reverted
 //! stop_on_signals() -> &'static AtomicBool      // SIGTERM / SIGINT
 //! Status::read(state_dir) -> Status             // what `ioshare agent status` prints
+//! ShareCheck::probe(check, &config, choice)     // `agent check --config`: each managed cgroup's share
+//! Shares::check(&config, backend, &hierarchy, sys_block)   // per device, and flags (see [`share`])
 //! revert(state_dir) -> Option<Reverted>        // `ioshare agent revert`: a killed agent's changes
 //! ```
 //!
@@ -44,6 +46,8 @@ pub mod latency;
 pub mod limits;
 pub mod memory;
 pub mod profile;
+pub mod rules;
+pub mod share;
 pub mod status;
 pub mod userspace;
 
@@ -53,4 +57,5 @@ pub use daemon::{revert, stop_on_signals, Agent};
 pub use error::{Error, Result};
 pub use hierarchy::{Flavor, Hierarchy, Throttle};
 pub use profile::Measure;
+pub use share::{ShareCheck, Shares};
 pub use status::Status;

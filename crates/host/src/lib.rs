@@ -47,6 +47,10 @@
 //! DiskStats::read(sys_block, name), .since(&earlier)  // /sys/block/X/stat: IOs, sectors, latency sums
 //! BlockDevice::resolve("/dev/loop3" | "7:3")          // whole device: number and /sys/block name
 //! find_cgroups(root, "tenants/*") -> Vec<String>; check_pattern(p)   // cgroups by glob
+//! pattern_matches(pattern, rel); pattern_covers(wide, narrow)   // a path by glob; glob within glob
+//! BlockQueue::read(sys_block, name, dev, v2_root)      // scheduler, blk-mq or not, iocost on or off
+//! WeightFile::{IoCost, BfqV2, BfqV1}.read(dir, dev)  // the weight a cgroup has under each mechanism
+//! child_cgroups(dir); populated(dir); subtree_control(dir)   // a cgroup as the share diagnosis reads it
 //! Recorder::open(state_dir, roots) -> (Recorder, Option<Reverted>)  // the one recording writer:
 //!     .set(path, Entry, line) -> Written             // previous line stored (synced) before the write
 //!     .touch(path, Entry)  .revert() -> Reverted     // a killed writer's state reverted at open
@@ -70,10 +74,12 @@
 mod blkio;
 mod blkio_stats;
 mod block_device;
+mod block_queue;
 mod capabilities;
 mod cgroup2;
 mod cgroup_dir;
 mod cgroup_glob;
+mod cgroup_io;
 mod cgroup_mounts;
 mod disk_stats;
 mod error;
@@ -91,9 +97,11 @@ mod sysfs;
 pub use blkio::{remove_stale_cgroups, BlkioCgroup, ThrottleKnob, BFQ_WEIGHT_MAX, BFQ_WEIGHT_MIN};
 pub use blkio_stats::{read_throttle_stats, BlkioStats, DeviceStats, RwCounts};
 pub use block_device::BlockDevice;
+pub use block_queue::BlockQueue;
 pub use capabilities::{Capabilities, CgroupLayout, KernelPeer};
 pub use cgroup2::{remove_stale_cgroups2, Cgroup2, KernelIoCost};
-pub use cgroup_glob::{check_pattern, find_cgroups};
+pub use cgroup_glob::{check_pattern, find_cgroups, pattern_covers, pattern_matches};
+pub use cgroup_io::{child_cgroups, populated, subtree_control, WeightFile};
 pub use disk_stats::{DiskId, DiskStats};
 pub use error::{Error, Result};
 pub use io_max::IoMax;
