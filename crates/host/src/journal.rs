@@ -13,8 +13,8 @@
 //!   `agent.state.new`, synced, renamed over `agent.state`, so a crash leaves the old file or the new
 //!   one, never a mix. The recorder starts its journal this way, and rewrites it without the entries
 //!   that are gone when it has grown (compaction).
-//! - [`read`] returns every record it can read, merged per entry (the last `new` of an entry), and
-//!   names each line it cannot read.
+//! - [`read`] returns every record it can read, merged per entry (the last `new` of an entry, and the
+//!   one recorded before it), and names each line it cannot read.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -42,6 +42,11 @@ pub struct Change {
     pub previous: String,
     /// The line written last.
     pub new: String,
+    /// The line recorded as `new` before the last one: what the file still holds if the writer died
+    /// between recording `new` and writing it. Not a field of a record: reading the journal takes it
+    /// from the entry's record before.
+    #[serde(skip)]
+    pub earlier: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -95,7 +100,7 @@ pub(crate) fn read(path: &Path) -> Result<Option<Contents>> {
 /// Adds a record to the entries read so far: a new entry, or the entry's latest value.
 fn merge(changes: &mut Vec<Change>, c: Change) {
     match changes.iter_mut().find(|x| x.path == c.path && x.key == c.key) {
-        Some(x) => x.new = c.new,
+        Some(x) => x.earlier = Some(std::mem::replace(&mut x.new, c.new)),
         None => changes.push(c),
     }
 }
@@ -210,7 +215,7 @@ mod tests {
     use super::*;
 
     fn change(path: &str, new: &str) -> Change {
-        Change { path: path.into(), key: "7:3".into(), previous: "7:3 0".into(), new: new.into() }
+        Change { path: path.into(), key: "7:3".into(), previous: "7:3 0".into(), new: new.into(), earlier: None }
     }
 
     #[test]
@@ -235,7 +240,7 @@ mod tests {
         assert_eq!(c.pid, Some(42));
         assert!(c.unreadable.is_empty());
         assert_eq!(c.changes.len(), 2, "one entry per (path, key)");
-        assert_eq!(c.changes[0].new, "7:3 200");
+        assert_eq!((c.changes[0].new.as_str(), c.changes[0].earlier.as_deref()), ("7:3 200", Some("7:3 100")));
         assert!(!dir.path().join(STATE_FILE_NEW).exists());
         j.remove().unwrap();
         assert!(read(&dir.path().join(STATE_FILE)).unwrap().is_none());

@@ -17,6 +17,8 @@
 //!   costs that line only; revert restores every entry it can read and names the lines it cannot.
 //!   It is rewritten whole (write, sync, rename) from the live entries when it has grown, so a
 //!   long-running agent's file stays the size of what it controls.
+//! - A crash between recording a value and writing it leaves the kernel holding the value recorded
+//!   before; revert counts that one as the writer's too.
 //! - The state file holds the writer's pid. [`Recorder::open`] refuses a state file of a live process
 //!   (another agent), and reverts one whose process is gone (a `kill -9`) before starting afresh.
 //! - Revert writes each previous line back, newest first, only where the entry still holds what was
@@ -191,11 +193,17 @@ impl Recorder {
         let (change, first) = match self.changes.iter().position(|c| c.path == path && c.key == key) {
             Some(i) => {
                 let c = &mut self.changes[i];
-                c.new = new.to_string();
+                c.earlier = Some(std::mem::replace(&mut c.new, new.to_string()));
                 (c.clone(), false)
             }
             None => {
-                let c = Change { path: path.to_path_buf(), key, previous: current.to_string(), new: new.to_string() };
+                let c = Change {
+                    path: path.to_path_buf(),
+                    key,
+                    previous: current.to_string(),
+                    new: new.to_string(),
+                    earlier: None,
+                };
                 self.changes.push(c.clone());
                 (c, true)
             }
@@ -247,8 +255,8 @@ fn revert_contents(state: &Path, contents: Contents, roots: &[PathBuf]) -> Resul
     Ok(reverted)
 }
 
-/// Writes each change's previous line back, newest first, where the entry still holds the line the
-/// writer recorded last or the previous line itself.
+/// Writes each change's previous line back, newest first, where the entry still holds a line the
+/// writer recorded (its last `new`, the one before it, or the previous line itself).
 fn revert_changes(changes: &[Change], roots: &[PathBuf]) -> Reverted {
     let mut out = Reverted::default();
     for c in changes.iter().rev() {
@@ -265,7 +273,8 @@ fn revert_changes(changes: &[Change], roots: &[PathBuf]) -> Reverted {
         };
         let entry = entry_of(&c.key, &c.path);
         let now = entry.current(&text);
-        if entry != Entry::Memory && !same_setting(entry, &now, &c.new) && !same_setting(entry, &now, &c.previous) {
+        let ours = std::iter::once(&c.new).chain(&c.earlier).chain(std::iter::once(&c.previous));
+        if entry != Entry::Memory && !ours.into_iter().any(|line| same_setting(entry, &now, line)) {
             out.changed_by_others.push((c.clone(), now));
             continue;
         }
@@ -386,7 +395,13 @@ mod tests {
         assert_eq!(rec.set(&file, Entry::Throttle(DEV), "7:3 100").unwrap(), Written::Unchanged);
         assert_eq!(
             rec.changes(),
-            [Change { path: file.clone(), key: "7:3".into(), previous: "7:3 0".into(), new: "7:3 100".into() }]
+            [Change {
+                path: file.clone(),
+                key: "7:3".into(),
+                previous: "7:3 0".into(),
+                new: "7:3 100".into(),
+                earlier: None
+            }]
         );
         let gone = root.path().join("gone/blkio.throttle.read_iops_device");
         assert_eq!(rec.set(&gone, Entry::Throttle(DEV), "7:3 1").unwrap(), Written::Vanished);
@@ -411,6 +426,21 @@ mod tests {
         std::fs::write(&file, "7:0 5\n").unwrap();
         let roots = vec![root.path().to_path_buf()];
         (root, state, file, roots)
+    }
+
+    /// Killed between recording a value and writing it: the kernel file holds the value recorded
+    /// before, which revert recognises as the writer's and restores.
+    #[test]
+    fn a_crash_between_record_and_write_is_reverted() {
+        let (_root, state, file, roots) = one_file();
+        let (mut rec, _) = Recorder::open(state.path(), roots.clone()).unwrap();
+        rec.set(&file, Entry::Throttle(DEV), "7:3 100").unwrap();
+        std::fs::write(&file, "7:3 100\n").unwrap();
+        rec.record(&file, Entry::Throttle(DEV).key(), "7:3 100", "7:3 200").unwrap(); // no write: killed
+        std::mem::forget(rec);
+        let reverted = revert_state_dir(state.path(), &roots).unwrap().unwrap();
+        assert_eq!((reverted.restored, reverted.changed_by_others.len()), (1, 0), "{reverted:?}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "7:3 0");
     }
 
     /// A record that cannot be written stops the change: the kernel file is not touched.
