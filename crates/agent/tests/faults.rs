@@ -2,6 +2,8 @@
 //! readers, and the agent as a child process (this test binary re-executed with `child_agent` as the
 //! only test). Each test takes a snapshot of every throttle file the agent may write before the agent
 //! starts, provokes one fault, and compares the host with the snapshot afterwards:
+//! - a state directory that cannot be written (read-only bind mount, full tmpfs) at start and
+//!   filling up while the agent runs;
 //! - `kill -9` at random moments of the apply phase, then `revert`, many times
 //!   ([`KILL_ITERATIONS`] here; `kill_9_at_random_moments_100_times` runs 100:
 //!   `cargo test -p ioshare-agent --test faults -- --ignored --nocapture`).
@@ -43,7 +45,11 @@ fn child_agent() {
         agent.run(stop)
     };
     match run() {
-        Ok(r) => eprintln!("ioshare agent: stopped; restored {} setting(s)", r.restored),
+        Ok(r) => eprintln!(
+            "ioshare agent: stopped; restored {} setting(s), {} changed by others",
+            r.restored,
+            r.changed_by_others.len()
+        ),
         Err(e) => {
             eprintln!("ioshare agent: {e}");
             std::process::exit(1);
@@ -237,4 +243,112 @@ fn kill_9_at_random_moments_then_revert_restores_the_snapshot() {
 #[ignore]
 fn kill_9_at_random_moments_100_times() {
     kill_9_at_random_moments("kill_9_at_random_moments_100_times", 100);
+}
+
+// ---- the state directory cannot be written ----
+
+/// A file system mounted by a test on a directory it created; unmounted on drop.
+struct Mounted(PathBuf);
+
+impl Mounted {
+    /// `mount ARGS... DIR`, `DIR` a directory the test owns.
+    fn new(dir: &Path, args: &[&str]) -> Mounted {
+        let ok = Command::new("mount").args(args).arg(dir).status().unwrap().success();
+        assert!(ok, "mount {args:?} {}", dir.display());
+        Mounted(dir.to_path_buf())
+    }
+
+    /// A tmpfs of `size` (e.g. `64k`) on `dir`.
+    fn tmpfs(dir: &Path, size: &str) -> Mounted {
+        Mounted::new(dir, &["-t", "tmpfs", "-o", &format!("size={size},mode=0755"), "tmpfs"])
+    }
+
+    /// `dir` bind-mounted read-only on itself.
+    fn read_only(dir: &Path) -> Mounted {
+        let m = Mounted::new(dir, &["--bind", &dir.display().to_string()]);
+        let ok = Command::new("mount").args(["-o", "remount,bind,ro"]).arg(dir).status().unwrap().success();
+        assert!(ok, "remount {} read-only", dir.display());
+        m
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let ok = Command::new("umount").arg(&self.0).status().is_ok_and(|s| s.success());
+        if !ok {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+}
+
+/// Fills the file system of `dir` until a write fails (ENOSPC); the filler is a file in `dir`.
+fn fill(dir: &Path) {
+    use std::io::Write;
+    let mut f = File::create(dir.join("filler")).unwrap();
+    let chunk = [0u8; 4096];
+    while f.write_all(&chunk).is_ok() {}
+    // A last byte at a time, to the very end of the last block.
+    while f.write_all(&chunk[..1]).is_ok() {}
+}
+
+/// A read-only state directory, and a full one: the agent refuses to start, with one line saying
+/// why, and writes nothing.
+#[test]
+fn a_state_directory_that_cannot_be_written_is_refused_at_start() {
+    if skip_unless_root("a_state_directory_that_cannot_be_written_is_refused_at_start") {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let rig = Rig::new("rostate", &["a", "b"]);
+    let before = rig.snapshot();
+    let _readers = [rig.fio(0, 16, &[]), rig.fio(1, 16, &[])];
+    let (dir, config) = config_for(&rig, &[200, 100], 100);
+    let (ro, full) = (dir.path().join("ro"), dir.path().join("full"));
+    std::fs::create_dir(&ro).unwrap();
+    std::fs::create_dir(&full).unwrap();
+    let _ro = Mounted::read_only(&ro);
+    let _full = Mounted::tmpfs(&full, "64k");
+    fill(&full);
+    for (state, why) in [(&ro, "Read-only file system"), (&full, "No space left on device")] {
+        let mut agent = spawn_agent(&config, state, &dir.path().join("agent.log"));
+        let status = agent.wait(Duration::from_secs(30)).expect("the agent refuses to start");
+        let log = agent.log();
+        eprintln!("{}: {log}", state.display());
+        assert!(!status.success(), "{log}");
+        assert_eq!(log.lines().count(), 1, "one line: {log}");
+        assert!(log.contains(why) && log.contains("makes none it cannot record"), "{log}");
+        assert_eq!(rig.snapshot(), before, "nothing written");
+        assert!(!state.join(ioshare_host::STATE_FILE).exists());
+    }
+}
+
+/// The state directory fills up while the agent runs: it stops with one line saying why, and
+/// restores everything it wrote: none of its writes went unrecorded.
+#[test]
+fn a_state_directory_filling_up_stops_the_agent_with_everything_restored() {
+    if skip_unless_root("a_state_directory_filling_up_stops_the_agent_with_everything_restored") {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let rig = Rig::new("fullstate", &["a", "b"]);
+    let before = rig.snapshot();
+    let _readers = [rig.fio(0, 16, &[]), rig.fio(1, 16, &[])];
+    let (dir, config) = config_for(&rig, &[200, 100], 50);
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let _tmpfs = Mounted::tmpfs(&state, "1m");
+    let mut agent = spawn_agent(&config, &state, &dir.path().join("agent.log"));
+    wait_for_limits(&rig, &before);
+    std::thread::sleep(Duration::from_millis(300));
+    fill(&state);
+    let status = agent.wait(Duration::from_secs(20)).expect("the agent stops when it cannot record");
+    let log = agent.log();
+    eprintln!("{log}");
+    assert!(!status.success(), "{log}");
+    let errors: Vec<&str> = log.lines().filter(|l| !l.ends_with("started")).collect();
+    assert_eq!(errors.len(), 1, "one line: {log}");
+    assert!(errors[0].contains("cannot write") && errors[0].contains("No space left on device"), "{log}");
+    assert!(errors[0].contains("makes none it cannot record"), "{log}");
+    assert_eq!(rig.snapshot(), before, "everything it wrote restored:\n{}", diff(&before, &rig.snapshot()));
+    assert!(!state.join(ioshare_host::STATE_FILE).exists(), "and its state file removed");
 }

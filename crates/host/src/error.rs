@@ -184,8 +184,8 @@ pub enum Error {
     },
     /// The state directory cannot be written: the recorder makes no setting it cannot record first.
     #[error(
-        "cannot write state file {}: {source} (every setting is recorded there before it is made, and none \
-         that cannot be: give --state-dir a writable directory with free space)",
+        "cannot write {}: {source} (the agent records every setting in its state directory before making it, \
+         and makes none it cannot record: give --state-dir a writable directory with free space)",
         path.display()
     )]
     StateFileWrite {
