@@ -4,6 +4,7 @@
 //! starts, provokes one fault, and compares the host with the snapshot afterwards:
 //! - a state directory that cannot be written (read-only bind mount, full tmpfs) at start and
 //!   filling up while the agent runs;
+//! - a state file damaged by a crash or the disk: revert restores what it can read and names the rest;
 //! - `kill -9` at random moments of the apply phase, then `revert`, many times
 //!   ([`KILL_ITERATIONS`] here; `kill_9_at_random_moments_100_times` runs 100:
 //!   `cargo test -p ioshare-agent --test faults -- --ignored --nocapture`).
@@ -351,4 +352,69 @@ fn a_state_directory_filling_up_stops_the_agent_with_everything_restored() {
     assert!(errors[0].contains("makes none it cannot record"), "{log}");
     assert_eq!(rig.snapshot(), before, "everything it wrote restored:\n{}", diff(&before, &rig.snapshot()));
     assert!(!state.join(ioshare_host::STATE_FILE).exists(), "and its state file removed");
+}
+
+// ---- a damaged state file ----
+
+/// The state file of a killed agent, damaged: one record's bytes changed (the disk), and a record
+/// cut short at the end (a crash while appending it). `revert` restores every entry it can read and
+/// names the lines it cannot; the entry whose only record was damaged is the one left in place.
+#[test]
+fn a_damaged_state_file_is_reverted_where_it_can_be_read() {
+    if skip_unless_root("a_damaged_state_file_is_reverted_where_it_can_be_read") {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let rig = Rig::new("damaged", &["a", "b"]);
+    let before = rig.snapshot();
+    let readers = [rig.fio(0, 16, &[]), rig.fio(1, 16, &[])];
+    let (dir, config) = config_for(&rig, &[200, 100], 100);
+    let state = tempfile::tempdir().unwrap();
+    let mut agent = spawn_agent(&config, state.path(), &dir.path().join("agent.log"));
+    wait_for_limits(&rig, &before);
+    std::thread::sleep(Duration::from_millis(500));
+    agent.signal(libc::SIGKILL);
+    agent.wait(Duration::from_secs(5)).expect("killed");
+    drop(readers);
+
+    let path = state.path().join(ioshare_host::STATE_FILE);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let entry = |line: &str| {
+        let v: serde_json::Value = serde_json::from_str(line.split_once(' ').unwrap().1).unwrap();
+        (v["path"].as_str().unwrap().to_string(), v["key"].as_str().unwrap().to_string(), v["new"].clone())
+    };
+    // Damage every record of one entry: that entry cannot be restored.
+    let records: Vec<(String, String, serde_json::Value)> = lines[1..].iter().map(|l| entry(l)).collect();
+    let (lost_path, lost_key, _) = records[0].clone();
+    let lost: Vec<usize> =
+        (0..records.len()).filter(|&i| (&records[i].0, &records[i].1) == (&lost_path, &lost_key)).collect();
+    let lost_new = records[*lost.last().unwrap()].2.clone();
+    let mut damaged: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    for &i in &lost {
+        damaged[i + 1] = damaged[i + 1].replacen("\"new\":\"", "\"new\":\"9", 1);
+    }
+    // A crash while appending: the start of a record for another entry, never finished.
+    let torn = &lines[lines.len() - 1][..lines[lines.len() - 1].len() / 2];
+    std::fs::write(&path, format!("{}\n{torn}", damaged.join("\n"))).unwrap();
+
+    let reverted = ioshare_agent::revert(state.path()).unwrap().expect("a state file");
+    eprintln!("{reverted:?}");
+    assert_eq!(reverted.unreadable.len(), lost.len() + 1, "{reverted:?}");
+    for (named, &i) in reverted.unreadable.iter().zip(&lost) {
+        assert!(named.starts_with(&format!("line {} (record): checksum mismatch", i + 2)), "{named}");
+        assert!(named.contains(&lost_path), "the damaged line is quoted: {named}");
+    }
+    let torn_line = lines.len() + 1;
+    assert!(reverted.unreadable[lost.len()].starts_with(&format!("line {torn_line} (record): cut short")));
+    assert!(reverted.changed_by_others.is_empty(), "{reverted:?}");
+    let after = rig.snapshot();
+    for (file, text) in &after {
+        if *file == Path::new(&lost_path) {
+            assert!(text.contains(lost_new.as_str().unwrap()), "the lost entry stays: {text:?}");
+        } else {
+            assert_eq!(Some(text), before.get(file), "{} restored", file.display());
+        }
+    }
+    assert!(!path.exists(), "the state file removed");
 }
