@@ -2,6 +2,8 @@
 //! readers, and the agent as a child process (this test binary re-executed with `child_agent` as the
 //! only test). Each test takes a snapshot of every throttle file the agent may write before the agent
 //! starts, provokes one fault, and compares the host with the snapshot afterwards:
+//! - the device detached under the agent, then another device at its number and the same file at
+//!   another number;
 //! - a state directory that cannot be written (read-only bind mount, full tmpfs) at start and
 //!   filling up while the agent runs;
 //! - a state file damaged by a crash or the disk: revert restores what it can read and names the rest;
@@ -20,9 +22,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{wait_for, Rig};
-use ioshare_agent::{Agent, BackendChoice, Config};
-use ioshare_host::skip_unless_root;
+use common::{fio_in, snapshot_at, wait_for, Rig};
+use ioshare_agent::{Agent, BackendChoice, Config, Status};
+use ioshare_host::{skip_unless_root, LoopDevice};
 use ioshare_testkit::KillOnDrop;
 
 const CONFIG_ENV: &str = "IOSHARE_FAULTS_CONFIG";
@@ -417,4 +419,62 @@ fn a_damaged_state_file_is_reverted_where_it_can_be_read() {
         }
     }
     assert!(!path.exists(), "the state file removed");
+}
+
+// ---- the device goes away ----
+
+/// The device detached while the agent controls it; the kernel gives its number to another device
+/// (when it can) and the same file comes back at another number. The agent runs on, says once that
+/// the device is gone, restores what it wrote for it, and writes nothing more for either number.
+#[test]
+fn the_device_detached_and_back_at_another_number() {
+    if skip_unless_root("the_device_detached_and_back_at_another_number") {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let rig = Rig::new("detach", &["a", "b"]);
+    let before = rig.snapshot();
+    let readers = [rig.fio(0, 16, &[]), rig.fio(1, 16, &[])];
+    let (dir, config) = config_for(&rig, &[200, 100], 100);
+    let state = tempfile::tempdir().unwrap();
+    let mut agent = spawn_agent(&config, state.path(), &dir.path().join("agent.log"));
+    wait_for_limits(&rig, &before);
+    let (root, parent, old) = (rig.root.clone(), rig.parent(), rig.devnum());
+    let Rig { cgroups, dev, file, .. } = rig;
+    drop(readers); // they hold the device open: it is detached when the last opener closes it
+    drop(dev);
+    // Another device at the old number, if the kernel gives it out again now.
+    let other = tempfile::NamedTempFile::new_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    other.as_file().set_len(64 << 20).unwrap();
+    let mut taken = Vec::new();
+    while taken.len() < 4 && !taken.iter().any(|d: &LoopDevice| d.dev() == old) {
+        taken.push(LoopDevice::attach(other.path(), false).unwrap());
+    }
+    taken.retain(|d| d.dev() == old);
+    // The same file back, at another number.
+    let again = LoopDevice::attach(file.path(), true).unwrap();
+    eprintln!(
+        "{old} detached; now {}; the file back at {}",
+        if taken.is_empty() { "unused".to_string() } else { "another device".to_string() },
+        again.dev()
+    );
+    let gone = wait_for(Duration::from_secs(5), || agent.log().contains("gone"));
+    let log = agent.log();
+    eprintln!("{log}");
+    assert!(gone.is_some(), "the agent says the device is gone: {log}");
+    assert_eq!(log.lines().filter(|l| l.contains("gone")).count(), 1, "once: {log}");
+    assert_eq!(snapshot_at(&root, &parent), before, "what it wrote for {old} restored");
+    // Readers on both devices now: the agent writes nothing for either.
+    let mut readers: Vec<KillOnDrop> = cgroups.iter().map(|cg| fio_in(cg, again.path(), 16, &[])).collect();
+    if let Some(d) = taken.first() {
+        readers.extend(cgroups.iter().map(|cg| fio_in(cg, d.path(), 16, &[])));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(snapshot_at(&root, &parent), before, "no limit for {old} or {}", again.dev());
+    assert!(agent.wait(Duration::ZERO).is_none(), "the agent runs on: {}", agent.log());
+    let status = Status::read(state.path()).unwrap();
+    assert!(status.devices[0].groups.iter().all(|g| g.state == "device gone"), "{status}");
+    drop(readers);
+    assert!(agent.terminate().success(), "{}", agent.log());
+    assert_eq!(snapshot_at(&root, &parent), before);
 }

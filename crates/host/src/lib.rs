@@ -50,6 +50,7 @@
 //! Recorder::open(state_dir, roots) -> (Recorder, Option<Reverted>)  // the one recording writer:
 //!     .set(path, Entry, line) -> Written             // previous line stored (synced) before the write
 //!     .touch(path, Entry)  .revert() -> Reverted     // a killed writer's state reverted at open
+//!     .revert_where(|c| ..) -> Reverted              // part of it (a device gone), forgotten after
 //!                                                    // state file: checksummed lines, atomic rewrites
 //! revert_state_dir(dir, roots) -> Option<Reverted>   // `ioshare agent revert`; .unreadable names
 //!                                                    // the lines of a damaged state file

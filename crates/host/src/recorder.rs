@@ -24,6 +24,7 @@
 //! - Revert writes each previous line back, newest first, only where the entry still holds what was
 //!   written (someone else's later change is left alone and reported); a file that vanished with its
 //!   cgroup is skipped: a cgroup that goes away is not an error, mid-period or at revert.
+//!   [`Recorder::revert_where`] reverts a part and forgets it (a device that went away).
 //! - Every path must lie under one of the cgroup roots given at open (the discovered mount points);
 //!   anything else is refused before any write.
 //! - Memory settings are whole-file values ([`Entry::Memory`]: `memory.limit_in_bytes`,
@@ -224,6 +225,17 @@ impl Recorder {
         let line = entry.current(&text);
         sysfs::write_raw(path, &line).map_err(|e| sysfs::file_error(format!("write '{line}' to"), path, e))?;
         Ok(Written::Unchanged)
+    }
+
+    /// Restores the entries `which` selects and stops tracking them, e.g. those of a device that went
+    /// away: what can still be restored is, and none of them is written again. The state file is
+    /// rewritten without them.
+    pub fn revert_where(&mut self, which: impl Fn(&Change) -> bool) -> Result<Reverted> {
+        let (chosen, kept): (Vec<Change>, Vec<Change>) = self.changes.drain(..).partition(which);
+        self.changes = kept;
+        let reverted = revert_changes(&chosen, &self.roots);
+        self.journal = JournalFile::create(&self.dir, std::process::id(), &self.changes)?;
+        Ok(reverted)
     }
 
     /// Restores every recorded entry and removes the state file.
@@ -494,5 +506,22 @@ mod tests {
         assert_eq!(reverted.unreadable.len(), 1, "{reverted:?}");
         assert!(reverted.unreadable[0].contains("line 2") && reverted.unreadable[0].contains("read_iopz"));
         assert!(!path.exists());
+    }
+
+    /// `revert_where` restores a part and forgets it, in memory and in the state file.
+    #[test]
+    fn a_part_is_reverted_and_forgotten() {
+        let (_root, state, file, roots) = one_file();
+        let (mut rec, _) = Recorder::open(state.path(), roots).unwrap();
+        rec.set(&file, Entry::Throttle(DEV), "7:3 100").unwrap();
+        rec.set(&file, Entry::Throttle(DevNum { major: 7, minor: 4 }), "7:4 9").unwrap();
+        std::fs::write(&file, "7:3 100\n7:4 9\n").unwrap();
+        let reverted = rec.revert_where(|c| c.key == "7:3").unwrap();
+        assert_eq!(reverted.restored, 1);
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "7:3 0");
+        assert_eq!(rec.changes().len(), 1);
+        let on_disk = journal::read(&state.path().join(STATE_FILE)).unwrap().unwrap();
+        assert_eq!(on_disk.changes, rec.changes(), "the state file rewritten without it");
+        rec.revert().unwrap();
     }
 }
