@@ -1,8 +1,9 @@
 //! The running agent: discovery of cgroups, the backend's work each period, the status file, and
 //! revert on the way out.
 //!
-//! - Start: the backend is chosen ([`Check`]), the [`Recorder`] opened on the state directory (which
-//!   reverts whatever a killed agent left), and the configuration applied whole: if any write fails,
+//! - Start: the backend is chosen ([`Check`]), the agent registered with the others running ([`Claim`]:
+//!   refused if one controls a cgroup its rules match), the [`Recorder`] opened on the state directory
+//!   (which reverts whatever a killed agent left), and the configuration applied whole: if any write fails,
 //!   everything already written is reverted and the error returned — nothing half-applied.
 //! - Every [`DISCOVERY_EVERY`] the group patterns are matched again, so a cgroup created later (a
 //!   container starting) is tracked within that time; the first rule that matches a cgroup wins, and
@@ -25,6 +26,7 @@ use ioshare_core::{LinearModel, ModelConfig, Nanos};
 use ioshare_host::{find_cgroups, Recorder, Reverted};
 
 use crate::check::{Backend, BackendChoice, Check};
+use crate::claim::Claim;
 use crate::config::{Config, DeviceConfig, GroupConfig};
 use crate::error::Result;
 use crate::hierarchy::{Hierarchy, Throttle};
@@ -56,6 +58,8 @@ pub struct Agent {
     discovered: bool,
     /// Memory isolation, when a rule asks for it.
     memory: Option<MemoryGuard>,
+    /// The registration of the cgroups it controls, held while it runs.
+    _claim: Claim,
 }
 
 impl Agent {
@@ -77,6 +81,7 @@ impl Agent {
     ) -> Result<(Agent, Option<Reverted>)> {
         let mut roots = vec![hierarchy.root.clone()];
         roots.extend(MemoryGuard::hierarchy().map(|(root, _)| root).filter(|r| *r != hierarchy.root));
+        let claim = Claim::register(&config, &hierarchy, state_dir)?;
         let (recorder, recovered) = Recorder::open(state_dir, roots)?;
         let devices = config.devices.iter().map(|d| DeviceLoop::new(d.clone(), config.period)).collect();
         let mut agent = Agent {
@@ -92,6 +97,7 @@ impl Agent {
             periods: 0,
             discovered: false,
             memory: None,
+            _claim: claim,
         };
         let started = MemoryGuard::start(&agent.config, &mut agent.recorder).map(|m| agent.memory = m);
         match started.and_then(|()| agent.apply_initial()) {

@@ -7,6 +7,7 @@
 //! - a state directory that cannot be written (read-only bind mount, full tmpfs) at start and
 //!   filling up while the agent runs;
 //! - a state file damaged by a crash or the disk: revert restores what it can read and names the rest;
+//! - a second agent on the same cgroups with another state directory;
 //! - `kill -9` at random moments of the apply phase, then `revert`, many times
 //!   ([`KILL_ITERATIONS`] here; `kill_9_at_random_moments_100_times` runs 100:
 //!   `cargo test -p ioshare-agent --test faults -- --ignored --nocapture`).
@@ -419,6 +420,59 @@ fn a_damaged_state_file_is_reverted_where_it_can_be_read() {
         }
     }
     assert!(!path.exists(), "the state file removed");
+}
+
+// ---- two agents ----
+
+/// Rewrites the configuration `file` so that its one rule is `pattern` (weight 100).
+fn config_with_pattern(rig: &Rig, file: &Path, pattern: &str) {
+    let text = format!(
+        "period_ms = 100\n[[devices]]\npath = \"{}\"\nmodel = \"{MODEL}\"\n[[groups]]\ncgroup = \"{pattern}\"\nweight = 100\n",
+        rig.dev.path().display()
+    );
+    std::fs::write(file, text).unwrap();
+}
+
+/// A second agent on the same cgroups is refused, naming the first, whether its state directory is
+/// another one or the same, and so is one on other cgroups with the same state directory; the first
+/// keeps running and restores everything when stopped.
+#[test]
+fn a_second_agent_on_the_same_cgroups_is_refused_naming_the_first() {
+    if skip_unless_root("a_second_agent_on_the_same_cgroups_is_refused_naming_the_first") {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let rig = Rig::new("twoagents", &["a", "b"]);
+    let before = rig.snapshot();
+    let _readers = [rig.fio(0, 16, &[]), rig.fio(1, 16, &[])];
+    let (dir, config) = config_for(&rig, &[200, 100], 100);
+    let glob = dir.path().join("glob.toml");
+    config_with_pattern(&rig, &glob, &format!("{}/*", rig.parent()));
+    let elsewhere = dir.path().join("elsewhere.toml");
+    config_with_pattern(&rig, &elsewhere, &format!("{}/none", rig.parent()));
+    let first_state = tempfile::tempdir().unwrap();
+    let mut first = spawn_agent(&config, first_state.path(), &dir.path().join("first.log"));
+    wait_for_limits(&rig, &before);
+    let other_state = tempfile::tempdir().unwrap();
+    for (config, state, what) in [
+        (&config, other_state.path(), "the same rules, another state directory"),
+        (&glob, other_state.path(), "a glob matching the same cgroups"),
+        (&config, first_state.path(), "the same state directory"),
+        (&elsewhere, first_state.path(), "the same state directory, other cgroups"),
+    ] {
+        let mut second = spawn_agent(config, state, &dir.path().join("second.log"));
+        let status = second.wait(Duration::from_secs(30)).unwrap_or_else(|| panic!("{what}: not refused"));
+        let log = second.log();
+        eprintln!("{what}: {log}");
+        assert!(!status.success(), "{what}: {log}");
+        assert_eq!(log.lines().count(), 1, "{what}: one line: {log}");
+        assert!(log.contains(&format!("pid {}", first.child.0.id())), "{what}: names the first: {log}");
+    }
+    assert!(!other_state.path().join(ioshare_host::STATE_FILE).exists(), "the refused agent recorded nothing");
+    assert!(first.wait(Duration::ZERO).is_none(), "the first runs on: {}", first.log());
+    assert!(first.terminate().success(), "{}", first.log());
+    assert!(first.log().contains(", 0 changed by others"), "nobody else wrote: {}", first.log());
+    assert_eq!(rig.snapshot(), before);
 }
 
 // ---- the device goes away ----
