@@ -4,10 +4,12 @@
 //! starts, provokes one fault, and compares the host with the snapshot afterwards:
 //! - the device detached under the agent, then another device at its number and the same file at
 //!   another number;
+//! - cgroups removed while the agent plans them, one at a time and a thousand at once;
 //! - a state directory that cannot be written (read-only bind mount, full tmpfs) at start and
 //!   filling up while the agent runs;
 //! - a state file damaged by a crash or the disk: revert restores what it can read and names the rest;
 //! - a second agent on the same cgroups with another state directory;
+//! - the agent stopped (SIGSTOP) for 10 s, then continued;
 //! - `kill -9` at random moments of the apply phase, then `revert`, many times
 //!   ([`KILL_ITERATIONS`] here; `kill_9_at_random_moments_100_times` runs 100:
 //!   `cargo test -p ioshare-agent --test faults -- --ignored --nocapture`).
@@ -25,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use common::{fio_in, snapshot_at, wait_for, Rig};
 use ioshare_agent::{Agent, BackendChoice, Config, Status};
-use ioshare_host::{skip_unless_root, LoopDevice};
+use ioshare_host::{skip_unless_root, BlkioCgroup, DevNum, LoopDevice, ThrottleKnob};
 use ioshare_testkit::KillOnDrop;
 
 const CONFIG_ENV: &str = "IOSHARE_FAULTS_CONFIG";
@@ -475,6 +477,81 @@ fn a_second_agent_on_the_same_cgroups_is_refused_naming_the_first() {
     assert_eq!(rig.snapshot(), before);
 }
 
+// ---- SIGSTOP ----
+
+/// `dev`'s value in the throttle file `knob` of cgroup directory `dir` (0: no rule).
+fn limit_of(dir: &Path, knob: ThrottleKnob, dev: DevNum) -> u64 {
+    let text = std::fs::read_to_string(dir.join(knob.file_name())).unwrap_or_default();
+    let prefix = format!("{dev} ");
+    text.lines().find_map(|l| l.strip_prefix(&prefix).and_then(|v| v.trim().parse().ok())).unwrap_or(0)
+}
+
+/// The agent stopped for 10 s, then continued, with one tenant saturating and one at a low rate:
+/// the limits it writes when it resumes stay within twice those before the stop (no budget built up
+/// over the gap), its status goes on, and SIGTERM restores everything.
+#[test]
+fn stopped_for_10_s_then_continued_writes_no_burst_of_stale_limits() {
+    if skip_unless_root("stopped_for_10_s_then_continued_writes_no_burst_of_stale_limits") {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let rig = Rig::new("sigstop", &["a", "b"]);
+    let before = rig.snapshot();
+    let _readers = [rig.fio(0, 16, &[]), rig.fio(1, 4, &["--rate_iops=300"])];
+    let (dir, config) = config_for(&rig, &[100, 100], 100);
+    let state = tempfile::tempdir().unwrap();
+    let mut agent = spawn_agent(&config, state.path(), &dir.path().join("agent.log"));
+    wait_for_limits(&rig, &before);
+    let dirs = [rig.cgroups[0].path().to_path_buf(), rig.cgroups[1].path().to_path_buf()];
+    // No limit (0) counts as the largest.
+    let limits = || dirs.clone().map(|d| Some(limit_of(&d, ThrottleKnob::ReadIops, rig.devnum())).filter(|&v| v != 0));
+    let bound = |v: Option<u64>| v.unwrap_or(u64::MAX);
+    std::thread::sleep(Duration::from_secs(2));
+    let mut max_before = [0u64; 2];
+    for _ in 0..200 {
+        let now = limits();
+        for i in 0..2 {
+            max_before[i] = max_before[i].max(bound(now[i]));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let periods = Status::read(state.path()).unwrap().periods;
+    agent.signal(libc::SIGSTOP);
+    std::thread::sleep(Duration::from_secs(10));
+    let stopped = limits();
+    agent.signal(libc::SIGCONT);
+    let resumed = Instant::now();
+    let (mut written, mut max_after) = (vec![Vec::new(), Vec::new()], [0u64; 2]);
+    while resumed.elapsed() < Duration::from_secs(1) {
+        let now = limits();
+        for i in 0..2 {
+            if written[i].last().copied().unwrap_or(stopped[i]) != now[i] {
+                written[i].push(now[i]);
+                max_after[i] = max_after[i].max(bound(now[i]));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    eprintln!(
+        "read IOPS limits: largest before the stop {max_before:?}; in force while stopped {stopped:?}; \
+         written in the second after it {written:?}"
+    );
+    for i in 0..2 {
+        assert!(
+            max_after[i] <= max_before[i].saturating_mul(2),
+            "cgroup {i}: {:?} after the stop, at most {} before",
+            written[i],
+            max_before[i]
+        );
+    }
+    let status = Status::read(state.path()).unwrap();
+    assert!(status.periods > periods && status.periods < periods + 20, "{} then {}", periods, status.periods);
+    assert!(agent.wait(Duration::ZERO).is_none(), "runs on: {}", agent.log());
+    assert!(agent.terminate().success(), "{}", agent.log());
+    assert!(agent.log().contains(", 0 changed by others"), "{}", agent.log());
+    assert_eq!(rig.snapshot(), before);
+}
+
 // ---- the device goes away ----
 
 /// The device detached while the agent controls it; the kernel gives its number to another device
@@ -531,4 +608,102 @@ fn the_device_detached_and_back_at_another_number() {
     drop(readers);
     assert!(agent.terminate().success(), "{}", agent.log());
     assert_eq!(snapshot_at(&root, &parent), before);
+}
+
+// ---- cgroups removed ----
+
+/// The snapshot of `rig` restricted to files that still exist (cgroups the test removed are gone).
+fn surviving(before: &BTreeMap<PathBuf, String>) -> BTreeMap<PathBuf, String> {
+    before.iter().filter(|(p, _)| p.exists()).map(|(p, t)| (p.clone(), t.clone())).collect()
+}
+
+/// Cgroups removed one by one at random moments while the agent plans every 20 ms, some of them
+/// with IO: a removal lands between reading a cgroup's counters and writing its limits. The agent
+/// runs on without an error, forgets them, and restores the others when stopped.
+#[test]
+fn cgroups_removed_while_the_agent_plans_them() {
+    if skip_unless_root("cgroups_removed_while_the_agent_plans_them") {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let mut rng = Rng::new("cgroups_removed_while_the_agent_plans_them");
+    let rig = Rig::new("removed", &["a", "b"]);
+    let extra: Vec<BlkioCgroup> =
+        (0..100).map(|i| BlkioCgroup::create(&format!("{}/x{i:03}", rig.parent())).unwrap()).collect();
+    let before = rig.snapshot();
+    let _readers = [rig.fio(0, 16, &[]), rig.fio(1, 16, &[])];
+    let mut extra: Vec<(BlkioCgroup, Option<KillOnDrop>)> = extra
+        .into_iter()
+        .enumerate()
+        .map(|(i, cg)| {
+            let reader = (i % 5 == 0).then(|| fio_in(&cg, rig.dev.path(), 1, &["--rate_iops=100"]));
+            (cg, reader)
+        })
+        .collect();
+    let (dir, config) = config_for(&rig, &[], 20);
+    let text = format!(
+        "period_ms = 20\n[[devices]]\npath = \"{}\"\nmodel = \"{MODEL}\"\n[[groups]]\ncgroup = \"{}/*\"\n",
+        rig.dev.path().display(),
+        rig.parent()
+    );
+    std::fs::write(&config, text).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut agent = spawn_agent(&config, state.path(), &dir.path().join("agent.log"));
+    let groups = || Status::read(state.path()).map_or(0, |s| s.devices[0].groups.len());
+    assert!(wait_for(Duration::from_secs(15), || groups() == 102).is_some(), "tracked: {}", groups());
+    wait_for_limits(&rig, &before);
+    while !extra.is_empty() {
+        let (cg, reader) = extra.swap_remove(rng.below(extra.len() as u64) as usize);
+        drop(reader);
+        cg.remove().unwrap();
+        std::thread::sleep(Duration::from_micros(rng.below(40_000)));
+    }
+    assert!(wait_for(Duration::from_secs(5), || groups() == 2).is_some(), "forgotten: {} left", groups());
+    assert!(agent.wait(Duration::ZERO).is_none(), "the agent runs on: {}", agent.log());
+    assert!(agent.terminate().success(), "{}", agent.log());
+    let log = agent.log();
+    assert!(log.contains(", 0 changed by others"), "{log}");
+    assert_eq!(log.lines().count(), 2, "no error: {log}");
+    assert_eq!(rig.snapshot(), surviving(&before));
+}
+
+/// A thousand cgroups the agent tracks removed at once: it runs on, forgets them within a few
+/// periods (status and state file), and restores the others when stopped.
+#[test]
+fn a_thousand_cgroups_removed_at_once() {
+    if skip_unless_root("a_thousand_cgroups_removed_at_once") {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let rig = Rig::new("thousand", &["a", "b"]);
+    let extra: Vec<BlkioCgroup> =
+        (0..1000).map(|i| BlkioCgroup::create(&format!("{}/x{i:04}", rig.parent())).unwrap()).collect();
+    let before = rig.snapshot();
+    let _readers = [rig.fio(0, 16, &[]), rig.fio(1, 16, &[])];
+    let (dir, config) = config_for(&rig, &[], 100);
+    config_with_pattern(&rig, &config, &format!("{}/*", rig.parent()));
+    let state = tempfile::tempdir().unwrap();
+    let mut agent = spawn_agent(&config, state.path(), &dir.path().join("agent.log"));
+    let groups = || Status::read(state.path()).map_or(0, |s| s.devices[0].groups.len());
+    assert!(wait_for(Duration::from_secs(30), || groups() == 1002).is_some(), "tracked: {}", groups());
+    wait_for_limits(&rig, &before);
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        let mut extra = extra;
+        let quarter = extra.len() / 4;
+        for _ in 0..4 {
+            let part: Vec<BlkioCgroup> = extra.drain(..quarter.min(extra.len())).collect();
+            s.spawn(move || part.into_iter().for_each(|cg| cg.remove().unwrap()));
+        }
+    });
+    eprintln!("1000 cgroups removed in {:?}", start.elapsed());
+    let forgotten = wait_for(Duration::from_secs(10), || groups() == 2);
+    eprintln!("the agent's status lists the 2 left {forgotten:?} after");
+    assert!(forgotten.is_some(), "{} left", groups());
+    assert!(agent.wait(Duration::ZERO).is_none(), "the agent runs on: {}", agent.log());
+    assert!(agent.terminate().success(), "{}", agent.log());
+    let log = agent.log();
+    assert!(log.contains(", 0 changed by others"), "{log}");
+    assert_eq!(log.lines().count(), 2, "no error: {log}");
+    assert_eq!(rig.snapshot(), surviving(&before));
 }
