@@ -280,13 +280,10 @@ impl Agent {
         while !stop.load(Ordering::Relaxed) {
             let now = Instant::now();
             let step = if now >= next_discovery {
-                next_discovery += DISCOVERY_EVERY;
+                next_discovery = next_deadline(next_discovery, DISCOVERY_EVERY, now);
                 self.discover()
             } else if now >= next_period {
-                next_period += self.config.period;
-                if next_period < now {
-                    next_period = now + self.config.period; // fell behind (a stopped process): resync
-                }
+                next_period = next_deadline(next_period, self.config.period, now);
                 self.period()
             } else {
                 let wait = next_discovery.min(next_period).saturating_duration_since(now).min(TICK);
@@ -313,6 +310,18 @@ impl Agent {
             m.stop()?;
         }
         Ok(self.recorder.revert()?)
+    }
+}
+
+/// The deadline after `due` (passed at `now`): one `every` later, or `every` from now when that is
+/// past too — the loop fell behind (a stopped process): it resyncs rather than catching up on every
+/// missed deadline at once.
+fn next_deadline(due: Instant, every: Duration, now: Instant) -> Instant {
+    let next = due + every;
+    if next < now {
+        now + every
+    } else {
+        next
     }
 }
 
@@ -351,4 +360,18 @@ pub fn stop_on_signals() -> &'static AtomicBool {
         }
     }
     &STOP
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// After a stop of 10 s the loop runs one discovery and one period, not the 50 and 100 missed.
+    #[test]
+    fn deadlines_resync_after_a_gap() {
+        let (t0, every) = (Instant::now(), Duration::from_millis(200));
+        assert_eq!(next_deadline(t0, every, t0 + Duration::from_millis(5)), t0 + every, "on time: one step on");
+        let resumed = t0 + Duration::from_secs(10);
+        assert_eq!(next_deadline(t0, every, resumed), resumed + every, "behind: from now");
+    }
 }
