@@ -25,6 +25,10 @@
 //!   written (someone else's later change is left alone and reported); a file that vanished with its
 //!   cgroup is skipped: a cgroup that goes away is not an error, mid-period or at revert.
 //!   [`Recorder::revert_where`] reverts a part and forgets it (a device that went away).
+//! - Entries whose file is gone are forgotten (nothing of them is left to restore, and a cgroup
+//!   created later under the same name is another one): all of a cgroup's when a write finds its
+//!   files gone, and any at the next compaction. So the state file of an agent over cgroups that come
+//!   and go holds the live ones only.
 //! - Every path must lie under one of the cgroup roots given at open (the discovered mount points);
 //!   anything else is refused before any write.
 //! - Memory settings are whole-file values ([`Entry::Memory`]: `memory.limit_in_bytes`,
@@ -151,12 +155,13 @@ impl Recorder {
         &self.changes
     }
 
-    /// Sets `entry` of kernel file `path` by writing `line`, recording the previous line first.
+    /// Sets `entry` of kernel file `path` by writing `line`, recording the previous line first. A file
+    /// that is gone (its cgroup removed) writes nothing, and the cgroup's entries are forgotten.
     pub fn set(&mut self, path: &Path, entry: Entry, line: &str) -> Result<Written> {
         check_under(path, &self.roots)?;
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
-            Err(e) if vanished(&e) => return Ok(Written::Vanished),
+            Err(e) if vanished(&e) => return Ok(self.vanished(path)),
             Err(e) => return Err(sysfs::file_error("read".into(), path, e)),
         };
         let current = entry.current(&text);
@@ -166,9 +171,18 @@ impl Recorder {
         self.record(path, entry.key(), &current, line)?;
         match sysfs::write_raw(path, line) {
             Ok(()) => Ok(Written::Changed),
-            Err(e) if vanished(&e) => Ok(Written::Vanished),
+            Err(e) if vanished(&e) => Ok(self.vanished(path)),
             Err(e) => Err(sysfs::file_error(format!("write '{line}' to"), path, e)),
         }
+    }
+
+    /// Forgets the entries of `path`'s cgroup directory whose files are gone (ENODEV, a device gone
+    /// under an existing cgroup, leaves them: see [`Recorder::revert_where`]).
+    fn vanished(&mut self, path: &Path) -> Written {
+        if let Some(dir) = path.parent() {
+            self.changes.retain(|c| c.path.parent() != Some(dir) || c.path.exists());
+        }
+        Written::Vanished
     }
 
     /// Journals a change someone else wrote (the memory guard): `path` held `previous` and now holds
@@ -186,9 +200,11 @@ impl Recorder {
     /// entry's first record keeps `current` as the line to restore and is synced; later ones carry
     /// the same previous line and are appended unsynced (a killed process loses nothing in the page
     /// cache; a power loss resets the kernel's settings too). A journal grown to twice its entries
-    /// (plus [`REWRITE_SLACK`]) is rewritten first, from the entries as the kernel holds them now.
+    /// (plus [`REWRITE_SLACK`]) is rewritten first, from the entries as the kernel holds them now,
+    /// without those whose file is gone.
     fn record(&mut self, path: &Path, key: String, current: &str, new: &str) -> Result<()> {
         if self.journal.lines() > 2 * self.changes.len() + REWRITE_SLACK {
+            self.changes.retain(|c| c.path.exists());
             self.journal = JournalFile::create(&self.dir, std::process::id(), &self.changes)?;
         }
         let (change, first) = match self.changes.iter().position(|c| c.path == path && c.key == key) {
@@ -522,6 +538,40 @@ mod tests {
         assert_eq!(rec.changes().len(), 1);
         let on_disk = journal::read(&state.path().join(STATE_FILE)).unwrap().unwrap();
         assert_eq!(on_disk.changes, rec.changes(), "the state file rewritten without it");
+        rec.revert().unwrap();
+    }
+
+    /// A cgroup removed takes its entries with it: forgotten when a write finds it gone, and by
+    /// the next compaction otherwise.
+    #[test]
+    fn entries_of_removed_cgroups_are_forgotten() {
+        let (root, state, file, roots) = one_file();
+        let (mut rec, _) = Recorder::open(state.path(), roots.clone()).unwrap();
+        let cgroup = |name: &str| {
+            let dir = root.path().join(name);
+            std::fs::create_dir(&dir).unwrap();
+            ["blkio.throttle.read_iops_device", "blkio.throttle.write_iops_device"].map(|f| {
+                std::fs::write(dir.join(f), "").unwrap();
+                dir.join(f)
+            })
+        };
+        let (gone, quiet) = (cgroup("gone"), cgroup("quiet"));
+        for f in gone.iter().chain(&quiet) {
+            rec.set(f, Entry::Throttle(DEV), "7:3 7").unwrap();
+        }
+        rec.set(&file, Entry::Throttle(DEV), "7:3 1").unwrap();
+        assert_eq!(rec.changes().len(), 5);
+        std::fs::remove_dir_all(root.path().join("gone")).unwrap();
+        std::fs::remove_dir_all(root.path().join("quiet")).unwrap();
+        assert_eq!(rec.set(&gone[0], Entry::Throttle(DEV), "7:3 8").unwrap(), Written::Vanished);
+        assert_eq!(rec.changes().len(), 3, "both files of the cgroup a write found gone");
+        for i in 2..=2 * REWRITE_SLACK {
+            rec.set(&file, Entry::Throttle(DEV), &format!("7:3 {i}")).unwrap();
+            std::fs::write(&file, format!("7:3 {i}\n")).unwrap();
+        }
+        assert_eq!(rec.changes().len(), 1, "the other removed one at the compaction");
+        let on_disk = journal::read(&state.path().join(STATE_FILE)).unwrap().unwrap();
+        assert!(on_disk.changes.iter().all(|c| c.path == file), "{:?}", on_disk.changes);
         rec.revert().unwrap();
     }
 }
