@@ -130,8 +130,11 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
                 for (c, now) in r.changed_by_others {
                     println!("left {} ({}) alone: changed by someone else to '{now}'", c.path.display(), c.key);
                 }
-                for line in r.unreadable {
-                    println!("could not read the state file at {line}: its setting, if recorded nowhere else, is not restored");
+                for line in &r.unreadable {
+                    println!("could not read the state file at {line}");
+                }
+                if !r.unreadable.is_empty() {
+                    println!("a setting recorded only on a damaged line is not restored: check its file by hand");
                 }
             }
         },

@@ -80,7 +80,11 @@ pub(crate) fn read(path: &Path) -> Result<Option<Contents>> {
     let mut out = Contents::default();
     for (i, raw) in lines.iter().enumerate() {
         let cut_short = i + 1 == lines.len() && !complete;
-        let record = if cut_short { Err("cut short (the writer stopped while writing it)") } else { decode(raw) };
+        let record = if cut_short {
+            Err("cut short (the writer stopped while writing it, before making its setting)")
+        } else {
+            decode(raw)
+        };
         let parsed = record.and_then(|json| {
             if i == 0 {
                 serde_json::from_str::<Header>(json).map(|h| out.pid = Some(h.pid)).map_err(|_| "not a header")
