@@ -76,6 +76,15 @@ impl Spawned {
         text.lines().filter(|l| l.starts_with("ioshare")).map(|l| format!("{l}\n")).collect()
     }
 
+    /// What it printed besides its start, its stop and the observer's notice that it charges all IO
+    /// as random (where eBPF cannot run): errors and warnings.
+    fn complaints(&self) -> Vec<String> {
+        let normal = |l: &str| {
+            l.ends_with("started") || l.starts_with("ioshare agent: stopped") || l.contains("charging all IO")
+        };
+        self.log().lines().filter(|l| !normal(l)).map(str::to_string).collect()
+    }
+
     /// Sends `sig`.
     fn signal(&self, sig: libc::c_int) {
         // SAFETY: kill(2) on the pid of our own child, not yet reaped (KillOnDrop reaps it).
@@ -351,7 +360,7 @@ fn a_state_directory_filling_up_stops_the_agent_with_everything_restored() {
     let log = agent.log();
     eprintln!("{log}");
     assert!(!status.success(), "{log}");
-    let errors: Vec<&str> = log.lines().filter(|l| !l.ends_with("started")).collect();
+    let errors = agent.complaints();
     assert_eq!(errors.len(), 1, "one line: {log}");
     assert!(errors[0].contains("cannot write") && errors[0].contains("No space left on device"), "{log}");
     assert!(errors[0].contains("makes none it cannot record"), "{log}");
@@ -663,7 +672,7 @@ fn cgroups_removed_while_the_agent_plans_them() {
     assert!(agent.terminate().success(), "{}", agent.log());
     let log = agent.log();
     assert!(log.contains(", 0 changed by others"), "{log}");
-    assert_eq!(log.lines().count(), 2, "no error: {log}");
+    assert!(agent.complaints().is_empty(), "no error: {log}");
     assert_eq!(rig.snapshot(), surviving(&before));
 }
 
@@ -704,6 +713,6 @@ fn a_thousand_cgroups_removed_at_once() {
     assert!(agent.terminate().success(), "{}", agent.log());
     let log = agent.log();
     assert!(log.contains(", 0 changed by others"), "{log}");
-    assert_eq!(log.lines().count(), 2, "no error: {log}");
+    assert!(agent.complaints().is_empty(), "no error: {log}");
     assert_eq!(rig.snapshot(), surviving(&before));
 }
