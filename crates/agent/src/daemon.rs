@@ -1,8 +1,9 @@
 //! The running agent: discovery of cgroups, the backend's work each period, the status file, and
 //! revert on the way out.
 //!
-//! - Start: the backend is chosen ([`Check`]), the [`Recorder`] opened on the state directory (which
-//!   reverts whatever a killed agent left), and the configuration applied whole: if any write fails,
+//! - Start: the backend is chosen ([`Check`]), the agent registered with the others running ([`Claim`]:
+//!   refused if one controls a cgroup its rules match), the [`Recorder`] opened on the state directory
+//!   (which reverts whatever a killed agent left), and the configuration applied whole: if any write fails,
 //!   everything already written is reverted and the error returned — nothing half-applied.
 //! - Every [`DISCOVERY_EVERY`] the group patterns are matched again, so a cgroup created later (a
 //!   container starting) is tracked within that time; the first rule that matches a cgroup wins, and
@@ -25,6 +26,7 @@ use ioshare_core::{LinearModel, ModelConfig, Nanos};
 use ioshare_host::{Recorder, Reverted};
 
 use crate::check::{Backend, BackendChoice, Check};
+use crate::claim::Claim;
 use crate::config::{Config, DeviceConfig, GroupConfig};
 use crate::error::Result;
 use crate::hierarchy::{Hierarchy, Throttle};
@@ -59,6 +61,8 @@ pub struct Agent {
     memory: Option<MemoryGuard>,
     /// Each managed cgroup's share, for the status.
     shares: ShareWatch,
+    /// The registration of the cgroups it controls, held while it runs.
+    _claim: Claim,
 }
 
 impl Agent {
@@ -80,6 +84,7 @@ impl Agent {
     ) -> Result<(Agent, Option<Reverted>)> {
         let mut roots = vec![hierarchy.root.clone()];
         roots.extend(MemoryGuard::hierarchy().map(|(root, _)| root).filter(|r| *r != hierarchy.root));
+        let claim = Claim::register(&config, &hierarchy, state_dir)?;
         let (recorder, recovered) = Recorder::open(state_dir, roots)?;
         let devices = config.devices.iter().map(|d| DeviceLoop::new(d.clone(), config.period)).collect();
         let mut agent = Agent {
@@ -96,6 +101,7 @@ impl Agent {
             discovered: false,
             memory: None,
             shares: ShareWatch::default(),
+            _claim: claim,
         };
         let started = MemoryGuard::start(&agent.config, &mut agent.recorder).map(|m| agent.memory = m);
         match started.and_then(|()| agent.apply_initial()) {
@@ -272,13 +278,10 @@ impl Agent {
         while !stop.load(Ordering::Relaxed) {
             let now = Instant::now();
             let step = if now >= next_discovery {
-                next_discovery += DISCOVERY_EVERY;
+                next_discovery = next_deadline(next_discovery, DISCOVERY_EVERY, now);
                 self.discover()
             } else if now >= next_period {
-                next_period += self.config.period;
-                if next_period < now {
-                    next_period = now + self.config.period; // fell behind (a stopped process): resync
-                }
+                next_period = next_deadline(next_period, self.config.period, now);
                 self.period()
             } else {
                 let wait = next_discovery.min(next_period).saturating_duration_since(now).min(TICK);
@@ -305,6 +308,18 @@ impl Agent {
             m.stop()?;
         }
         Ok(self.recorder.revert()?)
+    }
+}
+
+/// The deadline after `due` (passed at `now`): one `every` later, or `every` from now when that is
+/// past too — the loop fell behind (a stopped process): it resyncs rather than catching up on every
+/// missed deadline at once.
+fn next_deadline(due: Instant, every: Duration, now: Instant) -> Instant {
+    let next = due + every;
+    if next < now {
+        now + every
+    } else {
+        next
     }
 }
 
@@ -343,4 +358,18 @@ pub fn stop_on_signals() -> &'static AtomicBool {
         }
     }
     &STOP
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// After a stop of 10 s the loop runs one discovery and one period, not the 50 and 100 missed.
+    #[test]
+    fn deadlines_resync_after_a_gap() {
+        let (t0, every) = (Instant::now(), Duration::from_millis(200));
+        assert_eq!(next_deadline(t0, every, t0 + Duration::from_millis(5)), t0 + every, "on time: one step on");
+        let resumed = t0 + Duration::from_secs(10);
+        assert_eq!(next_deadline(t0, every, resumed), resumed + every, "behind: from now");
+    }
 }

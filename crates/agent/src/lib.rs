@@ -12,7 +12,8 @@
 //! Config::load_profiling(file, cache_dir, &stop, &progress)   // model = "profile": measured by the
 //!                                               // engine's profiler, read-only, once per device (cached)
 //! Agent::start(config, choice, state_dir) -> (Agent, Option<Reverted>)   // reverts a killed agent's
-//!     .discover()  .period()  .status()         // state first; applies all or nothing
+//!     .discover()  .period()  .status()         // state first; applies all or nothing; refused while
+//!                                               // another agent controls a cgroup it matches (claim)
 //!     .run(&AtomicBool) -> Reverted             // until the flag is set; then reverts everything
 //!     .stop() -> Reverted
 //! stop_on_signals() -> &'static AtomicBool      // SIGTERM / SIGINT
@@ -37,6 +38,7 @@
 //! it writes is journaled for revert; `memory_dry_run` logs OOM decisions and changes nothing.
 
 pub mod check;
+pub mod claim;
 pub mod config;
 pub mod daemon;
 pub mod error;

@@ -117,6 +117,9 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
             let (agent, recovered) = Agent::start(config, backend.into(), &state_dir)?;
             if let Some(r) = recovered {
                 eprintln!("ioshare agent: restored {} setting(s) a previous agent left", r.restored);
+                for line in r.unreadable {
+                    eprintln!("ioshare agent: could not read the previous agent's state file at {line}");
+                }
             }
             eprintln!(
                 "ioshare agent: {} backend in {}; state in {} (Ctrl-C or SIGTERM reverts)",
@@ -148,6 +151,12 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
                 println!("restored {} setting(s); {} in cgroups that no longer exist", r.restored, r.vanished);
                 for (c, now) in r.changed_by_others {
                     println!("left {} ({}) alone: changed by someone else to '{now}'", c.path.display(), c.key);
+                }
+                for line in &r.unreadable {
+                    println!("could not read the state file at {line}");
+                }
+                if !r.unreadable.is_empty() {
+                    println!("a setting recorded only on a damaged line is not restored: check its file by hand");
                 }
             }
         },

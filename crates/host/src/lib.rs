@@ -54,7 +54,10 @@
 //! Recorder::open(state_dir, roots) -> (Recorder, Option<Reverted>)  // the one recording writer:
 //!     .set(path, Entry, line) -> Written             // previous line stored (synced) before the write
 //!     .touch(path, Entry)  .revert() -> Reverted     // a killed writer's state reverted at open
-//! revert_state_dir(dir, roots) -> Option<Reverted>   // `ioshare agent revert`
+//!     .revert_where(|c| ..) -> Reverted              // part of it (a device gone), forgotten after
+//!                                                    // state file: checksummed lines, atomic rewrites
+//! revert_state_dir(dir, roots) -> Option<Reverted>   // `ioshare agent revert`; .unreadable names
+//!                                                    // the lines of a damaged state file
 //! memcg::v1::Memcg (v1 memory: usage, limit, oom_control, eventfds), memcg::v2::Memcg (v2 memory:
 //!     current, max, high, events, pressure + PSI triggers, oom.group, reclaim), memcg::v2::PollFile
 //!     (POLLPRI on a kernfs/PSI file)
@@ -86,6 +89,7 @@ mod error;
 mod io_max;
 mod io_stat;
 mod io_weight;
+mod journal;
 mod loop_device;
 mod loop_sys;
 pub mod memcg;
@@ -108,6 +112,7 @@ pub use io_max::IoMax;
 pub use io_stat::parse_io_stat;
 pub use io_weight::{IoWeight, IO_WEIGHT_DEFAULT, IO_WEIGHT_MAX, IO_WEIGHT_MIN};
 pub use ioshare_core::iocost::line::DevNum;
+pub use journal::{Change, STATE_FILE};
 pub use loop_device::LoopDevice;
 pub use privilege::{is_root, skip_unless_root};
-pub use recorder::{check_under, revert_state_dir, Change, Entry, Recorder, Reverted, Written, STATE_FILE};
+pub use recorder::{check_under, revert_state_dir, Entry, Recorder, Reverted, Written, REWRITE_SLACK};
