@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{source, unique, wait_for, K8s, PATIENCE};
+use common::{manifest, source, unique, wait_for, K8s, PATIENCE};
 use ioshare_kube::source::{Connection, PodStates, Update};
 use ioshare_kube::{ClassCgroup, QosClass, Reason};
 
@@ -128,25 +128,13 @@ fn a_cluster_role_is_enough_and_without_one_the_source_fails_in_one_line() {
     let (ns, node) = (unique("rbac"), unique("node"));
     k8s.namespace(&ns, &[], &[]);
     let uid = k8s.pod(&ns, "p", &node, &[("io.ioshare.dev/weight", "0")]);
-    let role = format!("{ns}-agent");
-    k8s.kubectl(&["-n", &ns, "create", "serviceaccount", "agent"]);
+    // The shipped ServiceAccount, ClusterRole and binding (packaging/kubernetes), and a ServiceAccount
+    // with no rights at all.
+    k8s.kubectl(&["apply", "-f", &manifest("namespace.yaml"), "-f", &manifest("rbac.yaml")]);
     k8s.kubectl(&["-n", &ns, "create", "serviceaccount", "nobody"]);
-    k8s.apply(&format!(
-        r#"{{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {{"name": "{role}"}},
-            "rules": [{{"apiGroups": [""], "resources": ["pods", "namespaces"], "verbs": ["get", "list", "watch"]}},
-                      {{"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}}]}}"#
-    ));
-    k8s.kubectl(&[
-        "create",
-        "clusterrolebinding",
-        &role,
-        "--clusterrole",
-        &role,
-        &format!("--serviceaccount={ns}:agent"),
-    ]);
     let dir = tempfile::tempdir().unwrap();
 
-    let token = k8s.kubectl(&["-n", &ns, "create", "token", "agent"]);
+    let token = k8s.kubectl(&["-n", "ioshare-system", "create", "token", "ioshare-agent"]);
     let agent = k8s.token_kubeconfig(token.trim(), dir.path());
     assert!(k8s.try_kubectl_as(&agent, &["get", "secrets", "-A"], None).is_err(), "the role grants no secrets");
     let src = source(&agent, &node, CGROUPFS, Path::new("/nonexistent"));

@@ -22,6 +22,11 @@ pub fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/k8s")
 }
 
+/// A file of `packaging/kubernetes`, as a path string for kubectl.
+pub fn manifest(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging/kubernetes").join(name).display().to_string()
+}
+
 /// A running control plane.
 pub struct K8s {
     child: Child,
