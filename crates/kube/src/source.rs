@@ -183,7 +183,7 @@ impl Drop for PodSource {
     }
 }
 
-/// A client from the configured kubeconfig, else in-cluster credentials, else the usual kubeconfig.
+/// A client from the configured kubeconfig, else the pod's service account, else the usual kubeconfig.
 async fn client(config: &KubernetesConfig) -> Result<Client, Error> {
     let one_line = |e: &dyn std::fmt::Display| e.to_string().replace('\n', " ");
     let cfg = match &config.kubeconfig {
@@ -194,7 +194,18 @@ async fn client(config: &KubernetesConfig) -> Result<Client, Error> {
                 .await
                 .map_err(|e| Error::Credentials(format!("{}: {}", path.display(), one_line(&e))))?
         }
-        None => kube::Config::infer().await.map_err(|e| Error::Credentials(one_line(&e)))?,
+        // In a pod, its service account; elsewhere $KUBECONFIG or ~/.kube/config (kube's own `infer`
+        // tries them the other way round, so a stray kubeconfig would win over the pod's identity).
+        None => match kube::Config::incluster() {
+            Ok(in_cluster) => in_cluster,
+            Err(in_cluster) => kube::Config::from_kubeconfig(&KubeConfigOptions::default()).await.map_err(|e| {
+                Error::Credentials(format!(
+                    "not in a pod ({}) and no kubeconfig ({}): set kubernetes.kubeconfig",
+                    one_line(&in_cluster),
+                    one_line(&e)
+                ))
+            })?,
+        },
     };
     Client::try_from(cfg).map_err(|e| Error::Credentials(one_line(&e)))
 }
@@ -543,5 +554,52 @@ impl Watch {
                 }
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_grow_to_the_cap_with_jitter_and_start_over_on_reset() {
+        let mut r = Retry::new();
+        let delays: Vec<Duration> = r.by_ref().take(12).collect();
+        assert!(delays.iter().all(|d| *d >= RETRY_MIN / 2 && *d <= RETRY_MAX), "{delays:?}");
+        assert!(delays[0] <= RETRY_MIN, "{delays:?}");
+        assert!(delays[8..].iter().all(|d| *d >= RETRY_MAX * 3 / 4), "capped, at most a quarter off: {delays:?}");
+        r.reset();
+        assert!(r.next().unwrap() <= RETRY_MIN);
+    }
+
+    #[test]
+    fn pod_states_follow_the_updates() {
+        let pod = |uid: &str, weight: u32| {
+            let mut p = DesiredPod {
+                namespace: "ns".into(),
+                name: format!("p{uid}"),
+                uid: uid.into(),
+                qos: crate::QosClass::Burstable,
+                cgroup: None,
+                settings: Default::default(),
+                containers: vec![],
+                findings: vec![],
+            };
+            p.settings.weight = weight;
+            Update::Pod(Box::new(p))
+        };
+        let mut s = PodStates::default();
+        for u in [pod("1", 10), pod("2", 20), pod("1", 30), Update::Synced] {
+            assert_eq!(s.apply(u), None);
+        }
+        assert_eq!(s.by_name("ns", "p1").unwrap().settings.weight, 30);
+        assert!(s.synced && s.pods.len() == 2);
+        s.apply(Update::Gone { uid: "2".into(), name: "ns/p2".into() });
+        assert!(s.by_name("ns", "p2").is_none());
+        s.apply(Update::Connection(Connection::Unreachable("down".into())));
+        assert_eq!(s.pods.len(), 1, "the last state stays while the server is away");
+        assert_eq!(s.apply(Update::Warning("w".into())), Some("w".into()));
+        s.apply(Update::Fatal("f".into()));
+        assert_eq!(s.fatal.as_deref(), Some("f"));
     }
 }
