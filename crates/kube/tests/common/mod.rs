@@ -11,7 +11,7 @@ use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use ioshare_kube::source::{PodStates, SourceOptions, Update};
+use ioshare_kube::source::{PodStates, SourceOptions};
 use ioshare_kube::{KubernetesConfig, PodSource};
 
 /// How long a test waits for something the source should see.
@@ -223,9 +223,6 @@ pub fn wait_for(
         let left = deadline.saturating_duration_since(Instant::now());
         match source.updates().recv_timeout(left) {
             Ok(update) => {
-                if let Update::Pod(p) = &update {
-                    eprintln!("update: {}/{} weight {}", p.namespace, p.name, p.settings.weight);
-                }
                 if let Some(w) = states.apply(update) {
                     eprintln!("warning: {w}");
                 }
