@@ -6,5 +6,6 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 cargo fmt --all -- --check
+./scripts/check-import-cycles
 cargo clippy --workspace --all-targets --release -- -D warnings
 cargo test --workspace --release --no-fail-fast

@@ -156,21 +156,9 @@ impl fmt::Display for Check {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use ioshare_testkit::v1_host;
 
-    fn v1_host() -> Capabilities {
-        Capabilities {
-            root: true,
-            loop_devices: true,
-            blkio_v1: Some("/sys/fs/cgroup/blkio".into()),
-            blk_throttle_v1: true,
-            bfq: true,
-            cgroup_v2: Some("/sys/fs/cgroup/unified".into()),
-            v2_controllers: vec!["hugetlb".into()],
-            io_cost: false,
-            v1_mounts: vec![("blkio".into(), "/sys/fs/cgroup/blkio".into())],
-        }
-    }
+    use super::*;
 
     #[test]
     fn v1_host_gets_the_userspace_backend_and_the_caveat() {

@@ -23,6 +23,7 @@
 //! `model = "profile"` are measured last, once everything else in the file is known to be valid.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use ioshare_core::iocost::qos::QosConfig;
@@ -33,7 +34,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::error::{Error, Result};
-use crate::profile::{Measure, Unavailable};
+use crate::profile::{Cached, Measure, NotMeasured, Profiler};
 
 /// Default planning period of the userspace backend.
 pub const PERIOD_DEFAULT_MS: u64 = 100;
@@ -103,22 +104,31 @@ struct RawGroup {
 }
 
 impl Config {
-    /// Reads and validates `file`; `model = "profile"` is refused (no profiler: see [`Unavailable`]).
+    /// Reads and validates `file` without measuring: `model = "profile"` is refused (that is
+    /// measured at the agent's start, [`Config::load_profiling`]).
     pub fn load(file: &Path) -> Result<Config> {
-        Config::load_with(file, &Unavailable)
+        Config::parse(&read(file)?, file)
     }
 
-    /// Reads and validates `file`, measuring devices with `model = "profile"` with `measurer`.
-    pub fn load_with(file: &Path, measurer: &dyn Measure) -> Result<Config> {
-        let text =
-            std::fs::read_to_string(file).map_err(|reason| Error::ReadConfig { file: file.to_path_buf(), reason })?;
-        Config::parse_with(&text, file, measurer)
+    /// Reads and validates `file`, then measures the devices with `model = "profile"` with the
+    /// engine's profiler (read-only, see [`crate::profile`]), each once: the model is kept in
+    /// `cache_dir` and reused while the device is the same one. `progress` gets a line per run;
+    /// raising `stop` ends the measurement with an error.
+    pub fn load_profiling(file: &Path, cache_dir: &Path, stop: &AtomicBool, progress: &dyn Fn(&str)) -> Result<Config> {
+        let profiler = Profiler::new(stop, progress);
+        Config::parse_with(&read(file)?, file, &Cached::new(cache_dir, &profiler))
+    }
+
+    /// Reads and validates `file` without measuring: `model = "profile"` takes the model an earlier
+    /// start cached in `cache_dir`, and is refused where there is none (`ioshare agent check`).
+    pub fn load_cached(file: &Path, cache_dir: &Path) -> Result<Config> {
+        Config::parse_with(&read(file)?, file, &Cached::new(cache_dir, &NotMeasured))
     }
 
     /// Validates the text of a configuration; `file` names it in errors; `model = "profile"` is
     /// refused.
     pub fn parse(text: &str, file: &Path) -> Result<Config> {
-        Config::parse_with(text, file, &Unavailable)
+        Config::parse_with(text, file, &NotMeasured)
     }
 
     /// Validates the text of a configuration, then measures the devices with `model = "profile"`
@@ -220,6 +230,11 @@ impl Config {
         }
         Ok(Config { period: Duration::from_millis(period_ms), devices, groups, memory_dry_run: false })
     }
+}
+
+/// The text of `file`.
+fn read(file: &Path) -> Result<String> {
+    std::fs::read_to_string(file).map_err(|reason| Error::ReadConfig { file: file.to_path_buf(), reason })
 }
 
 /// A device's model from the `model` value: a built-in set name, or an io.cost.model line.

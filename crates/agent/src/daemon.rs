@@ -22,7 +22,7 @@ use std::time::{Duration, Instant, SystemTime};
 use ioshare_core::iocost::line::Ctrl;
 use ioshare_core::iocost::qos::QosConfig;
 use ioshare_core::{LinearModel, ModelConfig, Nanos};
-use ioshare_host::{find_cgroups, Recorder, Reverted};
+use ioshare_host::{Recorder, Reverted};
 
 use crate::check::{Backend, BackendChoice, Check};
 use crate::config::{Config, DeviceConfig, GroupConfig};
@@ -30,6 +30,7 @@ use crate::error::Result;
 use crate::hierarchy::{Hierarchy, Throttle};
 use crate::limits::throttle_for;
 use crate::memory::MemoryGuard;
+use crate::share::watch::{PlannerActivity, ShareWatch};
 use crate::status::{DeviceLine, GroupLine, Status};
 use crate::userspace::DeviceLoop;
 
@@ -56,6 +57,8 @@ pub struct Agent {
     discovered: bool,
     /// Memory isolation, when a rule asks for it.
     memory: Option<MemoryGuard>,
+    /// Each managed cgroup's share, for the status.
+    shares: ShareWatch,
 }
 
 impl Agent {
@@ -92,6 +95,7 @@ impl Agent {
             periods: 0,
             discovered: false,
             memory: None,
+            shares: ShareWatch::default(),
         };
         let started = MemoryGuard::start(&agent.config, &mut agent.recorder).map(|m| agent.memory = m);
         match started.and_then(|()| agent.apply_initial()) {
@@ -144,7 +148,7 @@ impl Agent {
     /// Matches the group patterns again: new cgroups are tracked (kernel backend: their weight and
     /// caps written now), vanished ones dropped.
     pub fn discover(&mut self) -> Result<()> {
-        let found = self.matches();
+        let found = crate::rules::matched(&self.hierarchy.root, &self.config.groups);
         let now = self.now();
         for d in &mut self.devices {
             d.mark_all_absent();
@@ -179,28 +183,6 @@ impl Agent {
         }
     }
 
-    /// Every cgroup the rules match now, with the first rule matching it; nested matches dropped.
-    fn matches(&self) -> BTreeMap<String, usize> {
-        let mut found: BTreeMap<String, usize> = BTreeMap::new();
-        for (i, g) in self.config.groups.iter().enumerate() {
-            for rel in find_cgroups(&self.hierarchy.root, &g.cgroup) {
-                found.entry(rel).or_insert(i);
-            }
-        }
-        let nested: Vec<String> = found
-            .keys()
-            .filter(|rel| {
-                let p = Path::new(rel.as_str());
-                p.ancestors().skip(1).any(|a| found.contains_key(a.to_string_lossy().as_ref()))
-            })
-            .cloned()
-            .collect();
-        for rel in nested {
-            found.remove(&rel);
-        }
-        found
-    }
-
     /// One planning period (userspace backend; the kernel backend only refreshes its status).
     pub fn period(&mut self) -> Result<()> {
         let now = self.now();
@@ -212,6 +194,21 @@ impl Agent {
                 d.plan(now, &self.hierarchy, &mut self.recorder, &self.sys_block)?;
             }
         }
+        let planner = || {
+            let mut active = PlannerActivity::new();
+            for d in &self.devices {
+                active.extend(d.activity(now).into_iter().map(|(rel, a)| ((d.dev(), rel), a)));
+            }
+            active
+        };
+        self.shares.refresh_if_due(
+            Instant::now(),
+            &self.config,
+            self.backend,
+            &self.hierarchy,
+            &self.sys_block,
+            &planner,
+        );
         self.periods += 1;
         self.write_status()
     }
@@ -260,6 +257,7 @@ impl Agent {
             updated_unix: SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()),
             devices,
             memory: self.memory.as_ref().map(|m| m.lines().to_vec()).unwrap_or_default(),
+            shares: self.shares.report().cloned(),
         }
     }
 

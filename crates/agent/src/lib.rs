@@ -9,13 +9,16 @@
 //! Check::probe() -> Check                       // host capabilities, backend auto picks and why,
 //!     .select(BackendChoice) -> (Backend, Hierarchy)   // the buffered-write caveat; Display, Serialize
 //! Config::load(file) -> Config                  // validated whole; errors "FILE:LINE: key: what"
-//! Config::load_with(file, &dyn Measure)          // model = "profile": measured (Cached: once per device)
+//! Config::load_profiling(file, cache_dir, &stop, &progress)   // model = "profile": measured by the
+//!                                               // engine's profiler, read-only, once per device (cached)
 //! Agent::start(config, choice, state_dir) -> (Agent, Option<Reverted>)   // reverts a killed agent's
 //!     .discover()  .period()  .status()         // state first; applies all or nothing
 //!     .run(&AtomicBool) -> Reverted             // until the flag is set; then reverts everything
 //!     .stop() -> Reverted
 //! stop_on_signals() -> &'static AtomicBool      // SIGTERM / SIGINT
 //! Status::read(state_dir) -> Status             // what `ioshare agent status` prints
+//! ShareCheck::probe(check, &config, choice)     // `agent check --config`: each managed cgroup's share
+//! Shares::check(&config, backend, &hierarchy, sys_block)   // per device, and flags (see [`share`])
 //! revert(state_dir) -> Option<Reverted>        // `ioshare agent revert`: a killed agent's changes
 //! ```
 //!
@@ -43,6 +46,8 @@ pub mod latency;
 pub mod limits;
 pub mod memory;
 pub mod profile;
+pub mod rules;
+pub mod share;
 pub mod status;
 pub mod userspace;
 
@@ -51,5 +56,6 @@ pub use config::{default_state_dir, Config};
 pub use daemon::{revert, stop_on_signals, Agent};
 pub use error::{Error, Result};
 pub use hierarchy::{Flavor, Hierarchy, Throttle};
-pub use profile::{Cached, Measure, Unavailable};
+pub use profile::Measure;
+pub use share::{ShareCheck, Shares};
 pub use status::Status;

@@ -1,5 +1,5 @@
 //! Memory isolation in the agent: the groups whose rule carries `memory = { ... }` are put under an
-//! [`ioshare_memory::AnyGuard`] (priority OOM, early reclaim) on the host's memory hierarchy: cgroup
+//! [`ioshare_memory::Guard`] (priority OOM, early reclaim) on the host's memory hierarchy: cgroup
 //! v1 `memory` where it is bound to v1 (this host), cgroup v2 where v2 has the `memory` controller.
 //!
 //! The guard covers a fixed set of cgroups, so when discovery finds the matched set changed (a
@@ -13,8 +13,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ioshare_host::{find_cgroups, Capabilities, Memcg, Memcg2, Recorder};
-use ioshare_memory::{Action, AnyGuard, MemorySettings};
+use ioshare_host::memcg::{v1, v2};
+use ioshare_host::{find_cgroups, Capabilities, Recorder};
+use ioshare_memory::{Action, Guard, MemorySettings};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
@@ -53,7 +54,7 @@ pub struct MemoryGuard {
     v2: bool,
     dry_run: bool,
     groups: Vec<(String, MemorySettings)>,
-    guard: Option<AnyGuard>,
+    guard: Option<Guard>,
     lines: Vec<MemoryLine>,
 }
 
@@ -115,9 +116,9 @@ impl MemoryGuard {
         let guarded: Vec<(PathBuf, MemorySettings)> = found
             .iter()
             .map(|(rel, s)| (self.root.join(rel), *s))
-            .filter(|(dir, _)| if self.v2 { Memcg2::at(dir).is_ok() } else { Memcg::at(dir).is_ok() })
+            .filter(|(dir, _)| if self.v2 { v2::Memcg::at(dir).is_ok() } else { v1::Memcg::at(dir).is_ok() })
             .collect();
-        let guard = AnyGuard::start(&guarded, self.v2, self.dry_run).map_err(|e| Error::Memory(e.to_string()))?;
+        let guard = Guard::start(&guarded, self.v2, self.dry_run).map_err(|e| Error::Memory(e.to_string()))?;
         for c in guard.changes() {
             recorder.note(&c.file, &c.previous, &c.new)?;
         }
@@ -170,12 +171,12 @@ impl MemoryGuard {
         for (line, (_, settings)) in self.lines.iter_mut().zip(&self.groups) {
             let dir = self.root.join(&line.cgroup);
             if self.v2 {
-                let Ok(m) = Memcg2::at(&dir) else { continue };
+                let Ok(m) = v2::Memcg::at(&dir) else { continue };
                 line.usage = m.current().unwrap_or(0);
                 line.limit = m.max().ok().flatten();
                 line.pressure = m.pressure().ok().map(|p| (p.some.avg10, p.full.avg10));
             } else {
-                let Ok(m) = Memcg::at(&dir) else { continue };
+                let Ok(m) = v1::Memcg::at(&dir) else { continue };
                 line.usage = m.usage().unwrap_or(0);
                 line.limit = m.limit().ok().filter(|&l| l < 1 << 62);
             }

@@ -1,49 +1,97 @@
 //! `model = "profile"`: a device's cost model measured at start, cached, and reused on the next start.
 //!
-//! Measuring a device belongs to the engine (`ioshare profile`), which depends on this crate; so the
-//! agent does not call it, it is handed a [`Measure`] — the CLI supplies one built on the engine's
-//! profiler, a library user without a profiler gets [`Unavailable`], which refuses with a line
-//! saying what to write instead. [`Cached`] wraps any measurer with a cache directory
-//! (`/var/cache/ioshare` by default): one file per device, `model-MAJ_MIN.json`, holding the
-//! device's identity and the measured `io.cost.model` line. The identity is what makes a cached
-//! model belong to *this* device: the name, size, and whatever sysfs gives to tell one device from
-//! another (the disk's WWID or serial, a loop device's backing file). A cache file whose identity
-//! differs (another disk got the same number, a loop device now over another file) is measured
-//! again and replaced; a cache file that cannot be read or written is not an error (the model is
-//! then measured every start, and said so on stderr).
+//! The agent measures with the engine's profiler (`Profiler`): a device it is to control is in use,
+//! so it is measured read-only (the write coefficients derived from the reads and a built-in set's
+//! write:read ratios, as `ioshare profile --read-only` does), in [`AGENT_PLAN`]'s short interleaved
+//! rounds — about 10 s, once per device. Only the model: no QoS runs (the configuration's `qos`
+//! line, or none, says what the latency targets are).
+//!
+//! `Cached` wraps the measurer with a cache directory (`/var/cache/ioshare` by default): one file
+//! per device, `model-MAJ_MIN.json`, holding the device's identity and the measured `io.cost.model`
+//! line. The identity is what makes a cached model belong to *this* device: the name, size, and
+//! whatever sysfs gives to tell one device from another (the disk's WWID or serial, a loop device's
+//! backing file). A cache file whose identity differs (another disk got the same number, a loop device
+//! now over another file) is measured again and replaced; a cache file that cannot be read or written
+//! is not an error (the model is then measured every start, and said so on stderr).
+//!
+//! [`Measure`] is the seam between reading a configuration and measuring a device: the agent's start
+//! puts the cached `Profiler` behind it ([`Config::load_profiling`](crate::Config::load_profiling)),
+//! a load that only validates puts `NotMeasured` ([`Config::load`](crate::Config::load)), and tests
+//! put doubles that answer a fixed model without IO.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 
 use ioshare_core::iocost::line::Ctrl;
-use ioshare_core::{ModelConfig, ModelParams};
+use ioshare_core::{ModelConfig, ModelParams, NSEC_PER_MSEC, NSEC_PER_SEC};
+use ioshare_engine::profile::measure::{measure, Plan, Step};
+use ioshare_engine::profile::MIN_PROFILE_SIZE;
+use ioshare_engine::Target;
 use ioshare_host::DiskId;
 use serde::{Deserialize, Serialize};
 
 /// Default directory of the cache of measured models.
 pub const DEFAULT_CACHE_DIR: &str = "/var/cache/ioshare";
 
-/// Measures a device's cost model.
+/// The runs the agent measures a device with: 3 interleaved rounds of 1 s per run (0.2 s warm-up).
+pub const AGENT_PLAN: Plan = Plan {
+    duration: NSEC_PER_SEC,
+    warmup: 200 * NSEC_PER_MSEC,
+    depth: 64,
+    big_block: 4 << 20,
+    big_depth: 16,
+    rounds: 3,
+};
+
+/// Measures a device's cost model: the seam between the configuration and the profiler, there so
+/// that tests can answer without IO (`Profiler` is the one the agent uses).
 pub trait Measure {
     /// `device`'s model, or one line saying why it could not be measured.
     fn measure(&self, device: &DiskId) -> Result<ModelParams, String>;
 }
 
-/// The measurer of a build without a profiler: refuses, naming what to use instead.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Unavailable;
+/// The engine's profiler, read-only, reporting progress through `progress`.
+pub(crate) struct Profiler<'a> {
+    stop: &'a AtomicBool,
+    progress: &'a dyn Fn(&str),
+}
 
-impl Measure for Unavailable {
+impl<'a> Profiler<'a> {
+    /// A profiler that stops (with an error) when `stop` is raised.
+    pub(crate) fn new(stop: &'a AtomicBool, progress: &'a dyn Fn(&str)) -> Self {
+        Profiler { stop, progress }
+    }
+}
+
+impl Measure for Profiler<'_> {
+    fn measure(&self, device: &DiskId) -> Result<ModelParams, String> {
+        let path = Path::new("/dev").join(&device.name);
+        let failed = |e: ioshare_engine::Error| format!("profiling {} failed: {e}", path.display());
+        let target = Target::open_read_only(&path, MIN_PROFILE_SIZE).map_err(failed)?;
+        let mut step = |step: Step, i: usize, n: usize| {
+            (self.progress)(&format!("profiling {} [run {}/{n}] {}", device.name, i + 1, step.describe(&AGENT_PLAN)))
+        };
+        Ok(measure(&target, &AGENT_PLAN, false, self.stop, &mut step).map_err(failed)?.model)
+    }
+}
+
+/// The measurer of a load that only validates: refuses, naming what to use instead.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct NotMeasured;
+
+impl Measure for NotMeasured {
     fn measure(&self, device: &DiskId) -> Result<ModelParams, String> {
         Err(format!(
-            "measuring {} needs the profiler, which this program does not have: run `ioshare agent run`, or give \
-             the io.cost.model line `ioshare profile` prints, or a built-in set (hdd, ssd_qd1, ssd_dfl, ssd_fast)",
+            "measuring {} is left to the agent's start (`ioshare agent run`; this load only validates the file): \
+             or give the io.cost.model line `ioshare profile` prints, or a built-in set (hdd, ssd_qd1, ssd_dfl, \
+             ssd_fast)",
             device.name
         ))
     }
 }
 
 /// A measurer with a cache: a model measured once per device is reused on later starts.
-pub struct Cached<'a> {
+pub(crate) struct Cached<'a> {
     dir: PathBuf,
     inner: &'a dyn Measure,
 }
@@ -59,7 +107,7 @@ struct CacheEntry {
 
 impl<'a> Cached<'a> {
     /// Caches `inner`'s measurements in `dir` (created when first needed).
-    pub fn new(dir: &Path, inner: &'a dyn Measure) -> Self {
+    pub(crate) fn new(dir: &Path, inner: &'a dyn Measure) -> Self {
         Cached { dir: dir.to_path_buf(), inner }
     }
 
@@ -150,7 +198,7 @@ mod tests {
         assert_eq!(cached.measure(&dev).unwrap().rrandiops, 12_345);
         assert_eq!(counting.0.get(), 1, "the second start reused the cache");
         // Another start, another process: the file alone is enough.
-        assert_eq!(Cached::new(&dir.path().join("cache"), &Unavailable).measure(&dev).unwrap().rrandiops, 12_345);
+        assert_eq!(Cached::new(&dir.path().join("cache"), &NotMeasured).measure(&dev).unwrap().rrandiops, 12_345);
     }
 
     #[test]

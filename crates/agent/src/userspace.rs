@@ -28,7 +28,7 @@ use std::time::Duration;
 use crate::status::{DeviceLine, GroupLine};
 use ioshare_core::iocost::aggregate::Charge;
 use ioshare_core::{Controller, GroupId, GroupSettings, GroupStats, IoCost, Limits, LinearModel, Nanos, Op, QosParams};
-use ioshare_host::{DiskStats, Recorder, RwCounts};
+use ioshare_host::{DevNum, DiskStats, Recorder, RwCounts};
 
 use crate::config::DeviceConfig;
 use crate::error::Result;
@@ -266,6 +266,21 @@ impl DeviceLoop {
             }
         }
         Ok(())
+    }
+
+    /// Its device.
+    pub fn dev(&self) -> DevNum {
+        self.cfg.device.dev
+    }
+
+    /// Whether the planner counts each present cgroup as active now.
+    pub fn activity(&self, now: Nanos) -> Vec<(String, bool)> {
+        let stats = self.ctl.stats(now);
+        self.groups
+            .iter()
+            .filter(|(_, t)| t.present)
+            .map(|(rel, t)| (rel.clone(), stats.groups[t.id.index()].active))
+            .collect()
     }
 
     /// The device's state now.

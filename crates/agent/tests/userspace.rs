@@ -10,6 +10,7 @@ use common::{wait_for, Rig};
 use ioshare_agent::userspace::DONATING_SLACK;
 use ioshare_agent::{Agent, BackendChoice, Config};
 use ioshare_host::{skip_unless_root, BlkioCgroup, ThrottleKnob};
+use ioshare_testkit::KillOnDrop;
 
 /// Queue depth of each reader's job.
 const DEPTH: u32 = 32;
@@ -302,7 +303,7 @@ fn a_cgroup_created_after_start_is_controlled_within_a_second() {
         ])
         .args(["--runtime=60", "--iodepth=16", "--output=/dev/null"])
         .arg(format!("--filename={}", rig.dev.path().display()));
-        let _b = common::KillOnDrop(late.spawn(cmd).unwrap());
+        let _b = KillOnDrop(late.spawn(cmd).unwrap());
         // Under control: both cgroups now compete, so both get limits.
         let took =
             wait_for(Duration::from_secs(3), || limit_of(late.path()) > 0 && limit_of(rig.cgroups[0].path()) > 0);

@@ -1,4 +1,4 @@
-//! `ioshare bench`: parses the options, runs the engine's scenario suite, prints tables (or JSON) and
+//! `ioshare bench`: parses the options, runs ioshare-bench's scenario suite, prints tables (or JSON) and
 //! writes SVG charts.
 
 use std::io::{IsTerminal, Write};
@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 
 use crate::Found;
-use ioshare_engine::bench::calibrate::Calibration;
-use ioshare_engine::bench::{self, kernel, svg, table, BenchOptions, Observer, ScenarioReport, TargetInfo};
+use ioshare_bench::calibrate::Calibration;
+use ioshare_bench::{self as bench, kernel, svg, table, BenchOptions, ScenarioReport, SuiteWatcher, TargetInfo};
 use ioshare_engine::interrupt;
 
 /// Arguments of `ioshare bench`.
@@ -76,7 +76,7 @@ impl Printer {
     }
 }
 
-impl Observer for Printer {
+impl SuiteWatcher for Printer {
     fn progress(&mut self, line: &str) {
         crate::status_line(self.tty, line);
     }

@@ -6,7 +6,7 @@ use anyhow::{bail, Context};
 
 use crate::Found;
 use ioshare_sim::scenarios::{self, Outcome};
-use ioshare_sim::{svg, Scenario};
+use ioshare_sim::{svg, Simulation};
 
 /// Arguments of `ioshare sim`.
 #[derive(clap::Args)]
@@ -86,7 +86,7 @@ pub fn run(args: Args) -> anyhow::Result<Found> {
 }
 
 fn run_file(path: &Path, args: &Args) -> anyhow::Result<Outcome> {
-    let mut sc = Scenario::load(path)?;
+    let mut sc = Simulation::load(path)?;
     if let Some(w) = &args.weights {
         if w.len() != sc.groups.len() {
             bail!("{} has {} groups but {} weights were given", path.display(), sc.groups.len(), w.len());

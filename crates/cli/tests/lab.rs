@@ -8,12 +8,13 @@
 
 mod common;
 
-use common::{field, lab, lab_ready};
+use common::{field, lab};
+use ioshare_testkit::skip_unless_lab;
 use serde_json::Value;
 
 #[test]
 fn guest_has_cgroup_v2_io_the_disks_and_ioshare_and_returns_the_status() {
-    if lab_ready("guest_has_cgroup_v2_io_the_disks_and_ioshare_and_returns_the_status").is_none() {
+    if skip_unless_lab("guest_has_cgroup_v2_io_the_disks_and_ioshare_and_returns_the_status") {
         return;
     }
     let script = r#"
@@ -47,7 +48,7 @@ fn guest_has_cgroup_v2_io_the_disks_and_ioshare_and_returns_the_status() {
 
 #[test]
 fn bench_runs_kernel_peers_on_cgroup_v2_and_cleans_up() {
-    if lab_ready("bench_runs_kernel_peers_on_cgroup_v2_and_cleans_up").is_none() {
+    if skip_unless_lab("bench_runs_kernel_peers_on_cgroup_v2_and_cleans_up") {
         return;
     }
     let script = r#"

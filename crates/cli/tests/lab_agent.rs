@@ -12,7 +12,8 @@
 
 mod common;
 
-use common::{field, lab, lab_ready};
+use common::{field, lab};
+use ioshare_testkit::skip_unless_lab;
 
 /// The guest's script. `snap NAME` prints every file the agent may touch, one `NAME file: value`
 /// line each (multi-line files joined with `;`), for cgroups `a` (there before the start) and `b`
@@ -93,7 +94,7 @@ fn value<'a>(snap: &'a [(String, String)], file: &str) -> &'a str {
 
 #[test]
 fn kernel_backend_writes_iocost_controls_late_cgroups_and_reverts_after_kill() {
-    if lab_ready("kernel_backend_writes_iocost_controls_late_cgroups_and_reverts_after_kill").is_none() {
+    if skip_unless_lab("kernel_backend_writes_iocost_controls_late_cgroups_and_reverts_after_kill") {
         return;
     }
     let out = lab(&[], SCRIPT);

@@ -10,9 +10,9 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::Reaped;
 use ioshare_host::LoopDevice;
 use ioshare_observe::{Histogram, Kind};
+use ioshare_testkit::KillOnDrop;
 
 fn ioshare(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ioshare")).args(args).output().expect("the binary runs")
@@ -77,7 +77,7 @@ fn write_64k(dev: &Path, count: u32) {
 
 /// Starts `ioshare observe --json` on `dev` with `extra` options; returns it once it has attached
 /// (its first interval printed), with the first line.
-fn start_observe(dev: &LoopDevice, extra: &[&str]) -> (Reaped, BufReader<std::process::ChildStdout>) {
+fn start_observe(dev: &LoopDevice, extra: &[&str]) -> (KillOnDrop, BufReader<std::process::ChildStdout>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_ioshare"))
         .args(["observe", "--json", "--interval", "0.2"])
         .arg(format!("--device={}", dev.path().display()))
@@ -90,7 +90,7 @@ fn start_observe(dev: &LoopDevice, extra: &[&str]) -> (Reaped, BufReader<std::pr
     let mut first = String::new();
     stdout.read_line(&mut first).unwrap();
     assert!(first.starts_with('{'), "no JSON from observe: {first:?}");
-    (Reaped(child), stdout)
+    (KillOnDrop(child), stdout)
 }
 
 /// Sums the write entries of JSON interval lines: (IOs at C, D2C latency histogram).
@@ -180,7 +180,7 @@ fn prometheus_quantile_agrees_with_json() {
     )
     .unwrap();
     let prom_port = free_port();
-    let _prometheus = Reaped(
+    let _prometheus = KillOnDrop(
         Command::new("prometheus")
             .arg(format!("--config.file={}", config.display()))
             .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))

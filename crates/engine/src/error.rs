@@ -95,9 +95,6 @@ pub enum Error {
     /// The work was interrupted (Ctrl-C) before it finished; what it created has been removed.
     #[error("interrupted before the measurement finished; the temporary file and loop device are removed")]
     Interrupted,
-    /// A kernel-peer run could not be set up or a worker failed.
-    #[error("kernel peer: {0}")]
-    KernelPeer(String),
     /// The reference engine (fio) could not run or its report could not be read.
     #[error("reference run: {0}")]
     Reference(String),

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 const MAX_FIXED_BUF: usize = 1 << 30;
 
 /// An io_uring instance for one target with per-slot buffers. The ring is declared before the
-/// buffers so that it is torn down first; [`crate::run`] also reaps every IO before dropping it.
+/// buffers so that it is torn down first; [`crate::run()`] also reaps every IO before dropping it.
 pub struct Ring {
     ring: IoUring,
     bufs: AlignedBuf,
@@ -98,11 +98,6 @@ impl Ring {
         for cqe in self.ring.completion() {
             f(cqe.user_data() as u32, cqe.result());
         }
-    }
-
-    /// Whether buffers are registered with the kernel (fixed buffers skip per-IO page pinning).
-    pub fn fixed_buffers(&self) -> bool {
-        self.fixed_bufs
     }
 }
 

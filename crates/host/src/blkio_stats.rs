@@ -60,8 +60,8 @@ pub struct DeviceStats {
     pub bytes: RwCounts,
 }
 
-/// A cgroup's IO statistics (v1 blk-throttle's or BFQ's, or v2 `io.stat`), one entry per device it did
-/// IO on.
+/// A cgroup's IO statistics (v1 blk-throttle's or BFQ's, or v2 `io.stat` as [`crate::parse_io_stat`]
+/// reads it), one entry per device it did IO on.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BlkioStats {
     /// Per device, in the kernel's order.
@@ -83,37 +83,6 @@ impl BlkioStats {
         }
         for (dev, bytes) in parse_rwstat(bytes_file, service_bytes)? {
             stats.entry(dev).bytes = bytes;
-        }
-        Ok(stats)
-    }
-
-    /// Parses a cgroup v2 `io.stat` file: `MAJ:MIN rbytes=.. wbytes=.. rios=.. wios=.. dbytes=.. dios=..`
-    /// per device (keys the kernel adds beyond these, like iocost's `cost.*`, are ignored).
-    pub fn from_io_stat(text: &str) -> Result<Self> {
-        let mut stats = BlkioStats::default();
-        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
-            let mut words = line.split_whitespace();
-            let dev: DevNum = words
-                .next()
-                .and_then(|d| d.parse().ok())
-                .ok_or_else(|| parse_error("io.stat", line, "expected MAJ:MIN first"))?;
-            let entry = stats.entry(dev);
-            for word in words {
-                let Some((key, value)) = word.split_once('=') else {
-                    return Err(parse_error("io.stat", line, format!("'{word}' is not key=value")));
-                };
-                let slot = match key {
-                    "rbytes" => &mut entry.bytes.read,
-                    "wbytes" => &mut entry.bytes.write,
-                    "dbytes" => &mut entry.bytes.discard,
-                    "rios" => &mut entry.ios.read,
-                    "wios" => &mut entry.ios.write,
-                    "dios" => &mut entry.ios.discard,
-                    _ => continue,
-                };
-                *slot =
-                    value.parse().map_err(|_| parse_error("io.stat", line, format!("'{word}': expected a count")))?;
-            }
         }
         Ok(stats)
     }
@@ -202,22 +171,6 @@ mod tests {
             })
         );
         assert_eq!(stats.device(DevNum { major: 8, minor: 0 }), None);
-    }
-
-    #[test]
-    fn parses_io_stat() {
-        let text = "259:0 rbytes=8192 wbytes=4096 rios=2 wios=1 dbytes=0 dios=0 cost.vrate=100.00 cost.usage=12\n\
-                    7:0 rbytes=0 wbytes=0 rios=0 wios=0 dbytes=512 dios=1\n";
-        let stats = BlkioStats::from_io_stat(text).unwrap();
-        let nvme = stats.device(DevNum { major: 259, minor: 0 }).unwrap();
-        assert_eq!(nvme.ios, RwCounts { read: 2, write: 1, discard: 0 });
-        assert_eq!(nvme.bytes, RwCounts { read: 8192, write: 4096, discard: 0 });
-        assert_eq!(stats.device(DEV).unwrap().bytes.discard, 512);
-        assert_eq!(BlkioStats::from_io_stat("").unwrap(), BlkioStats::default());
-        for bad in ["nvme rios=1", "259:0 rios", "259:0 rios=x"] {
-            let err = BlkioStats::from_io_stat(bad).unwrap_err().to_string();
-            assert!(err.starts_with(&format!("invalid io.stat '{bad}'")), "{err}");
-        }
     }
 
     #[test]

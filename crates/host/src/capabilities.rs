@@ -243,56 +243,6 @@ fn loop_offers_bfq(sys_block: &Path) -> bool {
 mod tests {
     use super::*;
 
-    /// This machine's situation, written out: v1 blkio with blk-throttle and BFQ, a v2 tree without `io`.
-    fn v1_host(root: bool) -> Capabilities {
-        Capabilities {
-            root,
-            loop_devices: true,
-            blkio_v1: Some("/sys/fs/cgroup/blkio".into()),
-            blk_throttle_v1: true,
-            bfq: true,
-            cgroup_v2: Some("/sys/fs/cgroup/unified".into()),
-            v2_controllers: vec!["hugetlb".into()],
-            io_cost: false,
-            v1_mounts: vec![
-                ("blkio".into(), "/sys/fs/cgroup/blkio".into()),
-                ("memory".into(), "/sys/fs/cgroup/memory".into()),
-            ],
-        }
-    }
-
-    #[test]
-    fn peers_follow_what_the_host_has() {
-        assert_eq!(v1_host(true).kernel_peers(), [KernelPeer::BfqV1, KernelPeer::ThrottleV1]);
-        assert!(v1_host(false).kernel_peers().is_empty(), "nothing without root");
-        assert_eq!(v1_host(true).layout(), CgroupLayout::Hybrid);
-        let v2 = Capabilities {
-            blkio_v1: None,
-            v1_mounts: Vec::new(),
-            v2_controllers: vec!["io".into(), "memory".into()],
-            io_cost: true,
-            ..v1_host(true)
-        };
-        assert_eq!(v2.kernel_peers(), [KernelPeer::IoMaxV2, KernelPeer::IoWeightV2, KernelPeer::IoCostV2]);
-        assert!(v2.writeback_attributed() && !v1_host(true).writeback_attributed());
-        assert_eq!(v2.layout(), CgroupLayout::V2);
-    }
-
-    #[test]
-    fn display_names_every_fact() {
-        let text = v1_host(true).to_string();
-        assert!(text.contains("cgroup v1 blkio:      /sys/fs/cgroup/blkio (blk-throttle: yes, BFQ: yes)"), "{text}");
-        assert!(text.contains("cgroup v2 io:         absent"), "{text}");
-        assert!(text.contains("kernel iocost:        absent"), "{text}");
-        assert!(text.contains("buffered writes:      not charged to cgroups"), "{text}");
-        assert!(
-            text.ends_with(
-                "kernel peers:         bfq (cgroup v1 blkio.bfq.weight), blk-throttle (cgroup v1 blkio.throttle.*)"
-            ),
-            "{text}"
-        );
-    }
-
     /// The real probe on this host agrees with the files it reads.
     #[test]
     fn probe_matches_the_host() {

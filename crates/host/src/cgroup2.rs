@@ -20,6 +20,7 @@ use crate::blkio_stats::BlkioStats;
 use crate::cgroup_dir::{self, CgroupDir};
 use crate::cgroup_mounts::{mount_point, Hierarchy};
 use crate::error::{Error, Result};
+use crate::io_stat::parse_io_stat;
 use crate::sysfs;
 
 /// A cgroup in the v2 hierarchy, created by [`Cgroup2::create`] and removed on drop.
@@ -90,7 +91,7 @@ impl Cgroup2 {
 
     /// The cgroup's IO statistics per device (`io.stat`: bytes and IOs read, written, discarded).
     pub fn io_stats(&self) -> Result<BlkioStats> {
-        BlkioStats::from_io_stat(&self.read("io.stat")?)
+        parse_io_stat(&self.read("io.stat")?)
     }
 
     /// Removes the cgroup now, reporting failure (drop does the same but can only print).

@@ -1,6 +1,6 @@
 //! The life of one cgroup directory, the same in cgroup v1 and v2: create it below this process's own
 //! cgroup, move processes in (a child before it execs), and remove it again on drop. [`crate::BlkioCgroup`]
-//! (v1 `blkio`), [`crate::MemCgroup`] (v1 `memory`) and [`crate::Cgroup2`] (the unified hierarchy) are this plus their controllers' files.
+//! (v1 `blkio`), [`crate::memcg::v1::MemCgroup`] (v1 `memory`) and [`crate::Cgroup2`] (the unified hierarchy) are this plus their controllers' files.
 //!
 //! Design:
 //! - A cgroup is created below this process's own cgroup (the hierarchy root when running there), so

@@ -126,10 +126,10 @@ pub enum Error {
     NoSuchDevice(DevNum),
     /// A directory that is not a cgroup v1 memory cgroup.
     #[error("{} is not a cgroup v1 memory cgroup (no memory.usage_in_bytes): give a directory under the memory hierarchy", .0.display())]
-    NotAMemcg(PathBuf),
+    NotAMemcgV1(PathBuf),
     /// A directory that is not a cgroup v2 cgroup with the memory controller.
     #[error("{} is not a cgroup v2 cgroup with the memory controller (no memory.current): give a cgroup whose parent enables +memory", .0.display())]
-    NotAMemcg2(PathBuf),
+    NotAMemcgV2(PathBuf),
     /// A memory limit below what the group uses and the kernel could not reclaim.
     #[error("cannot set the memory limit of {} to {bytes} bytes: the group uses more and the kernel could not reclaim enough (EBUSY)", cgroup.display())]
     LimitBelowUsage {

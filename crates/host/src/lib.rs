@@ -47,17 +47,20 @@
 //! DiskStats::read(sys_block, name), .since(&earlier)  // /sys/block/X/stat: IOs, sectors, latency sums
 //! BlockDevice::resolve("/dev/loop3" | "7:3")          // whole device: number and /sys/block name
 //! find_cgroups(root, "tenants/*") -> Vec<String>; check_pattern(p)   // cgroups by glob
+//! pattern_matches(pattern, rel); pattern_covers(wide, narrow)   // a path by glob; glob within glob
+//! BlockQueue::read(sys_block, name, dev, v2_root)      // scheduler, blk-mq or not, iocost on or off
+//! WeightFile::{IoCost, BfqV2, BfqV1}.read(dir, dev)  // the weight a cgroup has under each mechanism
+//! child_cgroups(dir); populated(dir); subtree_control(dir)   // a cgroup as the share diagnosis reads it
 //! Recorder::open(state_dir, roots) -> (Recorder, Option<Reverted>)  // the one recording writer:
 //!     .set(path, Entry, line) -> Written             // previous line stored (synced) before the write
 //!     .touch(path, Entry)  .revert() -> Reverted     // a killed writer's state reverted at open
 //! revert_state_dir(dir, roots) -> Option<Reverted>   // `ioshare agent revert`
-//! Memcg (v1 memory: usage, limit, oom_control, eventfds), Memcg2 (v2 memory: current, max, high,
-//!     events, pressure + PSI triggers, oom.group, reclaim), PollFile (POLLPRI on a kernfs/PSI file)
-//! AnyMemCgroup::create(v2, name)                     // a memory cgroup of either hierarchy, removed
+//! memcg::v1::Memcg (v1 memory: usage, limit, oom_control, eventfds), memcg::v2::Memcg (v2 memory:
+//!     current, max, high, events, pressure + PSI triggers, oom.group, reclaim), memcg::v2::PollFile
+//!     (POLLPRI on a kernfs/PSI file)
+//! memcg::AnyMemCgroup::create(v2, name)              // a memory cgroup of either hierarchy, removed
 //!                                                    // on drop: .path() .usage() .set_limit() .spawn()
 //! IoMax (io.max line: FromStr/Display, parse_file/format_file), IoWeight (io.weight file: FromStr/Display)
-//! run_tests_in_lab(test, filter, lab_args) -> Option<LabRun>; in_lab()  // a test binary's own tests
-//!                                                    // run again in the cgroup v2 lab guest
 //! is_root() -> bool; skip_unless_root(test) -> bool   // prints "skipping <test>: needs root (...)"
 //! ```
 //! Errors are [`Error`]: one line each, naming what is wrong and how to fix it.
@@ -71,21 +74,21 @@
 mod blkio;
 mod blkio_stats;
 mod block_device;
+mod block_queue;
 mod capabilities;
 mod cgroup2;
 mod cgroup_dir;
 mod cgroup_glob;
+mod cgroup_io;
 mod cgroup_mounts;
 mod disk_stats;
 mod error;
 mod io_max;
 mod io_stat;
 mod io_weight;
-mod lab;
 mod loop_device;
 mod loop_sys;
-mod memcg;
-mod memcg2;
+pub mod memcg;
 mod privilege;
 mod recorder;
 mod scheduler;
@@ -94,20 +97,17 @@ mod sysfs;
 pub use blkio::{remove_stale_cgroups, BlkioCgroup, ThrottleKnob, BFQ_WEIGHT_MAX, BFQ_WEIGHT_MIN};
 pub use blkio_stats::{read_throttle_stats, BlkioStats, DeviceStats, RwCounts};
 pub use block_device::BlockDevice;
+pub use block_queue::BlockQueue;
 pub use capabilities::{Capabilities, CgroupLayout, KernelPeer};
 pub use cgroup2::{remove_stale_cgroups2, Cgroup2, KernelIoCost};
-pub use cgroup_glob::{check_pattern, find_cgroups};
+pub use cgroup_glob::{check_pattern, find_cgroups, pattern_covers, pattern_matches};
+pub use cgroup_io::{child_cgroups, populated, subtree_control, WeightFile};
 pub use disk_stats::{DiskId, DiskStats};
 pub use error::{Error, Result};
 pub use io_max::IoMax;
 pub use io_stat::parse_io_stat;
 pub use io_weight::{IoWeight, IO_WEIGHT_DEFAULT, IO_WEIGHT_MAX, IO_WEIGHT_MIN};
 pub use ioshare_core::iocost::line::DevNum;
-pub use lab::{in_lab, run_tests_in_lab, LabRun, IN_LAB_ENV};
 pub use loop_device::LoopDevice;
-pub use memcg::{EventFd, MemCgroup, Memcg, OomControl};
-pub use memcg2::{
-    format_limit, parse_limit, AnyMemCgroup, Memcg2, MemoryEvents, PollFile, Pressure, PressureLine, Stall,
-};
 pub use privilege::{is_root, skip_unless_root};
 pub use recorder::{check_under, revert_state_dir, Change, Entry, Recorder, Reverted, Written, STATE_FILE};

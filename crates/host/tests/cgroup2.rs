@@ -4,12 +4,10 @@
 //! `io` files themselves and the kernel's IOCost are exercised in the lab guest
 //! (`crates/cli/tests/lab.rs`).
 
-mod common;
-
 use std::process::{Command, Stdio};
 
-use common::KillOnDrop;
 use ioshare_host::{skip_unless_root, Capabilities, Cgroup2, DevNum, Error, KernelIoCost};
+use ioshare_testkit::KillOnDrop;
 
 /// Whether this host's v2 hierarchy lacks `io` (the situation these tests are about).
 fn v2_without_io(test: &str) -> bool {

@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{backing_file, backing_of, KillOnDrop};
+use common::{backing_file, backing_of};
 use ioshare_host::{skip_unless_root, Error, LoopDevice};
+use ioshare_testkit::KillOnDrop;
 
 #[test]
 fn attach_with_direct_io_serves_the_file_and_detaches_on_drop() {

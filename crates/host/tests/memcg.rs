@@ -2,13 +2,12 @@
 //! an OOM that pauses instead of kills and says so through an eventfd, a usage-threshold eventfd, and
 //! reclaim by lowering the limit — each checked on this host's kernel, cleaned up on failure too.
 
-mod common;
-
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::KillOnDrop;
-use ioshare_host::{skip_unless_root, Error, MemCgroup};
+use ioshare_host::memcg::v1::MemCgroup;
+use ioshare_host::{skip_unless_root, Error};
+use ioshare_testkit::KillOnDrop;
 
 const MIB: u64 = 1 << 20;
 /// How long a notification may take: the kernel signals at once; this only bounds a broken test.

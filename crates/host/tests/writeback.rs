@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use common::backing_file;
 use ioshare_host::{skip_unless_root, BlkioCgroup, DevNum, LoopDevice, ThrottleKnob};
+use ioshare_testkit::KillOnDrop;
 
 /// The write limit: 4 MiB/s.
 const LIMIT_BPS: u64 = 4 << 20;
@@ -51,7 +52,7 @@ fn write_in(cgroup: &BlkioCgroup, dev: DevNum, file: &Path, flags: &[&str]) -> (
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let start = Instant::now();
-    let mut child = common::KillOnDrop(cgroup.spawn(cmd).unwrap());
+    let mut child = KillOnDrop(cgroup.spawn(cmd).unwrap());
     let status = child.0.wait().unwrap();
     let secs = start.elapsed().as_secs_f64();
     assert!(status.success(), "dd {flags:?} failed");

@@ -1,19 +1,17 @@
-//! Killing by priority, shared by the cgroup v1 and v2 guards: snapshot the subtree of the group
-//! out of memory, choose the victim group by [`crate::priority::choose_victim`], kill its largest
-//! process (or all of them when the group is one unit, `oom_group`), and wait for the kernel to see
-//! it gone, so the next snapshot's usage is current.
+//! Killing by priority, the same on cgroup v1 and v2: snapshot the subtree of the group out of
+//! memory, choose the victim group by [`crate::priority::choose_victim`], kill its largest process
+//! (or all of them when the group is one unit, `oom_group`), and wait for the kernel to see it gone,
+//! so the next snapshot's usage is current.
 //!
-//! [`MemoryGroup`] is what the walk needs of a cgroup — usage, processes, children — implemented
-//! for both hierarchies' views ([`Memcg`], [`Memcg2`]).
+//! [`MemoryGroup`] is what the walk needs of a cgroup — usage, processes, children; each hierarchy's
+//! module ([`crate::hierarchy::v1`], [`crate::hierarchy::v2`]) implements it for its view of a cgroup.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ioshare_host::{Memcg, Memcg2};
-
+use crate::action::Action;
 use crate::error::{Error, Result};
-use crate::guard::Action;
 use crate::priority::{choose_victim, Node};
 use crate::watermark::MemorySettings;
 
@@ -32,42 +30,6 @@ pub trait MemoryGroup: Clone + Sized {
     fn pids(&self) -> ioshare_host::Result<Vec<u32>>;
     /// Its child cgroups.
     fn kids(&self) -> ioshare_host::Result<Vec<Self>>;
-}
-
-impl MemoryGroup for Memcg {
-    fn open(dir: &Path) -> ioshare_host::Result<Self> {
-        Memcg::at(dir)
-    }
-    fn dir(&self) -> &Path {
-        self.path()
-    }
-    fn usage(&self) -> ioshare_host::Result<u64> {
-        Memcg::usage(self)
-    }
-    fn pids(&self) -> ioshare_host::Result<Vec<u32>> {
-        self.procs()
-    }
-    fn kids(&self) -> ioshare_host::Result<Vec<Self>> {
-        self.children()
-    }
-}
-
-impl MemoryGroup for Memcg2 {
-    fn open(dir: &Path) -> ioshare_host::Result<Self> {
-        Memcg2::at(dir)
-    }
-    fn dir(&self) -> &Path {
-        self.path()
-    }
-    fn usage(&self) -> ioshare_host::Result<u64> {
-        self.current()
-    }
-    fn pids(&self) -> ioshare_host::Result<Vec<u32>> {
-        self.procs()
-    }
-    fn kids(&self) -> ioshare_host::Result<Vec<Self>> {
-        self.children()
-    }
 }
 
 /// What the walk knows of the guarded groups: priorities, and which are killed as a unit.

@@ -7,6 +7,8 @@
 //! When usage crosses `wmark_high`, reclaim in the background until usage is below `wmark_low`, so
 //! allocations rarely stall in direct reclaim at the limit.
 
+use std::path::Path;
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -35,7 +37,7 @@ pub struct MemorySettings {
     #[serde(default)]
     pub oom_group: bool,
     /// cgroup v2: kill by priority when the group's PSI `full` memory stall exceeds this share of a
-    /// [`crate::guard2::PRESSURE_WINDOW`], percent (1..=100, default 10).
+    /// [`crate::hierarchy::v2::PRESSURE_WINDOW`], percent (1..=100, default 10).
     #[serde(default = "default_pressure")]
     pub oom_pressure: u32,
 }
@@ -83,7 +85,7 @@ impl Default for MemorySettings {
 impl MemorySettings {
     /// Checks every value, naming the first one that is out of range.
     pub fn validate(&self) -> Result<()> {
-        if self.priority > crate::PRIORITY_MAX {
+        if self.priority > crate::priority::PRIORITY_MAX {
             return Err(Error::Setting { key: "priority", value: self.priority as u64, range: "0..=12" });
         }
         if self.wmark_ratio > 100 {
@@ -105,6 +107,16 @@ impl MemorySettings {
     /// The watermarks for a group limited to `limit` bytes; `None` when early reclaim is off.
     pub fn watermarks(&self, limit: u64) -> Option<Watermarks> {
         Watermarks::new(limit, self.wmark_ratio, self.wmark_scale_factor)
+    }
+
+    /// The watermarks of the group at `dir` under its `limit` (`None`: it has none); `None` when
+    /// early reclaim is off, an error when it is on and the group has no limit.
+    pub fn watermarks_under(&self, limit: Option<u64>, dir: &Path) -> Result<Option<Watermarks>> {
+        match limit {
+            Some(limit) => Ok(self.watermarks(limit)),
+            None if self.wmark_ratio == 0 => Ok(None),
+            None => Err(Error::NoLimit(dir.display().to_string())),
+        }
     }
 }
 
@@ -142,6 +154,16 @@ mod tests {
         assert_eq!(w.low, 858_993_459 - 5_368_709);
         assert!(Watermarks::new(1 << 30, 0, 50).is_none(), "ratio 0 disables");
         assert_eq!(Watermarks::new(100, 1, 1000).unwrap(), Watermarks { high: 1, low: 0 }, "clamped at 0");
+    }
+
+    #[test]
+    fn early_reclaim_needs_a_limit() {
+        let dir = Path::new("/sys/fs/cgroup/memory/web");
+        let on = MemorySettings { wmark_ratio: 80, ..Default::default() };
+        assert_eq!(on.watermarks_under(Some(1 << 30), dir).unwrap(), on.watermarks(1 << 30));
+        let e = on.watermarks_under(None, dir).unwrap_err().to_string();
+        assert!(e.contains("/sys/fs/cgroup/memory/web") && e.contains("needs a memory limit"), "{e}");
+        assert_eq!(MemorySettings::default().watermarks_under(None, dir).unwrap(), None, "off: no limit needed");
     }
 
     #[test]

@@ -27,10 +27,11 @@ use std::time::{Duration, Instant};
 
 use common::{
     allocation_times, allocator, holder, leaker, page_cache_writer, page_cache_writer_to, usage_of, wait_usage, Group,
-    Proc, MIB, WAIT,
+    MIB, WAIT,
 };
-use ioshare_host::{in_lab, run_tests_in_lab, skip_unless_root, Capabilities, DevNum, LoopDevice, ThrottleKnob};
-use ioshare_memory::{Action, AnyGuard, MemorySettings};
+use ioshare_host::{skip_unless_root, Capabilities, DevNum, LoopDevice, ThrottleKnob};
+use ioshare_memory::{Action, Guard, MemorySettings};
+use ioshare_testkit::{in_lab, run_tests_in_lab, KillOnDrop};
 
 /// The priority OOM ancestor's limit.
 const LIMIT: u64 = 100 * MIB;
@@ -83,7 +84,7 @@ fn settings(priority: u8) -> MemorySettings {
 /// The tree, with its processes; `name` keeps the runs of one binary apart.
 struct Tree {
     /// First, so that the processes die before their cgroups are removed.
-    procs: Vec<(&'static str, Proc)>,
+    procs: Vec<(&'static str, KillOnDrop)>,
     outside: Group,
     online: Group,
     etl: Group,
@@ -133,7 +134,7 @@ impl Tree {
 
     /// Polls `guard` until a process of the tree dies (or [`WAIT`] passes), then a few times more:
     /// anything more the guard would do happens within a few polls. What it did.
-    fn until_a_death(&mut self, guard: &mut AnyGuard) -> Vec<Action> {
+    fn until_a_death(&mut self, guard: &mut Guard) -> Vec<Action> {
         let deadline = Instant::now() + WAIT;
         let mut actions = Vec::new();
         while self.dead().is_empty() && Instant::now() < deadline {
@@ -201,12 +202,10 @@ fn priority_oom(v2: bool) {
     let mut tree = Tree::build(v2, "oom");
     // What the files held before the guard (not what the guard says they held).
     let before = memory_files(&tree.a);
-    let mut guard = AnyGuard::start(&tree.guarded(), v2, false).unwrap();
+    let mut guard = Guard::start(&tree.guarded(), v2, false).unwrap();
     // v1: the limit itself (the kernel's killer is paused); v2: the guard's memory.high below it.
-    let mark = match &guard {
-        AnyGuard::V1(_) => LIMIT,
-        AnyGuard::V2(g) => g.acts_at(&tree.a).expect("A is guarded"),
-    };
+    let mark = guard.acts_at(&tree.a).expect("A is guarded");
+    assert!(if v2 { mark < LIMIT } else { mark == LIMIT }, "priority OOM acts at {mark}");
     let hog_mib = tree.fill(mark);
 
     let actions = tree.until_a_death(&mut guard);
@@ -238,7 +237,7 @@ on_both_hierarchies!(
 /// (the hog, the largest process), not by priority; the guard names batch and kills nothing.
 fn kernel_alone(v2: bool) {
     let mut tree = Tree::build(v2, "kernel");
-    let mut guard = AnyGuard::start(&tree.guarded(), v2, true).unwrap();
+    let mut guard = Guard::start(&tree.guarded(), v2, true).unwrap();
     tree.fill(LIMIT);
     let actions = tree.until_a_death(&mut guard);
     let dead = tree.dead();
@@ -260,7 +259,7 @@ on_both_hierarchies!(
 
 /// Share of usage samples at or below `high` while a page-cache writer runs in `g`, and the reclaim
 /// rounds the guard made (none without a guard).
-fn run_writer(g: &Group, high: u64, mut guard: Option<&mut AnyGuard>) -> (f64, usize) {
+fn run_writer(g: &Group, high: u64, mut guard: Option<&mut Guard>) -> (f64, usize) {
     let (mut writer, _file) = page_cache_writer(g, 192, 64);
     let mut rounds = 0;
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -312,7 +311,7 @@ fn early_reclaim(v2: bool) {
     let (share_plain, _) = run_writer(&plain, high, None);
 
     let guarded = Group::create(v2, &format!("{top}/guarded"));
-    let mut guard = AnyGuard::start(&[(guarded.path().to_path_buf(), settings)], v2, false).unwrap();
+    let mut guard = Guard::start(&[(guarded.path().to_path_buf(), settings)], v2, false).unwrap();
     let (share_guarded, rounds) = run_writer(&guarded, high, Some(&mut guard));
     drop(guard);
     eprintln!(
@@ -364,7 +363,7 @@ fn guard_holder_child() {
     let Ok(dir) = std::env::var(HOLDER_ENV) else { return };
     let v2 = Path::new(&dir).join("memory.max").exists();
     let settings = MemorySettings { wmark_ratio: 80, limit: Some(HOLDER_LIMIT), ..MemorySettings::default() };
-    let _guard = AnyGuard::start(&[(PathBuf::from(dir), settings)], v2, false).unwrap();
+    let _guard = Guard::start(&[(PathBuf::from(dir), settings)], v2, false).unwrap();
     println!("guarding");
     std::io::Write::flush(&mut std::io::stdout()).unwrap();
     std::thread::sleep(Duration::from_secs(60));
@@ -518,7 +517,7 @@ fn allocation_latency(v2: bool, what: &str, dir: Option<&Path>, rate_mib: u64) {
     for (i, run) in runs.into_iter().enumerate() {
         let g = Group::create(v2, &format!("{top}/run-{i}"));
         let mut guard = match run {
-            Some(true) => Some(AnyGuard::start(&[(g.path().to_path_buf(), settings)], v2, false).unwrap()),
+            Some(true) => Some(Guard::start(&[(g.path().to_path_buf(), settings)], v2, false).unwrap()),
             Some(false) => {
                 g.set_limit(GROUP_LIMIT);
                 None
@@ -808,7 +807,7 @@ fn experiment_memleak() {
                 (leak_path.clone(), MemorySettings { priority: 0, ..MemorySettings::default() }),
                 (reader_g.path().to_path_buf(), settings(10)),
             ];
-            AnyGuard::start(&groups, true, false).unwrap()
+            Guard::start(&groups, true, false).unwrap()
         });
         let log = format!("/tmp/memleak-{m}");
         let mut reader_cmd = Command::new("fio");
@@ -817,9 +816,9 @@ fn experiment_memleak() {
             .args(["--iodepth=1", "--time_based", &format!("--runtime={SECS}"), "--output=/dev/null"])
             .arg(format!("--filename={}", data.display()))
             .arg(format!("--write_lat_log={log}"));
-        let reader = Proc(reader_g.spawn(reader_cmd).unwrap());
+        let reader = KillOnDrop(reader_g.spawn(reader_cmd).unwrap());
         let started = Instant::now();
-        let (leak_group, mut leak) = (Group(ioshare_host::AnyMemCgroup::V2(leak_g)), None);
+        let (leak_group, mut leak) = (Group(ioshare_host::memcg::AnyMemCgroup::V2(leak_g)), None);
         let mut killed_at = None;
         let mut reader = reader;
         while reader.alive() && started.elapsed() < Duration::from_secs(SECS + 30) {

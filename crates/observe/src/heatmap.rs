@@ -1,20 +1,19 @@
 //! Heatmaps over time of a log2 histogram (one column per interval, one row per bucket, colour = IOs),
-//! as SVG files — the Grafana heatmap panels of the sources, drawn without a server — and as text
-//! for the live terminal view.
+//! as SVG files — the Grafana heatmap panels of the sources, drawn without a server by
+//! `ioshare-chart` — and as text for the live terminal view. This module turns intervals' histograms
+//! into the chart's rows and cells; the drawing is the chart's.
 
 use std::fmt::Write as _;
+
+use ioshare_chart::{Axis, Chart, Heatmap};
 
 use crate::histogram::{Histogram, Kind};
 
 /// One interval: when it ended (seconds since start) and what its histogram counted.
 pub type Column = (f64, Histogram);
 
-const W: f64 = 820.0;
-const H: f64 = 440.0;
-const LEFT: f64 = 90.0;
-const RIGHT: f64 = 110.0;
-const TOP: f64 = 40.0;
-const BOTTOM: f64 = 50.0;
+/// Size of an SVG heatmap, pixels.
+const SIZE: (f64, f64) = (820.0, 440.0);
 
 /// A readable label for the upper bound of bucket `k`: `≤4 KiB`, `≤1 ms`, `0` (sequential).
 pub fn bucket_label(kind: Kind, k: usize) -> String {
@@ -63,11 +62,6 @@ fn bytes(b: f64) -> String {
     format!("{} {}", trim(v), UNITS[u])
 }
 
-/// `text` with XML's special characters escaped (labels start with `<`).
-fn xml(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
-}
-
 /// The rows worth drawing: from the lowest to the highest bucket any column uses.
 fn rows(columns: &[Column]) -> Option<(usize, usize)> {
     let used = |pick: fn(&mut dyn Iterator<Item = usize>) -> Option<usize>| {
@@ -84,94 +78,28 @@ fn rows(columns: &[Column]) -> Option<(usize, usize)> {
     Some((*lows.iter().min()?, *highs.iter().max()?))
 }
 
-/// Colour of a cell holding `n` of at most `max` IOs (log scale, pale yellow to dark red).
-fn colour(n: u64, max: u64) -> String {
-    if n == 0 {
-        return "#f4f4f4".to_string();
-    }
-    let t = ((n as f64).ln_1p() / (max as f64).ln_1p()).clamp(0.0, 1.0);
-    let lerp = |a: f64, b: f64| (a + (b - a) * t).round() as u8;
-    format!("#{:02x}{:02x}{:02x}", lerp(255.0, 128.0), lerp(237.0, 0.0), lerp(160.0, 38.0))
-}
-
 /// An SVG heatmap: x = time (s), y = the histogram's buckets, colour = IOs per interval.
 pub fn svg(title: &str, y_label: &str, kind: Kind, columns: &[Column]) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(s, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
-    let _ = writeln!(s, r#"<text x="{}" y="24" text-anchor="middle" font-size="15">{}</text>"#, W / 2.0, xml(title));
-    let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
-    let Some((lo, hi)) = rows(columns) else {
-        let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="middle">no IO</text></svg>"#, W / 2.0, H / 2.0);
-        return s;
-    };
-    let nrows = hi - lo + 1;
-    let max = columns.iter().flat_map(|(_, h)| h.buckets.iter().copied()).max().unwrap_or(1).max(1);
-    let (t0, t1) = (0.0, columns.last().map_or(1.0, |c| c.0).max(1e-9));
-    let px = |t: f64| LEFT + (t - t0) / (t1 - t0) * pw;
-    let cell_h = ph / nrows as f64;
-    let mut start = t0;
-    for (end, h) in columns {
-        let (x0, x1) = (px(start), px(*end));
-        for k in lo..=hi {
-            let n = h.buckets.get(k).copied().unwrap_or(0);
-            let y = TOP + ph - (k - lo + 1) as f64 * cell_h;
-            let _ = writeln!(
-                s,
-                r#"<rect x="{x0:.1}" y="{y:.1}" width="{:.1}" height="{cell_h:.1}" fill="{}"><title>{:.1}-{:.1} s, {}: {n} IOs</title></rect>"#,
-                (x1 - x0).max(0.5),
-                colour(n, max),
-                start,
-                end,
-                xml(&bucket_label(kind, k))
-            );
-        }
-        start = *end;
+    let buckets: Vec<usize> = rows(columns).map_or(Vec::new(), |(lo, hi)| (lo..=hi).collect());
+    let mut start = 0.0;
+    let columns = columns
+        .iter()
+        .map(|(end, h)| {
+            let cells = buckets.iter().map(|&k| h.buckets.get(k).copied().unwrap_or(0) as f64).collect();
+            let column = ioshare_chart::Column { start, end: *end, cells };
+            start = *end;
+            column
+        })
+        .collect();
+    Heatmap {
+        title: title.to_string(),
+        x: Axis::linear("time").unit("s").tight(),
+        y_name: y_label.to_string(),
+        rows: buckets.iter().map(|&k| bucket_label(kind, k)).collect(),
+        columns,
+        unit: "IOs".to_string(),
     }
-    // Axes, y labels at every bucket (every other when crowded), x ticks at six times.
-    let _ = writeln!(s, r##"<path d="M{LEFT} {TOP} V{} H{}" fill="none" stroke="#333"/>"##, TOP + ph, LEFT + pw);
-    let step = if nrows > 24 { 2 } else { 1 };
-    for k in (lo..=hi).step_by(step) {
-        let y = TOP + ph - (k - lo) as f64 * cell_h - cell_h / 2.0 + 4.0;
-        let _ = writeln!(
-            s,
-            r#"<text x="{}" y="{y:.1}" text-anchor="end">{}</text>"#,
-            LEFT - 6.0,
-            xml(&bucket_label(kind, k))
-        );
-    }
-    for i in 0..=5 {
-        let t = t0 + (t1 - t0) * i as f64 / 5.0;
-        let _ =
-            writeln!(s, r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"#, px(t), TOP + ph + 18.0, trim(t));
-    }
-    let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="middle">time (s)</text>"#, LEFT + pw / 2.0, H - 10.0);
-    let _ = writeln!(
-        s,
-        r#"<text transform="translate(16 {}) rotate(-90)" text-anchor="middle">{}</text>"#,
-        TOP + ph / 2.0,
-        xml(y_label)
-    );
-    // Colour legend.
-    let lx = LEFT + pw + 30.0;
-    for i in 0..10 {
-        let n = ((max as f64).ln_1p() * (9 - i) as f64 / 9.0).exp_m1().round() as u64;
-        let _ = writeln!(
-            s,
-            r#"<rect x="{lx}" y="{}" width="18" height="{:.1}" fill="{}"/>"#,
-            TOP + i as f64 * ph / 10.0,
-            ph / 10.0,
-            colour(n.max(1), max)
-        );
-    }
-    let _ = writeln!(s, r#"<text x="{}" y="{}">{max}</text>"#, lx + 22.0, TOP + 10.0);
-    let _ = writeln!(s, r#"<text x="{}" y="{}">1</text>"#, lx + 22.0, TOP + ph);
-    let _ = writeln!(s, r#"<text x="{}" y="{}">IOs</text>"#, lx, TOP - 6.0);
-    s.push_str("</svg>\n");
-    s
+    .to_svg(SIZE.0, SIZE.1)
 }
 
 /// A text heatmap for a terminal: one line per bucket (highest first), one character per column,
@@ -218,6 +146,8 @@ mod tests {
         assert!(svg.contains("≤8 B") && !svg.contains("≤2 B"));
         let latency = self::svg("t", "y", Kind::Latency, &columns);
         assert!(latency.contains("&lt;4 µs") && !latency.contains("><4"), "labels are escaped");
+        assert!(svg.contains("<title>1.0–2.0 s, ≤8 B: 9 IOs</title>"), "{svg}");
+        assert!(self::svg("t", "y", Kind::Size, &[]).contains(">no data</text>"));
         let text = text(Kind::Size, &columns);
         assert_eq!(text.lines().count(), 2);
         assert!(text.lines().next().unwrap().ends_with("▒█"), "{text}");

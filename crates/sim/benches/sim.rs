@@ -5,10 +5,10 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ioshare_core::{ModelParams, QosParams};
-use ioshare_sim::{ControllerSpec, DeviceSpec, Job, Rw, Scenario};
+use ioshare_sim::{ControllerSpec, DeviceSpec, Job, Rw, Simulation};
 
-fn proportional(controller: ControllerSpec) -> Scenario {
-    Scenario::new("proportional", DeviceSpec::linear(ModelParams::SSD_DFL, 8))
+fn proportional(controller: ControllerSpec) -> Simulation {
+    Simulation::new("proportional", DeviceSpec::linear(ModelParams::SSD_DFL, 8))
         .controller(controller)
         .group("a", 200, [Job::closed(Rw::RandRead, 4096, 32)])
         .group("b", 100, [Job::closed(Rw::RandRead, 4096, 32)])

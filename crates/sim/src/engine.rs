@@ -11,7 +11,8 @@
 //!   every tick and configure).
 //!
 //! Everything is in virtual ns and ordered by (time, sequence), so a run depends only on the
-//! scenario and its seed.
+//! simulation and its seed. The engine implements [`Simulation::run`]: the description does not
+//! know its runner (no import back into `simulation`).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
@@ -26,7 +27,7 @@ use crate::error::SimError;
 use crate::memory::{Pool, SwapCharge};
 use crate::queue::{Ev, EventQueue};
 use crate::report::{DevicePoint, DeviceReport, GroupPoint, GroupReport, Latency, MemoryReport, Report, SimStats};
-use crate::scenario::{ChangeKind, Scenario};
+use crate::simulation::{ChangeKind, ControllerSpec, Simulation};
 use crate::workload::{seek_depth, Job, Load, DEFAULT_SIZE};
 
 /// Where swap-out writes go on the device (far from the jobs' default regions).
@@ -123,11 +124,11 @@ fn latency(h: &Histogram<u64>) -> Latency {
 }
 
 struct Engine<'a> {
-    sc: &'a Scenario,
+    sc: &'a Simulation,
     now: Nanos,
     q: EventQueue,
     ctl: Box<dyn Controller>,
-    dev: Box<dyn Device>,
+    dev: Device,
     jobs: Vec<JobRun>,
     groups: Vec<GroupRun>,
     recs: Vec<Rec>,
@@ -155,7 +156,7 @@ struct Engine<'a> {
 }
 
 /// Runs `sc` with `ctl`; `name` overrides the controller's name in the report.
-pub(crate) fn run(sc: &Scenario, ctl: Box<dyn Controller>, name: Option<String>) -> Result<Report, SimError> {
+pub(crate) fn run(sc: &Simulation, ctl: Box<dyn Controller>, name: Option<String>) -> Result<Report, SimError> {
     sc.validate()?;
     let wall = Instant::now();
     let mut e = Engine::new(sc, ctl)?;
@@ -175,13 +176,13 @@ pub(crate) fn run(sc: &Scenario, ctl: Box<dyn Controller>, name: Option<String>)
 }
 
 impl<'a> Engine<'a> {
-    fn new(sc: &'a Scenario, mut ctl: Box<dyn Controller>) -> Result<Self, SimError> {
+    fn new(sc: &'a Simulation, mut ctl: Box<dyn Controller>) -> Result<Self, SimError> {
         let dev = sc.device.build(sc.seed)?;
         let mut groups = Vec::new();
         let mut jobs = Vec::new();
         let mut leaker = None;
         for (gi, g) in sc.groups.iter().enumerate() {
-            let id = ctl.configure(0, &g.path, &Scenario::settings(g))?;
+            let id = ctl.configure(0, &g.path, &g.settings())?;
             groups.push(GroupRun {
                 id,
                 path: g.path.trim_matches('/').to_string(),
@@ -757,5 +758,21 @@ impl<'a> Engine<'a> {
             },
             comparisons: Vec::new(),
         }
+    }
+}
+
+impl Simulation {
+    /// Runs the simulation with the controller it describes.
+    pub fn run(&self) -> Result<Report, SimError> {
+        let name = match &self.controller {
+            ControllerSpec::Custom { name, .. } => Some(name.clone()),
+            _ => None,
+        };
+        run(self, self.controller.build(), name)
+    }
+
+    /// Runs the simulation with a controller built by the caller (configured by the run).
+    pub fn run_with(&self, controller: Box<dyn Controller>) -> Result<Report, SimError> {
+        run(self, controller, None)
     }
 }

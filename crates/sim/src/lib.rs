@@ -1,17 +1,17 @@
 //! ioshare-sim: a deterministic discrete-event simulator for ioshare's IO controllers.
 //!
-//! A [`Scenario`] puts groups of jobs ([`Job`]) in front of a simulated device ([`DeviceSpec`])
+//! A [`Simulation`] puts groups of jobs ([`Job`]) in front of a simulated device ([`DeviceSpec`])
 //! through a controller ([`ControllerSpec`]: none, IOCost, or any `Box<dyn Controller>`), runs it
 //! in virtual time and returns a [`Report`]: per group IOPS, bandwidth, share of device cost and
-//! latency percentiles, device utilisation and vrate, time series. The same scenario and seed give
+//! latency percentiles, device utilisation and vrate, time series. The same simulation and seed give
 //! the same report (bar its wall-clock fields), so properties can be asserted exactly.
 //!
 //! ```
 //! use ioshare_core::{ModelParams, QosParams};
-//! use ioshare_sim::{DeviceSpec, Job, Rw, Scenario};
+//! use ioshare_sim::{DeviceSpec, Job, Rw, Simulation};
 //!
 //! // A device that truly follows ssd_dfl (8 servers); IOCost given the right model.
-//! let report = Scenario::new("two-to-one", DeviceSpec::linear(ModelParams::SSD_DFL, 8))
+//! let report = Simulation::new("two-to-one", DeviceSpec::linear(ModelParams::SSD_DFL, 8))
 //!     .iocost(ModelParams::SSD_DFL, QosParams::default())
 //!     .group("a", 200, [Job::closed(Rw::RandRead, 4096, 32)])
 //!     .group("b", 100, [Job::closed(Rw::RandRead, 4096, 32)])
@@ -26,8 +26,8 @@
 //! ```
 //!
 //! Modules: `queue` (event queue), [`device`] (linear, SSD, HDD, remote), [`workload`]
-//! (closed, open, latency-seeking, leak), [`memory`] (pressure and swap charging), [`scenario`]
-//! (description, TOML), the engine (the controller protocol), [`report`], [`svg`], and
+//! (closed, open, latency-seeking, leak), [`memory`] (pressure and swap charging), [`simulation`]
+//! (what a run is), [`scenario_file`] (a simulation from TOML), the engine (the controller protocol), [`report`], [`svg`], and
 //! [`scenarios`] (the built-in scenarios and reproductions, by name).
 
 pub mod device;
@@ -36,8 +36,9 @@ pub mod error;
 pub mod memory;
 mod queue;
 pub mod report;
-pub mod scenario;
+pub mod scenario_file;
 pub mod scenarios;
+pub mod simulation;
 pub mod spec;
 pub mod svg;
 pub mod workload;
@@ -46,5 +47,5 @@ pub use device::DeviceSpec;
 pub use error::SimError;
 pub use memory::{Memory, SwapCharge};
 pub use report::{Comparison, GroupReport, Latency, Report};
-pub use scenario::{Change, ChangeKind, ControllerSpec, Group, Scenario};
+pub use simulation::{Change, ChangeKind, ControllerSpec, Group, Simulation};
 pub use workload::{Job, Load, Rw};

@@ -160,12 +160,6 @@ impl Job {
         self
     }
 
-    /// Sets the share of reads of a mixed pattern.
-    pub fn with_read_share(mut self, share: f64) -> Job {
-        self.read_share = share;
-        self
-    }
-
     /// Sets the offset range.
     pub fn with_range(mut self, offset: u64, size: u64) -> Job {
         self.offset = Some(offset);

@@ -9,10 +9,10 @@ use std::rc::Rc;
 use ioshare_core::{
     Completion, Controller, Dispatch, Event, GroupId, GroupSettings, Io, ModelParams, Nanos, NoControl, Stats, Submit,
 };
-use ioshare_sim::{DeviceSpec, Job, Rw, Scenario};
+use ioshare_sim::{DeviceSpec, Job, Rw, Simulation};
 
-fn two_readers(servers: u32) -> Scenario {
-    Scenario::new("t", DeviceSpec::linear(ModelParams::SSD_DFL, servers))
+fn two_readers(servers: u32) -> Simulation {
+    Simulation::new("t", DeviceSpec::linear(ModelParams::SSD_DFL, servers))
         .group("a", 200, [Job::closed(Rw::RandRead, 4096, 16)])
         .group("b", 100, [Job::closed(Rw::RandRead, 4096, 16)])
         .seconds(2.0)
@@ -36,7 +36,7 @@ fn without_control_a_saturated_linear_device_delivers_its_model() {
 #[test]
 fn think_time_and_depth_set_a_closed_loop_rate() {
     // QD1 with 1 ms think on an idle 1-server device: one IO per (service + think).
-    let r = Scenario::new("t", DeviceSpec::linear(ModelParams::SSD_DFL, 1))
+    let r = Simulation::new("t", DeviceSpec::linear(ModelParams::SSD_DFL, 1))
         .group("a", 100, [Job::closed(Rw::RandRead, 4096, 1).with_think_us(1000)])
         .seconds(2.0)
         .run()
@@ -49,7 +49,7 @@ fn think_time_and_depth_set_a_closed_loop_rate() {
 
 #[test]
 fn open_loop_rate_is_kept_below_saturation() {
-    let r = Scenario::new("t", DeviceSpec::linear(ModelParams::SSD_DFL, 8))
+    let r = Simulation::new("t", DeviceSpec::linear(ModelParams::SSD_DFL, 8))
         .group("a", 100, [Job::open(Rw::RandRead, 4096, 2000.0)])
         .seconds(5.0)
         .run()
@@ -176,7 +176,7 @@ fn device_queue_shows_as_started_after_released() {
 /// A service and a leaker in a small memory pool, without a controller (so nothing is throttled)
 /// but with each way of charging swap-out IO.
 fn leak(charge: ioshare_sim::SwapCharge) -> ioshare_sim::Report {
-    Scenario::new("leak", DeviceSpec::linear(ModelParams::SSD_DFL, 4))
+    Simulation::new("leak", DeviceSpec::linear(ModelParams::SSD_DFL, 4))
         .memory(ioshare_sim::Memory::new(64.0, charge))
         .group("service", 100, [Job::closed(Rw::RandRead, 4096, 8).with_mem_bytes(4096)])
         .group("leaker", 100, [Job::leak(200.0, 1 << 20)])
@@ -219,7 +219,7 @@ proptest::proptest! {
         seed in 0u64..1000,
     ) {
         let qos = "rpct=90 rlat=2000 wpct=90 wlat=2000".parse::<ioshare_core::QosConfig>().unwrap().params;
-        let mut sc = Scenario::new("prop", DeviceSpec::linear(ModelParams::SSD_DFL, 4))
+        let mut sc = Simulation::new("prop", DeviceSpec::linear(ModelParams::SSD_DFL, 4))
             .iocost(ModelParams::SSD_DFL, qos)
             .seconds(0.3)
             .seed(seed)

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ioshare_sim::{Scenario, SimError};
+use ioshare_sim::{SimError, Simulation};
 
 fn shipped() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
@@ -21,7 +21,7 @@ fn shipped_scenarios_parse_and_run() {
     let files = shipped();
     assert!(files.len() >= 4, "{files:?}");
     for f in files {
-        let sc = Scenario::load(&f).unwrap_or_else(|e| panic!("{e}"));
+        let sc = Simulation::load(&f).unwrap_or_else(|e| panic!("{e}"));
         let r = sc.seconds(1.0).warmup(0.0).run().unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         assert!(r.groups.iter().map(|g| g.ios).sum::<u64>() > 0, "{}: no IO completed", f.display());
     }
@@ -30,7 +30,7 @@ fn shipped_scenarios_parse_and_run() {
 #[test]
 fn same_file_and_seed_give_byte_identical_json() {
     for f in shipped() {
-        let sc = Scenario::load(&f).unwrap().seconds(2.0).warmup(0.5);
+        let sc = Simulation::load(&f).unwrap().seconds(2.0).warmup(0.5);
         let a = sc.run().unwrap().deterministic().to_json();
         let b = sc.run().unwrap().deterministic().to_json();
         assert_eq!(a, b, "{}", f.display());
@@ -41,7 +41,7 @@ fn same_file_and_seed_give_byte_identical_json() {
 }
 
 fn error(text: &str) -> String {
-    match Scenario::from_toml(text, Path::new("bad.toml")) {
+    match Simulation::from_toml(text, Path::new("bad.toml")) {
         Err(e @ SimError::File { .. }) => e.to_string(),
         other => panic!("expected a file error, got {other:?}"),
     }
@@ -64,10 +64,10 @@ iodepth = 4
 
 #[test]
 fn malformed_files_name_the_file_line_and_key() {
-    assert!(Scenario::from_toml(GOOD, Path::new("good.toml")).is_ok());
+    assert!(Simulation::from_toml(GOOD, Path::new("good.toml")).is_ok());
     // IOCost's device-depth option.
     let with_depth = GOOD.replacen("kind = \"iocost\"", "kind = \"iocost\"\ndepth_limit = 8", 1);
-    let sc = Scenario::from_toml(&with_depth, Path::new("good.toml")).unwrap();
+    let sc = Simulation::from_toml(&with_depth, Path::new("good.toml")).unwrap();
     assert!(format!("{:?}", sc.controller).contains("DepthLimit { max: 8 }"), "{:?}", sc.controller);
     for (from, to, line, needle) in [
         ("weight = 100", "weight = 0", 10, "weight 0 is out of range"),
@@ -95,7 +95,7 @@ fn malformed_files_name_the_file_line_and_key() {
     // TOML syntax errors stay on one line.
     let msg = error("seconds = \n");
     assert!(msg.starts_with("bad.toml:1:") && !msg.contains('\n'), "{msg}");
-    let missing = Scenario::load(Path::new("/nonexistent/x.toml")).unwrap_err().to_string();
+    let missing = Simulation::load(Path::new("/nonexistent/x.toml")).unwrap_err().to_string();
     assert!(missing.contains("/nonexistent/x.toml"), "{missing}");
 }
 

@@ -7,7 +7,7 @@
 use ioshare_core::iocost::depth::DepthLimit;
 use ioshare_core::{ModelParams, QosConfig};
 use ioshare_sim::scenarios::{find, Args, Outcome};
-use ioshare_sim::{ControllerSpec, DeviceSpec, Job, Report, Rw, Scenario};
+use ioshare_sim::{ControllerSpec, DeviceSpec, Job, Report, Rw, Simulation};
 
 fn run(name: &str, args: Args) -> Outcome {
     let out = (find(name).expect("built-in exists").run)(&args).expect("scenario runs");
@@ -67,7 +67,7 @@ fn with_the_option_a_latency_target_moves_the_point_along_the_trade_off() {
 /// 500 µs that no IO can meet: the option's slot limit falls from 32 to one within the warm-up.
 fn unreachable_target(depth: Option<DepthLimit>) -> Report {
     let qos = "rpct=99 rlat=500".parse::<QosConfig>().expect("valid").params;
-    Scenario::new("unreachable", DeviceSpec::linear(ModelParams::SSD_DFL, 8).with_queue_depth(128))
+    Simulation::new("unreachable", DeviceSpec::linear(ModelParams::SSD_DFL, 8).with_queue_depth(128))
         .controller(ControllerSpec::IoCost { model: ModelParams::SSD_DFL, qos, depth })
         .group("reader", 200, [Job::closed(Rw::RandRead, 4096, 1).with_think_us(100)])
         .group("batch", 100, [Job::closed(Rw::RandRead, 4096, 32)])

@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ioshare_host::{BlkioCgroup, Capabilities, DevNum, DiskStats, LoopDevice, ThrottleKnob};
+use ioshare_testkit::KillOnDrop;
 use tempfile::NamedTempFile;
 
 /// Size of the device the readers read: large enough that the page cache of the backing file's
@@ -116,16 +117,6 @@ impl Rig {
     /// The device's number.
     pub fn devnum(&self) -> DevNum {
         self.dev.dev()
-    }
-}
-
-/// A child process killed and reaped on drop.
-pub struct KillOnDrop(pub std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 

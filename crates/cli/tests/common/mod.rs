@@ -1,29 +1,12 @@
-//! Helpers shared by the CLI tests: a child process killed on failure, blkio cgroup lookup, and the
-//! cgroup-v2 lab (`scripts/lab`). Each test binary uses part of it.
+//! Helpers shared by the CLI tests: blkio cgroup lookup, and this build's `ioshare` in the cgroup-v2 lab
+//! (`scripts/lab`, through `ioshare_testkit`). Each test binary uses part of it.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::path::Path;
+use std::process::{Command, Output};
 use std::sync::Mutex;
 
-/// A child process of the test (`ioshare observe`, `ioshare agent run`), killed and reaped if the test
-/// fails before it ended it.
-pub struct Reaped(pub Child);
-
-impl Reaped {
-    /// Sends SIGTERM (the way the CLI's long-running commands are told to stop cleanly).
-    pub fn terminate(&self) {
-        // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
-        unsafe { libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM) };
-    }
-}
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use ioshare_testkit::lab_script;
 
 /// Whether a blkio cgroup named `name` exists anywhere in the first levels of the hierarchy.
 pub fn cgroup_exists(name: &str) -> bool {
@@ -40,20 +23,6 @@ pub fn cgroup_exists(name: &str) -> bool {
 /// One guest at a time per test binary: two TCG guests on two shared cores would mostly measure each
 /// other.
 static ONE_GUEST: Mutex<()> = Mutex::new(());
-
-fn lab_script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/lab")
-}
-
-/// `None` (after printing why) when the lab cannot run on this machine.
-pub fn lab_ready(test: &str) -> Option<()> {
-    let out = Command::new(lab_script()).arg("--check").output().expect("scripts/lab runs");
-    if out.status.success() {
-        return Some(());
-    }
-    eprintln!("skipping {test}: {}", String::from_utf8_lossy(&out.stderr).trim());
-    None
-}
 
 /// Runs `sh -c script` in a guest with this build's `ioshare` and `options`; returns the output
 /// (stderr, printed here, carries the lab's timing).

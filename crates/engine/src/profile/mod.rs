@@ -22,7 +22,6 @@
 //! then the target is opened read-only and the write coefficients are derived from the reads and
 //! the write:read ratios of a built-in set ([`measure::WRITE_RATIOS_FROM`]), and said so.
 
-pub mod agent;
 pub mod disk;
 pub mod measure;
 mod prepare;

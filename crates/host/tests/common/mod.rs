@@ -1,4 +1,4 @@
-//! Helpers shared by the root-only integration tests: backing files and unique names.
+//! Helpers shared by the root-only integration tests of loop devices and blkio: backing files.
 
 use std::path::Path;
 
@@ -6,7 +6,6 @@ use tempfile::NamedTempFile;
 
 /// A sparse backing file of `mib` MiB in cargo's per-target temp directory (on the build disk, so it
 /// supports O_DIRECT, unlike a tmpfs `/tmp`), removed when dropped.
-#[allow(dead_code)] // each test binary compiles this module; memcg.rs and cgroup2.rs need no backing file
 pub fn backing_file(mib: u64) -> NamedTempFile {
     let file = tempfile::Builder::new()
         .prefix("ioshare-host-test-")
@@ -22,14 +21,4 @@ pub fn backing_of(path: &Path) -> Option<std::path::PathBuf> {
     let name = path.file_name()?.to_str()?;
     let text = std::fs::read_to_string(Path::new("/sys/block").join(name).join("loop/backing_file")).ok()?;
     Some(text.trim_end().into())
-}
-
-/// A child process that is killed and reaped when dropped, so a failing test leaves none behind.
-pub struct KillOnDrop(pub std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }

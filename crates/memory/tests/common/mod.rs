@@ -7,7 +7,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ioshare_host::AnyMemCgroup;
+use ioshare_host::memcg::AnyMemCgroup;
+use ioshare_testkit::KillOnDrop;
 
 pub const MIB: u64 = 1 << 20;
 /// Bounds every wait of the tests; the kernel acts in milliseconds.
@@ -171,37 +172,21 @@ pub fn usage_of(dir: &Path) -> u64 {
     std::fs::read_to_string(dir.join(file)).unwrap().trim().parse().unwrap()
 }
 
-/// A child process killed and reaped when dropped.
-pub struct Proc(pub Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Proc {
-    pub fn alive(&mut self) -> bool {
-        self.0.try_wait().unwrap().is_none()
-    }
-}
-
 /// A process in `g` holding `mib` MiB of anonymous memory.
-pub fn holder(g: &Group, mib: u64) -> Proc {
+pub fn holder(g: &Group, mib: u64) -> KillOnDrop {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["--ignored", "--exact", "common::hold_memory_child", "--test-threads=1"]);
     cmd.env(HOLD_ENV, mib.to_string()).stdout(Stdio::null()).stderr(Stdio::null());
-    Proc(g.spawn(cmd))
+    KillOnDrop(g.spawn(cmd))
 }
 
 /// A process in `g` leaking `mib_per_s` MiB per second up to `mib` MiB.
-pub fn leaker(g: &Group, mib: u64, mib_per_s: u64) -> Proc {
+pub fn leaker(g: &Group, mib: u64, mib_per_s: u64) -> KillOnDrop {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["--ignored", "--exact", "common::hold_memory_child", "--test-threads=1"]);
     cmd.env(HOLD_ENV, mib.to_string()).env(LEAK_RATE_ENV, mib_per_s.to_string());
     cmd.stdout(Stdio::null()).stderr(Stdio::null());
-    Proc(g.spawn(cmd))
+    KillOnDrop(g.spawn(cmd))
 }
 
 /// Waits until `g` is charged at least `bytes`.
@@ -216,7 +201,7 @@ pub fn wait_usage(g: &Group, bytes: u64) {
 /// A steady writer in `g`: fio writing `mib` MiB through the page cache at `rate_mib` MiB/s, to a
 /// block device the lab guest offers (`$LAB_DISK`, a disk of its own) or else to a temporary file
 /// here (setup.sh installs fio). The temporary file lives as long as the returned guard.
-pub fn page_cache_writer(g: &Group, mib: u64, rate_mib: u64) -> (Proc, Option<tempfile::NamedTempFile>) {
+pub fn page_cache_writer(g: &Group, mib: u64, rate_mib: u64) -> (KillOnDrop, Option<tempfile::NamedTempFile>) {
     let (target, file) = match std::env::var("LAB_DISK") {
         Ok(disk) => (disk.into(), None),
         Err(_) => {
@@ -232,7 +217,7 @@ pub fn page_cache_writer(g: &Group, mib: u64, rate_mib: u64) -> (Proc, Option<te
 /// `fallocate` (ext2), glibc would emulate it by writing the whole file at once, unthrottled. One
 /// process (`--thread`): fio otherwise runs the job in a child process, which outlives a SIGKILL
 /// of the returned one and goes on writing.
-pub fn page_cache_writer_to(g: &Group, target: &Path, mib: u64, rate_mib: u64) -> Proc {
+pub fn page_cache_writer_to(g: &Group, target: &Path, mib: u64, rate_mib: u64) -> KillOnDrop {
     let mut cmd = Command::new("fio");
     cmd.args(["--name=steady", "--rw=write", "--bs=1M", "--ioengine=psync", "--direct=0", "--fallocate=none"])
         .args(["--thread", "--output=/dev/null"])
@@ -240,5 +225,5 @@ pub fn page_cache_writer_to(g: &Group, target: &Path, mib: u64, rate_mib: u64) -
         .arg(format!("--rate={rate_mib}m"))
         .arg(format!("--filename={}", target.display()));
     cmd.stdout(Stdio::null());
-    Proc(g.spawn(cmd))
+    KillOnDrop(g.spawn(cmd))
 }

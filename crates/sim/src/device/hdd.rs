@@ -24,7 +24,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Deserialize;
 
-use super::{positive, transfer_ns, Device, KeyError, Request, Started};
+use super::common::{at_speed, transfer_ns, DeviceModel, Queued, Request, Service};
+use super::param::{positive, KeyError};
 
 /// Parameters of an [`Hdd`].
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -112,11 +113,7 @@ pub struct Hdd {
     spec: HddSpec,
     capacity: u64,
     head: u64,
-    busy: bool,
-    /// Queued IOs with their arrival times.
-    queue: VecDeque<(Request, Nanos)>,
     rng: SmallRng,
-    speed: f64,
     /// Read-ahead segments `[start, end)`, oldest first.
     segments: VecDeque<(u64, u64)>,
     /// Where the last reads that missed the cache ended, oldest first (stream detection).
@@ -130,10 +127,7 @@ impl Hdd {
             spec: spec.clone(),
             capacity: (spec.capacity_gb * 1e9) as u64,
             head: 0,
-            busy: false,
-            queue: VecDeque::new(),
             rng: SmallRng::seed_from_u64(seed ^ 0x4844_4400),
-            speed: 1.0,
             segments: VecDeque::new(),
             ends: VecDeque::new(),
         }
@@ -147,18 +141,31 @@ impl Hdd {
     fn distance(&self, req: &Request) -> u64 {
         (req.offset % self.capacity).abs_diff(self.head)
     }
+}
 
-    fn start(&mut self, now: Nanos, req: Request) -> Started {
+impl DeviceModel for Hdd {
+    fn describe(&self) -> String {
+        format!("hdd {} rpm (window {})", self.spec.rpm, self.spec.window)
+    }
+
+    fn servers(&self) -> u32 {
+        1
+    }
+
+    fn queue_depth(&self) -> u32 {
+        self.spec.queue_depth.unwrap_or(32)
+    }
+
+    fn serve(&mut self, now: Nanos, req: &Request, speed: f64) -> Service {
         let s = &self.spec;
         let start = req.offset % self.capacity;
         let end = start + req.len as u64;
         let reading = req.op == ioshare_core::Op::Read && s.readahead_kb > 0;
-        self.busy = true;
         let from = if reading { self.uncached_from(start).min(end) } else { start };
         let mut ns = transfer_ns((from - start) as u32, s.interface_mbps * 1e6);
         if from == end {
-            let busy = (ns / self.speed).round().max(1.0) as Nanos;
-            return Started { token: req.token, slot: 0, start: now, done: now + busy, busy };
+            let busy = at_speed(ns, speed);
+            return Service { start: now, done: now + busy, busy };
         }
         let dist = from.abs_diff(self.head);
         let streaming = reading && self.ends.contains(&from);
@@ -184,53 +191,25 @@ impl Hdd {
             ns += self.rng.gen::<f64>() * 60e9 / s.rpm;
         }
         self.head = end % self.capacity;
-        let busy = (ns / self.speed).round().max(1.0) as Nanos;
-        Started { token: req.token, slot: 0, start: now, done: now + busy, busy }
-    }
-}
-
-impl Device for Hdd {
-    fn describe(&self) -> String {
-        format!("hdd {} rpm (window {})", self.spec.rpm, self.spec.window)
+        let busy = at_speed(ns, speed);
+        Service { start: now, done: now + busy, busy }
     }
 
-    fn servers(&self) -> u32 {
-        1
-    }
-
-    fn queue_depth(&self) -> u32 {
-        self.spec.queue_depth.unwrap_or(32)
-    }
-
-    fn arrive(&mut self, now: Nanos, req: Request) -> Option<Started> {
-        if self.busy {
-            self.queue.push_back((req, now));
-            return None;
+    /// The oldest IO if it waited longer than `max_wait_ms`, else the one closest to the head among
+    /// the first `window`.
+    fn pick(&self, now: Nanos, queue: &VecDeque<Queued>) -> usize {
+        if (now - queue[0].arrived) as f64 > self.spec.max_wait_ms * 1e6 {
+            return 0;
         }
-        Some(self.start(now, req))
-    }
-
-    fn finish(&mut self, now: Nanos, _slot: u32) -> Option<Started> {
-        self.busy = false;
-        let &(_, oldest) = self.queue.front()?;
-        let best = if (now - oldest) as f64 > self.spec.max_wait_ms * 1e6 {
-            0
-        } else {
-            let window = (self.spec.window as usize).min(self.queue.len());
-            (0..window).min_by_key(|&i| self.distance(&self.queue[i].0)).expect("queue not empty")
-        };
-        let (req, _) = self.queue.remove(best).expect("index within the queue");
-        Some(self.start(now, req))
-    }
-
-    fn set_speed(&mut self, factor: f64) {
-        self.speed *= factor;
+        let window = (self.spec.window as usize).min(queue.len());
+        (0..window).min_by_key(|&i| self.distance(&queue[i].req)).expect("queue not empty")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::common::Device;
     use ioshare_core::Op;
 
     fn spec(window: u32) -> HddSpec {
@@ -256,7 +235,7 @@ mod tests {
 
     #[test]
     fn sequential_is_cheap_and_random_pays_seek_and_rotation() {
-        let mut d = Hdd::new(&spec(1), 7);
+        let mut d = Device::new(Hdd::new(&spec(1), 7));
         let first = d.arrive(0, req(0, 500_000_000_000)).unwrap();
         assert!(first.busy > 1_000_000, "far seek: at least the minimum seek");
         assert!(d.finish(first.done, 0).is_none());
@@ -267,7 +246,7 @@ mod tests {
     #[test]
     fn reordering_window_serves_the_closest_queued_io() {
         for (window, expect) in [(1, 1), (4, 3)] {
-            let mut d = Hdd::new(&spec(window), 1);
+            let mut d = Device::new(Hdd::new(&spec(window), 1));
             let a = d.arrive(0, req(0, 0)).unwrap();
             for (token, off) in [(1, 900_000_000_000), (2, 600_000_000_000), (3, 8192)] {
                 assert!(d.arrive(0, req(token, off)).is_none());
@@ -278,7 +257,7 @@ mod tests {
 
     #[test]
     fn read_ahead_keeps_interleaved_streams_cheap() {
-        let mut d = Hdd::new(&HddSpec { readahead_kb: 256, ..spec(1) }, 3);
+        let mut d = Device::new(Hdd::new(&HddSpec { readahead_kb: 256, ..spec(1) }, 3));
         let mut t = 0;
         let mut busy = Vec::new();
         for i in 0..8u64 {
@@ -297,7 +276,7 @@ mod tests {
 
     #[test]
     fn an_io_passed_over_too_long_goes_first() {
-        let mut d = Hdd::new(&spec(4), 1);
+        let mut d = Device::new(Hdd::new(&spec(4), 1));
         let a = d.arrive(0, req(0, 0)).unwrap();
         assert!(d.arrive(0, req(1, 900_000_000_000)).is_none());
         assert!(d.arrive(0, req(2, 8192)).is_none());

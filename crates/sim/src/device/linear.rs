@@ -12,10 +12,10 @@ use ioshare_core::iocost::model::{vtime_to_ns, RANDIO_PAGES};
 use ioshare_core::{CostModel, LinearModel, ModelParams, Nanos};
 use serde::Deserialize;
 
-use super::{Device, Request, ServerPool, Started};
+use super::common::{at_speed, DeviceModel, Request, Service};
 use crate::spec::ModelLine;
 
-/// Parameters of a [`LinearDevice`].
+/// Parameters of a [`Linear`] device.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinearSpec {
@@ -31,44 +31,28 @@ pub struct LinearSpec {
 
 /// See the module documentation.
 #[derive(Debug)]
-pub struct LinearDevice {
+pub struct Linear {
     model: LinearModel,
     servers: u32,
     queue_depth: u32,
-    pool: ServerPool,
+    /// Where each group's last IO ended (`u64::MAX`: none yet), for the random/sequential decision.
     cursors: Vec<u64>,
-    speed: f64,
 }
 
-impl LinearDevice {
+impl Linear {
     /// A device from its parameters.
     pub fn new(spec: &LinearSpec) -> Self {
         let params: ModelParams = spec.model.into();
-        LinearDevice {
+        Linear {
             model: LinearModel::new(params),
             servers: spec.servers,
             queue_depth: spec.queue_depth.unwrap_or(4 * spec.servers),
-            pool: ServerPool::new(spec.servers),
             cursors: Vec::new(),
-            speed: 1.0,
         }
-    }
-
-    fn start(&mut self, now: Nanos, slot: u32, req: Request) -> Started {
-        let g = req.group as usize;
-        if g >= self.cursors.len() {
-            self.cursors.resize(g + 1, u64::MAX);
-        }
-        let cursor = self.cursors[g];
-        let random = cursor == u64::MAX || cursor.abs_diff(req.offset) > RANDIO_PAGES * 4096;
-        self.cursors[g] = req.offset + req.len as u64;
-        let cost = vtime_to_ns(self.model.cost(req.op, req.len, random, false));
-        let busy = (cost * self.servers as f64 / self.speed).round().max(1.0) as Nanos;
-        Started { token: req.token, slot, start: now, done: now + busy, busy }
     }
 }
 
-impl Device for LinearDevice {
+impl DeviceModel for Linear {
     fn describe(&self) -> String {
         let p = self.model.params;
         format!("linear x{} (rrandiops={} wrandiops={} rbps={})", self.servers, p.rrandiops, p.wrandiops, p.rbps)
@@ -82,24 +66,24 @@ impl Device for LinearDevice {
         self.queue_depth
     }
 
-    fn arrive(&mut self, now: Nanos, req: Request) -> Option<Started> {
-        let (slot, req) = self.pool.arrive(req)?;
-        Some(self.start(now, slot, req))
-    }
-
-    fn finish(&mut self, now: Nanos, slot: u32) -> Option<Started> {
-        let (slot, req) = self.pool.finish(slot)?;
-        Some(self.start(now, slot, req))
-    }
-
-    fn set_speed(&mut self, factor: f64) {
-        self.speed *= factor;
+    fn serve(&mut self, now: Nanos, req: &Request, speed: f64) -> Service {
+        let g = req.group as usize;
+        if g >= self.cursors.len() {
+            self.cursors.resize(g + 1, u64::MAX);
+        }
+        let cursor = self.cursors[g];
+        let random = cursor == u64::MAX || cursor.abs_diff(req.offset) > RANDIO_PAGES * 4096;
+        self.cursors[g] = req.offset + req.len as u64;
+        let cost = vtime_to_ns(self.model.cost(req.op, req.len, random, false));
+        let busy = at_speed(cost * self.servers as f64, speed);
+        Service { start: now, done: now + busy, busy }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::common::Device;
     use ioshare_core::Op;
 
     fn req(token: u32, offset: u64) -> Request {
@@ -109,7 +93,7 @@ mod tests {
     #[test]
     fn service_is_n_times_model_cost_and_fifo_when_full() {
         let spec = LinearSpec { model: ModelParams::SSD_DFL.into(), servers: 2, queue_depth: None };
-        let mut d = LinearDevice::new(&spec);
+        let mut d = Device::new(Linear::new(&spec));
         let cost = vtime_to_ns(LinearModel::new(ModelParams::SSD_DFL).cost(Op::Read, 4096, true, false));
         let a = d.arrive(0, req(1, 0)).unwrap();
         assert_eq!(a.busy, (2.0 * cost).round() as u64);

@@ -9,7 +9,8 @@
 use ioshare_core::Nanos;
 use serde::Deserialize;
 
-use super::{positive, Device, KeyError, Request, Started, NO_SLOT};
+use super::common::{at_speed, DeviceModel, Request, Service};
+use super::param::{positive, KeyError};
 
 /// Parameters of a [`Remote`] volume.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -47,18 +48,18 @@ impl RemoteSpec {
 #[derive(Debug)]
 pub struct Remote {
     spec: RemoteSpec,
+    /// When the pacer admits the next IO.
     pacer: Nanos,
-    speed: f64,
 }
 
 impl Remote {
     /// A volume from its parameters.
     pub fn new(spec: &RemoteSpec) -> Self {
-        Remote { spec: spec.clone(), pacer: 0, speed: 1.0 }
+        Remote { spec: spec.clone(), pacer: 0 }
     }
 }
 
-impl Device for Remote {
+impl DeviceModel for Remote {
     fn describe(&self) -> String {
         format!("remote ({} IOPS, {} MB/s, {} µs)", self.spec.iops, self.spec.mbps, self.spec.latency_us)
     }
@@ -71,35 +72,33 @@ impl Device for Remote {
         self.spec.queue_depth.unwrap_or(64)
     }
 
-    fn arrive(&mut self, now: Nanos, req: Request) -> Option<Started> {
+    /// IOs hold the pacer, not a server: each starts when the pacer reaches it.
+    fn holds_servers(&self) -> bool {
+        false
+    }
+
+    fn serve(&mut self, now: Nanos, req: &Request, speed: f64) -> Service {
         let s = &self.spec;
         let ops = req.len.div_ceil(s.io_unit_kb * 1024).max(1) as f64;
         let hold = (ops * 1e9 / s.iops).max(req.len as f64 * 1e9 / (s.mbps * 1e6));
-        let busy = (hold / self.speed).round().max(1.0) as Nanos;
+        let busy = at_speed(hold, speed);
         let start = self.pacer.max(now);
         self.pacer = start + busy;
         let done = start + busy + (s.latency_us * 1e3).round() as Nanos;
-        Some(Started { token: req.token, slot: NO_SLOT, start, done, busy })
-    }
-
-    fn finish(&mut self, _now: Nanos, _slot: u32) -> Option<Started> {
-        None
-    }
-
-    fn set_speed(&mut self, factor: f64) {
-        self.speed *= factor;
+        Service { start, done, busy }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::common::Device;
     use ioshare_core::Op;
 
     #[test]
     fn caps_pace_ios_and_latency_is_added() {
         let spec = RemoteSpec { iops: 1000.0, mbps: 100.0, latency_us: 500.0, io_unit_kb: 256, queue_depth: None };
-        let mut d = Remote::new(&spec);
+        let mut d = Device::new(Remote::new(&spec));
         let r = |token, len| Request { token, group: 0, op: Op::Read, offset: 0, len };
         let a = d.arrive(0, r(0, 4096)).unwrap();
         assert_eq!((a.start, a.done), (0, 1_000_000 + 500_000));

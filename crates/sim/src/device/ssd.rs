@@ -13,7 +13,8 @@
 use ioshare_core::{Nanos, Op};
 use serde::Deserialize;
 
-use super::{positive, transfer_ns, Device, KeyError, Request, ServerPool, Started};
+use super::common::{at_speed, transfer_ns, DeviceModel, Request, Service};
+use super::param::{positive, KeyError};
 
 /// Parameters of an [`Ssd`].
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -74,12 +75,10 @@ impl SsdSpec {
 #[derive(Debug)]
 pub struct Ssd {
     spec: SsdSpec,
-    pool: ServerPool,
     buffer_cap: f64,
     level: f64,
     level_at: Nanos,
     gc: bool,
-    speed: f64,
     /// When the read and the write data paths are free for the next transfer.
     data_path_free: [Nanos; 2],
 }
@@ -89,12 +88,10 @@ impl Ssd {
     pub fn new(spec: &SsdSpec) -> Self {
         Ssd {
             spec: spec.clone(),
-            pool: ServerPool::new(spec.channels),
             buffer_cap: spec.buffer_mb * 1e6,
             level: 0.0,
             level_at: 0,
             gc: false,
-            speed: 1.0,
             data_path_free: [0; 2],
         }
     }
@@ -108,8 +105,22 @@ impl Ssd {
             self.gc = false;
         }
     }
+}
 
-    fn start(&mut self, now: Nanos, slot: u32, req: Request) -> Started {
+impl DeviceModel for Ssd {
+    fn describe(&self) -> String {
+        format!("ssd x{} ({} µs read, {} µs write)", self.spec.channels, self.spec.read_us, self.spec.write_us)
+    }
+
+    fn servers(&self) -> u32 {
+        self.spec.channels
+    }
+
+    fn queue_depth(&self) -> u32 {
+        self.spec.queue_depth.unwrap_or(4 * self.spec.channels)
+    }
+
+    fn serve(&mut self, now: Nanos, req: &Request, speed: f64) -> Service {
         if self.buffer_cap > 0.0 {
             self.drain(now);
         }
@@ -132,46 +143,19 @@ impl Ssd {
                 transfer *= factor;
             }
         }
-        let accessed = now + (access / self.speed).round() as Nanos;
+        let accessed = now + (access / speed).round() as Nanos;
         let path = &mut self.data_path_free[req.op.index()];
         let from = accessed.max(*path);
-        *path = from + (transfer / self.speed).round().max(1.0) as Nanos;
+        *path = from + at_speed(transfer, speed);
         let done = *path;
-        Started { token: req.token, slot, start: now, done, busy: done - now }
-    }
-}
-
-impl Device for Ssd {
-    fn describe(&self) -> String {
-        format!("ssd x{} ({} µs read, {} µs write)", self.spec.channels, self.spec.read_us, self.spec.write_us)
-    }
-
-    fn servers(&self) -> u32 {
-        self.spec.channels
-    }
-
-    fn queue_depth(&self) -> u32 {
-        self.spec.queue_depth.unwrap_or(4 * self.spec.channels)
-    }
-
-    fn arrive(&mut self, now: Nanos, req: Request) -> Option<Started> {
-        let (slot, req) = self.pool.arrive(req)?;
-        Some(self.start(now, slot, req))
-    }
-
-    fn finish(&mut self, now: Nanos, slot: u32) -> Option<Started> {
-        let (slot, req) = self.pool.finish(slot)?;
-        Some(self.start(now, slot, req))
-    }
-
-    fn set_speed(&mut self, factor: f64) {
-        self.speed *= factor;
+        Service { start: now, done, busy: done - now }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::common::{Device, Started};
 
     fn spec(collapse: bool) -> SsdSpec {
         SsdSpec {
@@ -189,7 +173,7 @@ mod tests {
         }
     }
 
-    fn write(d: &mut Ssd, now: Nanos) -> Started {
+    fn write(d: &mut Device, now: Nanos) -> Started {
         let s = d.arrive(now, Request { token: 0, group: 0, op: Op::Write, offset: 0, len: 1 << 20 }).unwrap();
         assert!(d.finish(s.done, s.slot).is_none());
         s
@@ -197,7 +181,7 @@ mod tests {
 
     #[test]
     fn buffer_absorbs_then_gc_slows_then_recovers() {
-        let mut d = Ssd::new(&spec(false));
+        let mut d = Device::new(Ssd::new(&spec(false)));
         let fast = write(&mut d, 0).busy;
         let slow = write(&mut d, 1000).busy; // buffer (1.5 MB) cannot take a second MiB
         assert!(slow as f64 > 9.0 * fast as f64, "{fast} {slow}");
@@ -209,23 +193,23 @@ mod tests {
     fn channels_overlap_access_but_share_the_data_path() {
         let mut spec = spec(false);
         (spec.channels, spec.buffer_mb) = (4, 0.0);
-        let mut d = Ssd::new(&spec);
-        let read = |d: &mut Ssd, len| d.arrive(0, Request { token: 0, group: 0, op: Op::Read, offset: 0, len });
+        let mut d = Device::new(Ssd::new(&spec));
+        let read = |d: &mut Device, len| d.arrive(0, Request { token: 0, group: 0, op: Op::Read, offset: 0, len });
         // Four 4 KiB reads at once: 100 µs access each in parallel, then 4.1 µs transfers in turn.
         let done: Vec<Nanos> = (0..4).map(|_| read(&mut d, 4096).unwrap().done).collect();
         assert_eq!(done, vec![104_096, 108_192, 112_288, 116_384]);
         assert!(read(&mut d, 4096).is_none(), "all four channels busy");
         // A large IO alone gets the whole 1000 MB/s.
-        let mut d = Ssd::new(&spec);
+        let mut d = Device::new(Ssd::new(&spec));
         assert_eq!(read(&mut d, 1_000_000).unwrap().done, 100_000 + 1_000_000);
     }
 
     #[test]
     fn collapse_stays_slow_until_the_buffer_is_empty() {
-        let mut d = Ssd::new(&spec(true));
+        let mut d = Device::new(Ssd::new(&spec(true)));
         write(&mut d, 0);
         write(&mut d, 1_000); // triggers GC
-        let read = |d: &mut Ssd, t| {
+        let read = |d: &mut Device, t| {
             let s = d.arrive(t, Request { token: 0, group: 0, op: Op::Read, offset: 0, len: 4096 }).unwrap();
             assert!(d.finish(s.done, s.slot).is_none());
             s.busy

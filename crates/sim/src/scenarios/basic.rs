@@ -4,11 +4,11 @@
 
 use ioshare_core::{ModelParams, QosParams};
 
-use super::{compare, Args, Builtin, Outcome};
+use super::builtin::{compare, Args, Builtin, Outcome};
 use crate::error::SimError;
-use crate::scenario::{ControllerSpec, Scenario};
+use crate::simulation::{ControllerSpec, Simulation};
 use crate::workload::{Job, Rw};
-use crate::DeviceSpec;
+use crate::device::DeviceSpec;
 
 pub(crate) const BUILTINS: &[Builtin] = &[
     Builtin {
@@ -65,7 +65,7 @@ fn ratio_comparisons(out: &mut Outcome, tolerance: f64) {
 
 fn proportional(args: &Args) -> Result<Outcome, SimError> {
     let weights = args.weights_between(&[200, 100], 2, 3)?;
-    let mut sc = Scenario::new("proportional", ssd_dfl_device())
+    let mut sc = Simulation::new("proportional", ssd_dfl_device())
         .controller(iocost(args, ModelParams::SSD_DFL, QosParams::default()))
         .seconds(args.seconds(10.0))
         .warmup(1.0)
@@ -87,7 +87,7 @@ pub(crate) fn work_conserving(args: &Args) -> Result<Outcome, SimError> {
     let reader = Job::closed(Rw::RandRead, 4096, 1).with_think_us(100);
     let qos = qos_line("rpct=95 rlat=4000 wpct=95 wlat=4000");
     let base = |name: &str| {
-        Scenario::new(name, DeviceSpec::linear(ModelParams::SSD_DFL, 32))
+        Simulation::new(name, DeviceSpec::linear(ModelParams::SSD_DFL, 32))
             .controller(iocost(args, ModelParams::SSD_DFL, qos))
             .seconds(args.seconds(10.0))
             .warmup(1.0)
@@ -117,7 +117,7 @@ pub(crate) fn work_conserving(args: &Args) -> Result<Outcome, SimError> {
 
 fn debt(args: &Args) -> Result<Outcome, SimError> {
     let w = args.weights([100, 100])?;
-    let report = Scenario::new("debt", ssd_dfl_device())
+    let report = Simulation::new("debt", ssd_dfl_device())
         .controller(iocost(args, ModelParams::SSD_DFL, QosParams::default()))
         .seconds(args.seconds(10.0))
         .warmup(1.0)
@@ -150,7 +150,7 @@ fn vrate(args: &Args) -> Result<Outcome, SimError> {
     // and the kernel's step controller oscillates (vrate 25%..60% at 32 slots, p90 ≈ 6 ms).
     let qos = qos_line("rpct=90 rlat=2000 wpct=90 wlat=2000");
     let run = |name: &str, scale: f64| {
-        Scenario::new(name, ssd_dfl_device().with_queue_depth(8))
+        Simulation::new(name, ssd_dfl_device().with_queue_depth(8))
             .controller(iocost(args, ModelParams::SSD_DFL.scaled(scale), qos))
             .seconds(args.seconds(10.0))
             .warmup(2.0)

@@ -7,9 +7,9 @@
 use ioshare_core::{ModelParams, NSEC_PER_MSEC};
 
 use super::basic::{qos_line, ssd_dfl_device};
-use super::{compare, Args, Builtin, Outcome};
+use super::builtin::{compare, Args, Builtin, Outcome};
 use crate::error::SimError;
-use crate::scenario::{ControllerSpec, Scenario};
+use crate::simulation::{ControllerSpec, Simulation};
 use crate::workload::{Job, Load, Rw};
 
 pub(crate) const BUILTINS: &[Builtin] = &[Builtin {
@@ -29,7 +29,7 @@ fn fixed_vs_iocost(args: &Args) -> Result<Outcome, SimError> {
     web.load = Load::Open { rate: 4000.0, poisson: true, burst: Some((1000 * NSEC_PER_MSEC, 1000 * NSEC_PER_MSEC)), max_outstanding: 4096 };
     let run = |name: &str, controller: ControllerSpec| -> Result<_, SimError> {
         let limits = |iops: u64| format!("iops-read={iops}").parse().map_err(SimError::Core);
-        Scenario::new(name, ssd_dfl_device())
+        Simulation::new(name, ssd_dfl_device())
             .controller(controller)
             .seconds(args.seconds(20.0))
             .warmup(2.0)

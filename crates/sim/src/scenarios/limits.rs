@@ -18,12 +18,12 @@ use std::sync::Arc;
 
 use ioshare_core::{Controller, IoCost, LeakyGate, Limited, Limits, LinearModel, ModelParams, QosParams};
 
-use super::{compare, Args, Builtin, Outcome};
+use super::builtin::{compare, Args, Builtin, Outcome};
 use crate::error::SimError;
 use crate::report::{Comparison, Report};
-use crate::scenario::{ControllerSpec, Scenario};
+use crate::simulation::{ControllerSpec, Simulation};
 use crate::workload::{Job, Rw};
-use crate::DeviceSpec;
+use crate::device::DeviceSpec;
 
 pub(crate) const BUILTINS: &[Builtin] = &[
     Builtin {
@@ -74,7 +74,7 @@ fn limits(text: &str) -> Limits {
 /// has no long waits).
 fn qd128(args: &Args, name: &str, controller: ControllerSpec, tenant_limits: &str) -> Result<Report, SimError> {
     let w = args.weights([100])?;
-    Scenario::new(name, DeviceSpec::linear(ModelParams::SSD_DFL.scaled(100.0), 128))
+    Simulation::new(name, DeviceSpec::linear(ModelParams::SSD_DFL.scaled(100.0), 128))
         .controller(args.controller(controller))
         .seconds(args.seconds(61.0))
         .warmup(1.0)
@@ -180,7 +180,7 @@ fn weight_and_cap(args: &Args) -> Result<Outcome, SimError> {
     const CAP: f64 = 1500.0;
     let w = args.weights([200, 100])?;
     let run = |name: &str, heavy_limits: &str| {
-        Scenario::new(name, super::basic::ssd_dfl_device())
+        Simulation::new(name, super::basic::ssd_dfl_device())
             .controller(args.controller(iocost_with_leaky_limits()))
             .seconds(args.seconds(10.0))
             .warmup(2.0)

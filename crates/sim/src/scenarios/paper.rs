@@ -8,13 +8,13 @@ use ioshare_core::iocost::planner::fastest_settle_periods;
 use ioshare_core::{ModelParams, NSEC_PER_MSEC};
 
 use super::basic::{qos_line, ssd_dfl_device, work_conserving};
-use super::{compare, Args, Builtin, Outcome};
+use super::builtin::{compare, Args, Builtin, Outcome};
 use crate::error::SimError;
 use crate::memory::{Memory, SwapCharge};
 use crate::report::Report;
-use crate::scenario::{ChangeKind, ControllerSpec, Scenario};
+use crate::simulation::{ChangeKind, ControllerSpec, Simulation};
 use crate::workload::{Job, Rw};
-use crate::DeviceSpec;
+use crate::device::DeviceSpec;
 
 pub(crate) const BUILTINS: &[Builtin] = &[
     Builtin {
@@ -53,7 +53,7 @@ fn iocost(args: &Args, model: ModelParams, qos: &str) -> ControllerSpec {
 fn fig10(args: &Args) -> Result<Outcome, SimError> {
     let w = args.weights([200, 100])?;
     let reader = Job::seeking(Rw::RandRead, 4096, 10_000, 90.0);
-    let report = Scenario::new("paper-fig10", ssd_dfl_device())
+    let report = Simulation::new("paper-fig10", ssd_dfl_device())
         .controller(iocost(args, ModelParams::SSD_DFL, "rpct=95 rlat=5000 wpct=95 wlat=5000"))
         .seconds(args.seconds(20.0))
         .warmup(3.0)
@@ -85,7 +85,7 @@ fn fig12(args: &Args) -> Result<Outcome, SimError> {
     let w = args.weights([200, 100])?;
     let seconds = args.seconds(40.0);
     let solo = |name: &str, rw: Rw, bs: u32| {
-        Scenario::new(&format!("paper-fig12 profile: {name}"), hdd()?)
+        Simulation::new(&format!("paper-fig12 profile: {name}"), hdd()?)
             .seconds(seconds / 2.0)
             .warmup(2.0)
             .seed(args.seed())
@@ -102,7 +102,7 @@ fn fig12(args: &Args) -> Result<Outcome, SimError> {
     let mut out = Outcome { runs: vec![rand, seq, large], comparisons: Vec::new() };
     for (name, a, b) in [("rand/rand", Rw::RandRead, Rw::RandRead), ("rand/seq", Rw::RandRead, Rw::Read), ("seq/seq", Rw::Read, Rw::Read)]
     {
-        let report = Scenario::new(&format!("paper-fig12 {name}"), hdd()?)
+        let report = Simulation::new(&format!("paper-fig12 {name}"), hdd()?)
             .controller(iocost(args, model, "rpct=95 rlat=100000 wpct=95 wlat=100000"))
             .seconds(seconds)
             .warmup(5.0)
@@ -145,7 +145,7 @@ fn fig13(args: &Args) -> Result<Outcome, SimError> {
     let w = args.weights([100])?;
     let qos = "rpct=90 rlat=5000 wpct=90 wlat=5000";
     let period_ms = qos_line(qos).period_us() as f64 / 1000.0;
-    let mut sc = Scenario::new("paper-fig13", ssd_dfl_device().with_queue_depth(8))
+    let mut sc = Simulation::new("paper-fig13", ssd_dfl_device().with_queue_depth(8))
         .controller(iocost(args, ModelParams::SSD_DFL, qos))
         .seconds(30.0)
         .seed(args.seed())
@@ -211,7 +211,7 @@ fn memleak(args: &Args) -> Result<Outcome, SimError> {
     let qos = "rpct=95 rlat=5000 wpct=95 wlat=5000";
     let service = Job::seeking(Rw::RandRead, 4096, 5_000, 90.0);
     let base = |name: &str| {
-        Scenario::new(name, device())
+        Simulation::new(name, device())
             .controller(iocost(args, ModelParams::SSD_DFL, qos))
             .seconds(args.seconds(20.0))
             .warmup(5.0)

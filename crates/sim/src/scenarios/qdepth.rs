@@ -12,12 +12,12 @@
 use ioshare_core::iocost::depth::DepthLimit;
 use ioshare_core::{ModelParams, QosConfig, QosParams, NSEC_PER_MSEC, NSEC_PER_SEC};
 
-use super::{compare, Args, Builtin, Outcome};
+use super::builtin::{compare, Args, Builtin, Outcome};
 use crate::error::SimError;
 use crate::report::Report;
-use crate::scenario::{ControllerSpec, Scenario};
+use crate::simulation::{ControllerSpec, Simulation};
 use crate::workload::{Job, Load, Rw};
-use crate::DeviceSpec;
+use crate::device::DeviceSpec;
 
 pub(crate) const BUILTINS: &[Builtin] = &[
     Builtin {
@@ -75,7 +75,7 @@ fn split(args: &Args) -> Result<Outcome, SimError> {
     let mut out = Outcome { runs: Vec::new(), comparisons: Vec::new() };
     for qd in [32, 64] {
         for (name, ctl) in controllers(args) {
-            let r = Scenario::new(&format!("qdepth-split QD{qd}"), device(128))
+            let r = Simulation::new(&format!("qdepth-split QD{qd}"), device(128))
                 .controller(ctl)
                 .group("a", w[0], [Job::closed(Rw::RandRead, 4096, qd)])
                 .group("b", w[1], [Job::closed(Rw::RandRead, 4096, qd)])
@@ -111,7 +111,7 @@ fn weight(args: &Args) -> Result<Outcome, SimError> {
     let want = w[0] as f64 / (w[0] + w[1]) as f64;
     let mut out = Outcome { runs: Vec::new(), comparisons: Vec::new() };
     for (name, ctl) in controllers(args) {
-        let r = Scenario::new("qdepth-weight", device(32))
+        let r = Simulation::new("qdepth-weight", device(32))
             .controller(ctl)
             .group("light", w[0], [Job::closed(Rw::RandRead, 4096, 256)])
             .group("heavy", w[1], [Job::closed(Rw::RandRead, 4096, 32)])
@@ -179,7 +179,7 @@ fn back_from_idle(args: &Args) -> Result<Outcome, SimError> {
     let bound = share + half_period_s * share / (INTERVAL_MS as f64 / 1e3);
     let mut out = Outcome { runs: Vec::new(), comparisons: Vec::new() };
     for (name, ctl) in controllers(args) {
-        let mut sc = Scenario::new("qdepth-return", device(32))
+        let mut sc = Simulation::new("qdepth-return", device(32))
             .controller(ctl)
             .group("steady", w[0], [Job::closed(Rw::RandRead, 4096, 32)])
             .group("back", w[1], [back.clone()])
@@ -221,7 +221,7 @@ fn latency(args: &Args) -> Result<Outcome, SimError> {
     let w = args.weights([200, 100])?;
     let reader = Job::closed(Rw::RandRead, 4096, 1).with_think_us(100);
     let base = |ctl: ControllerSpec, batch: bool| {
-        let sc = Scenario::new("qdepth-latency", device(128))
+        let sc = Simulation::new("qdepth-latency", device(128))
             .controller(ctl)
             .group("reader", w[0], [reader.clone()])
             .seconds(args.seconds(10.0))
@@ -310,7 +310,7 @@ fn donation(args: &Args) -> Result<Outcome, SimError> {
     let mut trickle = Job::open(Rw::RandRead, 4096, high_share / 10.0);
     trickle.load = Load::Open { rate: high_share / 10.0, poisson: true, burst: None, max_outstanding: 4 };
     let (_, option) = controllers(args).into_iter().find(|(n, _)| *n == "iocost+qd").expect("listed");
-    let mut sc = Scenario::new("qdepth-donation", device(128))
+    let mut sc = Simulation::new("qdepth-donation", device(128))
         .controller(option)
         .group("high", w[0], [saturating, trickle])
         .group("low", w[1], [Job::closed(Rw::RandRead, 4096, 64)])

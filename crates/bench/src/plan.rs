@@ -1,0 +1,399 @@
+//! The shared runner of the plan-and-judge scenarios: a scenario that implements [`Planned`] says
+//! what to run ([`Plan`]) and how one run is judged; [`run_plan`] does the rest, the same way for
+//! all of them, and so every [`Planned`] is a [`Scenario`].
+//!
+//! The runs, in order: the reference runs (no control: the latency-sensitive tenant alone, a
+//! saturating tenant's capacity, a frontier sweep), then the ioshare controllers in interleaved rounds
+//! (the median round of each is kept; with the plan's [`Plan::fio_reference`] the same job under fio
+//! each round, with [`Plan::observer_overhead`] and `--observe` no control once more per round with
+//! the eBPF observer toggled), then the kernel peers this host supports. Every run but the references
+//! is judged against [`References`] taken from the others; the scenario's verdict is that of its
+//! subjects (the ioshare controllers it is about) — the other runs carry the same criterion for
+//! comparison (`none` shows what happens without control, the kernel's controllers what the kernel
+//! achieves).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use ioshare_core::limit::{Knob, KnobLimit, Scope, Unit};
+use ioshare_core::{Limits, Nanos, QosParams, NSEC_PER_SEC};
+use ioshare_engine::fio;
+use ioshare_engine::job::{JobSpec, Pattern, TenantSpec};
+use ioshare_engine::report::{LatencyUs, RunReport};
+use ioshare_engine::run::{run, RunOptions};
+
+use crate::calibrate::Calibration;
+use crate::controllers::ControllerKind;
+use crate::error::Result;
+use crate::frontier::Yardsticks;
+use crate::kernel::{KernelSetup, Peers};
+use crate::observe::{iops_ratios, overhead_estimate, overhead_note, Comparison, OBSERVED_NONE, TOGGLE_SAMPLE};
+use crate::options::BenchOptions;
+use crate::report::ScenarioReport;
+use crate::scenario::{Context, Described, Scenario};
+use crate::stats::median;
+use crate::verdict::{RunEntry, Side, Verdict};
+
+/// A scenario that is a plan and a criterion; [`run_plan`] runs and judges it.
+pub trait Planned: Described {
+    /// What to run, for these options and this device.
+    fn plan(&self, opts: &BenchOptions, cal: &Calibration) -> Plan;
+
+    /// One run's verdict: `r` ran `tenants`, judged against `refs`.
+    fn judge(
+        &self,
+        opts: &BenchOptions,
+        cal: &Calibration,
+        tenants: &[TenantSpec],
+        r: &RunReport,
+        refs: &References,
+    ) -> Verdict;
+
+    /// After every run is judged: verdicts that depend on the other runs, and notes (none by default).
+    fn review(&self, _runs: &mut [RunEntry], _notes: &mut Vec<String>) {}
+}
+
+impl<T: Planned> Scenario for T {
+    fn planned_runs(&self, opts: &BenchOptions, cal: &Calibration, peers: Option<&Peers>, observed: bool) -> usize {
+        self.plan(opts, cal).runs(peers, observed)
+    }
+
+    fn run(
+        &self,
+        ctx: &Context,
+        peers: Option<&mut Peers>,
+        stop: &AtomicBool,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<ScenarioReport> {
+        run_plan(self, ctx, peers, stop, progress)
+    }
+}
+
+/// What a scenario runs.
+pub struct Plan {
+    /// The tenants of every controlled run.
+    pub tenants: Vec<TenantSpec>,
+    /// Reference runs (name, tenants), with no control, before the others.
+    pub reference: Vec<(String, Vec<TenantSpec>)>,
+    /// ioshare's controllers, in run order.
+    pub ioshare: Vec<ControllerKind>,
+    /// Those of them the scenario's verdict is about.
+    pub subjects: Vec<ControllerKind>,
+    /// The kernel's controllers (each run where the host supports it).
+    pub kernel: Vec<KernelSetup>,
+    /// Interleaved rounds of the ioshare runs, each `duration / rounds` long.
+    pub rounds: usize,
+    /// The single job of the plan also runs under fio every round, as a reference engine.
+    pub fio_reference: bool,
+    /// With `--observe`: no control runs once more per round with the observer attached and detached
+    /// in turns (its cost on the IO path); the other ioshare runs go unobserved.
+    pub observer_overhead: bool,
+}
+
+impl Plan {
+    /// A plan of one round, without fio or the observer's overhead.
+    pub fn new(tenants: Vec<TenantSpec>, ioshare: Vec<ControllerKind>, subjects: Vec<ControllerKind>) -> Plan {
+        Plan {
+            tenants,
+            reference: Vec::new(),
+            ioshare,
+            subjects,
+            kernel: Vec::new(),
+            rounds: 1,
+            fio_reference: false,
+            observer_overhead: false,
+        }
+    }
+
+    /// Runs it makes with these kernel peers, `observed` or not.
+    pub fn runs(&self, peers: Option<&Peers>, observed: bool) -> usize {
+        let kernel = peers.map_or(0, |p| self.kernel.iter().filter(|s| p.supports(s)).count());
+        let fio = if self.fio_reference && fio::available() { self.rounds } else { 0 };
+        let toggled = if self.observer_overhead && observed { self.rounds } else { 0 };
+        self.ioshare.len() * self.rounds + self.reference.len() + kernel + fio + toggled
+    }
+}
+
+/// What a run is judged against: the reference runs and the no-control baseline of its side.
+pub struct References {
+    /// Latency of the latency-sensitive tenant alone.
+    pub solo: Option<LatencyUs>,
+    /// IOPS of the saturating tenant alone.
+    pub capacity: Option<f64>,
+    /// IOPS with no control (ioshare's `none`, or the kernel's plain loop device).
+    pub baseline: Option<f64>,
+    /// Interleaved rounds: this run's figure against no control of the same rounds
+    /// (`paired_figures`); judged instead of the medians' ratio where present.
+    pub paired: Option<f64>,
+    /// The work-conserving frontier (QD1 p99 ÷ solo, leftover used), empty elsewhere.
+    pub frontier: Vec<(f64, f64)>,
+}
+
+/// A saturating 4 KiB random reader at `iodepth`.
+pub fn reader(name: &str, weight: u32, iodepth: u32) -> TenantSpec {
+    TenantSpec::new(name, weight, JobSpec::new(Pattern::RandRead, 4096, iodepth))
+}
+
+/// A total IOPS limit.
+pub fn iops_limit(iops: u64) -> Limits {
+    Limits::none().with(Knob::new(Unit::Iops, Scope::Total), KnobLimit::avg(iops))
+}
+
+/// Runs every run of `sc`'s plan and judges them. On interrupt, returns the runs finished.
+pub fn run_plan(
+    sc: &dyn Planned,
+    ctx: &Context,
+    peers: Option<&mut Peers>,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(&str),
+) -> Result<ScenarioReport> {
+    let plan = sc.plan(ctx.opts, ctx.calibration);
+    let opts = RunOptions { device_depth: ctx.calibration.device_depth, ..RunOptions::new(ctx.opts.duration) };
+    let mut runs: Vec<RunEntry> = Vec::new();
+    let stopped = || stop.load(Ordering::Relaxed);
+    for (name, tenants) in &plan.reference {
+        if stopped() {
+            break;
+        }
+        progress(&format!("reference: {name}"));
+        let mut report = run(ctx.target, tenants, &mut *ControllerKind::None.build(ctx.calibration), &opts, stop)?;
+        report.controller = name.clone();
+        runs.push(RunEntry { side: Side::Reference, report, verdict: None });
+    }
+    // Interleaved rounds; the median round of each controller is kept.
+    let round_opts = RunOptions {
+        device_depth: ctx.calibration.device_depth,
+        ..RunOptions::new(ctx.opts.duration / plan.rounds as Nanos)
+    };
+    let o = if plan.rounds > 1 { &round_opts } else { &opts };
+    // With an observer and `observer_overhead`, no control runs once more per round right after the
+    // unobserved one, with the observer attached and detached in turns (the last slot of `rounds`;
+    // `toggled` per round, see [`crate::observe::Observations::toggled`]); the other runs go unobserved.
+    let toggling = ctx.observe.filter(|_| plan.observer_overhead);
+    let mut rounds: Vec<Vec<RunReport>> = vec![Vec::new(); plan.ioshare.len() + usize::from(toggling.is_some())];
+    let mut toggled: Vec<Vec<Comparison>> = Vec::new();
+    let mut fio_rounds: Vec<RunReport> = Vec::new();
+    let mut notes = Vec::new();
+    let fio_job = plan.fio_reference.then(|| &plan.tenants[0].jobs[0]).filter(|_| fio::available());
+    if plan.fio_reference && fio_job.is_none() {
+        notes.push("fio is not installed: no reference run (./scripts/setup.sh installs it)".into());
+    }
+    'rounds: for _ in 0..plan.rounds {
+        for (i, ctl) in plan.ioshare.iter().enumerate() {
+            if stopped() {
+                break 'rounds;
+            }
+            progress(ctl.name());
+            let cal = calibration_for(*ctl, ctx.calibration, &runs);
+            let go = || run(ctx.target, &plan.tenants, &mut *ctl.build(&cal), o, stop);
+            let mut report =
+                if toggling.is_some() { go()? } else { ctx.observed(Side::Ioshare, ctl.name(), None, go)? };
+            // Variants of one controller (IOCost with a p99 target) are told apart by the bench's name.
+            report.controller = ctl.name().into();
+            rounds[i].push(report);
+            if let Some(obs) = toggling.filter(|_| *ctl == ControllerKind::None && !stopped()) {
+                progress(OBSERVED_NONE);
+                let sampled = RunOptions { sample_every: TOGGLE_SAMPLE, ..*o };
+                let go = |epoch| {
+                    let opts = RunOptions { epoch: Some(epoch), ..sampled };
+                    run(ctx.target, &plan.tenants, &mut *ControllerKind::None.build(ctx.calibration), &opts, stop)
+                };
+                let (mut report, compared) = obs.toggled(sampled.warmup as f64 / NSEC_PER_SEC as f64, go)?;
+                report.controller = OBSERVED_NONE.into();
+                rounds[plan.ioshare.len()].push(report);
+                toggled.push(compared);
+            }
+        }
+        if let Some(job) = fio_job.filter(|_| !stopped()) {
+            progress("fio (reference engine, same job)");
+            match fio::run(ctx.target.path(), job, o.duration - o.warmup, o.warmup) {
+                Ok(r) => fio_rounds.push(r),
+                Err(e) => notes.push(format!("fio reference run failed: {e}")),
+            }
+        }
+    }
+    // Before the rounds are reduced to their medians.
+    let names = plan.ioshare.iter().map(|c| c.name()).chain(toggling.is_some().then_some(OBSERVED_NONE));
+    let none = plan.ioshare.iter().position(|c| *c == ControllerKind::None);
+    let paired = paired_figures(names, &rounds, none, &toggled.concat());
+    notes.extend(overhead_note(&toggled));
+    for (side, rs) in rounds.iter_mut().map(|r| (Side::Ioshare, r)).chain([(Side::Reference, &mut fio_rounds)]) {
+        if !rs.is_empty() {
+            rs.sort_by(|x, y| x.device.iops.total_cmp(&y.device.iops));
+            runs.push(RunEntry { side, report: rs.swap_remove(rs.len() / 2), verdict: None });
+        }
+    }
+    notes.extend(engine_vs_fio(&runs));
+    if let Some(peers) = peers {
+        for setup in &plan.kernel {
+            if stopped() {
+                break;
+            }
+            if !peers.supports(setup) {
+                continue;
+            }
+            progress(&format!("{} (kernel, one process per tenant)", setup.name()));
+            let device = peers.device().to_path_buf();
+            let go = || peers.run(setup, &plan.tenants, &opts, ctx.calibration);
+            let report = ctx.observed(Side::Kernel, setup.name(), Some(&device), go)?;
+            runs.push(RunEntry { side: Side::Kernel, report, verdict: None });
+        }
+    }
+    judge_all(sc, ctx.opts, ctx.calibration, &plan.tenants, &paired, &mut runs);
+    sc.review(&mut runs, &mut notes);
+    let subjects: Vec<&RunEntry> = runs
+        .iter()
+        .filter(|r| r.side == Side::Ioshare && plan.subjects.iter().any(|c| c.name() == r.report.controller))
+        .collect();
+    let verdict = match Verdict::of_subjects(&subjects) {
+        Some(v) if subjects.len() == plan.subjects.len() => v,
+        _ => {
+            notes.push("interrupted before the controllers this scenario judges had run".into());
+            Verdict::not_judged()
+        }
+    };
+    let (observed, observe_notes) = ctx.take_observed();
+    notes.extend(observe_notes);
+    Ok(ScenarioReport { name: sc.name().into(), description: sc.description().into(), runs, verdict, notes, observed })
+}
+
+/// Judges every run but the references; `paired` holds each ioshare row's figure against no
+/// control ([`paired_figures`], [`References::paired`]).
+pub(crate) fn judge_all(
+    sc: &dyn Planned,
+    opts: &BenchOptions,
+    cal: &Calibration,
+    tenants: &[TenantSpec],
+    paired: &[(&str, f64)],
+    runs: &mut [RunEntry],
+) {
+    let reference = |name: &str| runs.iter().find(|r| r.side == Side::Reference && r.report.controller == name);
+    let solo = reference("solo").map(|r| r.report.tenants[0].lat_us.clone());
+    let capacity = reference("capacity").map(|r| r.report.device.iops);
+    let baseline = |side: Side, runs: &[RunEntry]| {
+        let name = if side == Side::Kernel { KernelSetup::Plain.name() } else { ControllerKind::None.name() };
+        runs.iter().find(|r| r.side == side && r.report.controller == name).map(|r| r.report.device.iops)
+    };
+    let baselines = (baseline(Side::Ioshare, runs), baseline(Side::Kernel, runs));
+    let frontier = Yardsticks::from_runs(runs).map(|y| y.frontier).unwrap_or_default();
+    for entry in runs.iter_mut().filter(|r| r.side != Side::Reference) {
+        let base = if entry.side == Side::Kernel { baselines.1 } else { baselines.0 };
+        let paired = paired
+            .iter()
+            .find(|(name, _)| entry.side == Side::Ioshare && *name == entry.report.controller)
+            .map(|(_, figure)| *figure);
+        let refs = References { solo: solo.clone(), capacity, baseline: base, paired, frontier: frontier.clone() };
+        entry.verdict = Some(sc.judge(opts, cal, tenants, &entry.report, &refs));
+    }
+}
+
+/// Each ioshare row's figure against no control (`rounds[none]`), by the rows' `names` in `rounds`
+/// order: a controller's median over the rounds of its IOPS over no control's in the same round
+/// (adjacent runs: drift in a neighbour's load cancels); the observer's run ([`OBSERVED_NONE`]) the
+/// estimate from its windows, attached against detached within the run ([`overhead_estimate`]).
+/// Empty without a no-control row; rows without a figure are left out.
+pub(crate) fn paired_figures<'a>(
+    names: impl Iterator<Item = &'a str>,
+    rounds: &[Vec<RunReport>],
+    none: Option<usize>,
+    windows: &[Comparison],
+) -> Vec<(&'a str, f64)> {
+    let Some(none) = none else { return Vec::new() };
+    names
+        .zip(rounds)
+        .filter_map(|(name, rs)| {
+            let figure = match name {
+                OBSERVED_NONE => overhead_estimate(&iops_ratios(windows)).map(|(ratio, _)| ratio),
+                _ => median(&per_round_ratios(&rounds[none], rs)),
+            };
+            figure.map(|f| (name, f))
+        })
+        .collect()
+}
+
+/// Per round, IOPS of `on` over IOPS of `off` (the runs of the same round), in round order.
+pub(crate) fn per_round_ratios(off: &[RunReport], on: &[RunReport]) -> Vec<f64> {
+    off.iter().zip(on).map(|(a, b)| b.device.iops / a.device.iops.max(1e-9)).collect()
+}
+
+/// The engine with no control against fio on the same job (medians of the interleaved rounds):
+/// IOPS ratio and CPU per IO of each. Information, never a verdict: being faster than fio is fine.
+fn engine_vs_fio(runs: &[RunEntry]) -> Option<String> {
+    let find = |side: Side, name: &str| runs.iter().find(|r| r.side == side && r.report.controller == name);
+    let (engine, fio) =
+        (&find(Side::Ioshare, ControllerKind::None.name())?.report, &find(Side::Reference, "fio")?.report);
+    Some(format!(
+        "engine vs fio, same job: {:.0} vs {:.0} IOPS (ratio {:.2}); CPU per IO {:.0} ns (engine thread) vs {:.0} ns (fio)",
+        engine.device.iops,
+        fio.device.iops,
+        engine.device.iops / fio.device.iops.max(1e-9),
+        engine.cpu.ns_per_io,
+        fio.cpu.ns_per_io
+    ))
+}
+
+/// The calibration a controller runs with: for [`ControllerKind::IoCostP99`] and
+/// [`ControllerKind::IoCostP99Qd`], QoS says 99% of reads within that many times the QD1 reader's
+/// solo p99 (from the `solo` reference run already in `runs`).
+fn calibration_for(ctl: ControllerKind, cal: &Calibration, runs: &[RunEntry]) -> Calibration {
+    let solo = runs.iter().find(|r| r.side == Side::Reference && r.report.controller == "solo");
+    match (ctl.p99_factor(), solo) {
+        (Some(factor), Some(solo)) => {
+            let rlat_us = (solo.report.tenants[0].lat_us.p99 * f64::from(factor)).ceil().max(1.0) as u64;
+            Calibration { qos: QosParams { rppm: 990_000, rlat_us, ..cal.qos }, ..cal.clone() }
+        }
+        _ => cal.clone(),
+    }
+}
+
+/// What the scenarios' unit tests judge with: a calibrated 10 000 IOPS device, tenants and runs.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use ioshare_core::iocost::qos::QosParams;
+    use ioshare_core::ModelParams;
+    use ioshare_engine::report::{LatencyUs, RunReport, TenantReport};
+
+    use super::{reader, Planned, References};
+    use crate::calibrate::Calibration;
+    use crate::options::BenchOptions;
+    use crate::verdict::Verdict;
+
+    /// A device of 10 000 IOPS at depth 32.
+    pub fn cal() -> Calibration {
+        Calibration {
+            max_iops: 10_000.0,
+            device_depth: 32,
+            model: ModelParams::SSD_DFL,
+            model_line: String::new(),
+            writes_measured: true,
+            qos: QosParams::default(),
+        }
+    }
+
+    /// A tenant that did `iops` (all reads) at p99 `p99` µs.
+    pub fn tenant(name: &str, iops: f64, p99: f64) -> TenantReport {
+        TenantReport {
+            name: name.into(),
+            iops,
+            reads: iops as u64,
+            lat_us: LatencyUs { p99, ..LatencyUs::default() },
+            ..TenantReport::default()
+        }
+    }
+
+    /// A run of these tenants; the device did their sum.
+    pub fn report(tenants: Vec<TenantReport>) -> RunReport {
+        let mut r = RunReport { tenants, ..RunReport::default() };
+        r.device.iops = r.tenants.iter().map(|t| t.iops).sum();
+        r
+    }
+
+    /// `s`'s verdict on `r` with the default options, each tenant a QD1 reader.
+    pub fn judge(s: &dyn Planned, r: &RunReport, refs: &References) -> Verdict {
+        let tenants: Vec<_> = r.tenants.iter().map(|t| reader(&t.name, 100, 1)).collect();
+        s.judge(&BenchOptions::default(), &cal(), &tenants, r, refs)
+    }
+
+    /// No references.
+    pub const NO_REFS: References =
+        References { solo: None, capacity: None, baseline: None, paired: None, frontier: Vec::new() };
+}

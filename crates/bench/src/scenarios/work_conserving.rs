@@ -1,0 +1,150 @@
+//! `work-conserving`: a high-weight QD1 reader with think time beside a saturating low-weight
+//! reader. Each controller's point (QD1 p99 ÷ solo, share of the leftover capacity used) must lie
+//! on the device's own frontier ([`crate::frontier`]: the uncontrolled neighbour swept over queue
+//! depths 1..32) within [`frontier::ON_FRONTIER`], and no kernel peer may dominate it. The subjects
+//! are IOCost with p99 targets of 2× and 4× solo and the device-depth option; the kernel-faithful
+//! rows cannot hold the device's queue short enough to reach the frontier (issue 13) and are shown.
+
+use ioshare_core::NSEC_PER_USEC;
+use ioshare_engine::job::{JobSpec, Pattern, TenantSpec};
+use ioshare_engine::report::RunReport;
+
+use crate::calibrate::Calibration;
+use crate::controllers::ControllerKind;
+use crate::frontier::{self, Yardsticks};
+use crate::kernel::KernelSetup;
+use crate::options::BenchOptions;
+use crate::plan::{reader, Plan, Planned, References};
+use crate::scenario::Described;
+use crate::verdict::{RunEntry, Side, Verdict};
+
+/// The scenario.
+pub struct WorkConserving;
+
+/// The latency-sensitive tenant: QD1 random 4 KiB reads with 100 µs of think time.
+fn latency_sensitive(weight: u32) -> TenantSpec {
+    TenantSpec::new("qd1", weight, JobSpec::new(Pattern::RandRead, 4096, 1).think(100 * NSEC_PER_USEC))
+}
+
+impl Described for WorkConserving {
+    fn name(&self) -> &'static str {
+        "work-conserving"
+    }
+
+    fn description(&self) -> &'static str {
+        "high-weight QD1 reader with 100 us think time vs saturating low-weight reader -> each controller's \
+         (QD1 p99 / solo, leftover used) lies on the device's frontier (the uncontrolled neighbour at QD \
+         1..32) and no kernel peer dominates; IOCost with p99 targets of 2x and 4x solo, kernel-faithful \
+         and with the device-depth option (+qd, the subjects)"
+    }
+}
+
+impl Planned for WorkConserving {
+    fn plan(&self, opts: &BenchOptions, cal: &Calibration) -> Plan {
+        let (a, b) = opts.weights;
+        let share = |w: u32| ((cal.max_iops * w as f64 / (a + b) as f64) as u64).max(1);
+        let reference = [
+            ("solo".to_string(), vec![latency_sensitive(a)]),
+            ("capacity".to_string(), vec![reader("saturating", b, 32)]),
+        ]
+        .into_iter()
+        .chain(
+            frontier::DEPTHS
+                .iter()
+                .map(|&d| (frontier::sweep_name(d), vec![latency_sensitive(a), reader("saturating", b, d)])),
+        )
+        .collect();
+        Plan {
+            reference,
+            kernel: vec![KernelSetup::Bfq, KernelSetup::ReadIopsLimits(vec![share(a), share(b)]), KernelSetup::IoCost],
+            ..Plan::new(
+                vec![latency_sensitive(a), reader("saturating", b, 32)],
+                vec![
+                    ControllerKind::None,
+                    ControllerKind::IoCost,
+                    ControllerKind::IoCostP99(2),
+                    ControllerKind::IoCostP99(4),
+                    ControllerKind::IoCostP99Qd(2),
+                    ControllerKind::IoCostP99Qd(4),
+                ],
+                vec![ControllerKind::IoCostP99Qd(2), ControllerKind::IoCostP99Qd(4)],
+            )
+        }
+    }
+
+    fn judge(
+        &self,
+        _: &BenchOptions,
+        cal: &Calibration,
+        _: &[TenantSpec],
+        r: &RunReport,
+        refs: &References,
+    ) -> Verdict {
+        let solo_p99 = refs.solo.as_ref().map_or(f64::NAN, |s| s.p99);
+        let p = frontier::point(&r.controller, r, solo_p99, refs.capacity.unwrap_or(cal.max_iops));
+        let best = frontier::leftover_at(&refs.frontier, p.p99x);
+        let below = 1.0 - p.leftover / best;
+        Verdict {
+            pass: below <= frontier::ON_FRONTIER,
+            value: p.leftover,
+            summary: format!(
+                "leftover used {:.0}% at QD1 p99 {:.2}x solo; the frontier has {:.0}% there ({:+.0}%, >= -{:.0}%)",
+                p.leftover * 100.0,
+                p.p99x,
+                best * 100.0,
+                -below * 100.0,
+                frontier::ON_FRONTIER * 100.0
+            ),
+        }
+    }
+
+    /// Fails every ioshare run whose point a kernel peer dominates, and describes the sweep.
+    fn review(&self, runs: &mut [RunEntry], notes: &mut Vec<String>) {
+        let Some(yard) = Yardsticks::from_runs(runs) else { return };
+        let kernel: Vec<frontier::Point> =
+            runs.iter().filter(|r| r.side == Side::Kernel).map(|r| yard.point(r)).collect();
+        for entry in runs.iter_mut().filter(|r| r.side == Side::Ioshare) {
+            let p = yard.point(entry);
+            if let (Some(v), Some(k)) = (entry.verdict.as_mut(), kernel.iter().find(|k| frontier::dominates(k, &p))) {
+                v.pass = false;
+                v.summary.push_str(&format!(
+                    "; dominated by {} ({:.0}% at {:.2}x)",
+                    k.label,
+                    k.leftover * 100.0,
+                    k.p99x
+                ));
+            }
+        }
+        if !yard.sweep.is_empty() {
+            notes.push(yard.describe());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::fixtures::{judge, report, tenant, NO_REFS};
+    use ioshare_engine::report::LatencyUs;
+
+    #[test]
+    fn work_conservation_is_judged_against_the_frontier_at_its_latency() {
+        let solo = LatencyUs { p50: 50.0, p99: 100.0, ..LatencyUs::default() };
+        let frontier = vec![(1.0, 0.0), (2.0, 0.6), (4.0, 0.9)];
+        let refs = References { solo: Some(solo), capacity: Some(10_000.0), frontier, ..NO_REFS };
+        // QD1 p99 300 us = 3x solo, where the frontier has 75% of the 9000 IOPS left.
+        let on = report(vec![tenant("qd1", 1000.0, 300.0), tenant("sat", 6300.0, 900.0)]);
+        let v = judge(&WorkConserving, &on, &refs);
+        assert!(v.pass && (v.value - 0.7).abs() < 1e-9, "70% is within 10% of 75%: {v:?}");
+        let below = report(vec![tenant("qd1", 1000.0, 300.0), tenant("sat", 5800.0, 900.0)]);
+        assert!(!judge(&WorkConserving, &below, &refs).pass, "64% is 14% below the frontier");
+        let fast = report(vec![tenant("qd1", 1000.0, 110.0), tenant("sat", 600.0, 900.0)]);
+        assert!(judge(&WorkConserving, &fast, &refs).pass, "at 1.1x the frontier has only 6%");
+    }
+
+    #[test]
+    fn it_plans_six_controllers_two_references_and_the_sweep() {
+        let plan = WorkConserving.plan(&BenchOptions::default(), &crate::plan::fixtures::cal());
+        assert_eq!(plan.runs(None, false), 6 + 2 + frontier::DEPTHS.len());
+    }
+}
