@@ -50,9 +50,6 @@ pub struct MemoryLine {
     /// Seconds those rounds took.
     #[serde(default)]
     pub reclaim_seconds: f64,
-    /// Bytes they freed.
-    #[serde(default)]
-    pub reclaimed_bytes: u64,
 }
 
 /// The agent's memory guard and what it has done.
@@ -150,7 +147,6 @@ impl MemoryGuard {
                     pressure: None,
                     reclaims: before.map_or(0, |b| b.reclaims),
                     reclaim_seconds: before.map_or(0.0, |b| b.reclaim_seconds),
-                    reclaimed_bytes: before.map_or(0, |b| b.reclaimed_bytes),
                 }
             })
             .collect();
@@ -178,7 +174,6 @@ impl MemoryGuard {
                         line.last_reclaim = Some((freed, took.as_secs_f64() * 1e3));
                         line.reclaims += 1;
                         line.reclaim_seconds += took.as_secs_f64();
-                        line.reclaimed_bytes += freed;
                     }
                     Action::KernelKilled { count, .. } => line.kernel_kills += count,
                 }

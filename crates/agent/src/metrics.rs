@@ -15,14 +15,14 @@
 //!   `…_hweight_active_ratio`, `…_hweight_inuse_ratio`, `…_usage_ratio` (device time used last
 //!   period), `…_limit_iops{op}` and `…_limit_bytes_per_second{op}` (limits in force; no series when
 //!   none), `…_donating` and `…_waiting` (0/1: held at its limit), `…_debt_seconds`.
-//! - Memory-guarded cgroup: `ioshare_memory_priority`, `…_usage_bytes`, `…_limit_bytes`,
-//!   `…_watermark_bytes{level}`, `…_reclaims_total`, `…_reclaim_seconds_total`,
-//!   `…_reclaimed_bytes_total`, `…_oom_kills_total{killer="ioshare"|"kernel"}`,
+//! - Memory-guarded cgroup: `ioshare_memory_usage_bytes`, `…_limit_bytes`, `…_watermark_bytes{level}`,
+//!   `…_reclaims_total`, `…_reclaim_seconds_total`, `…_oom_kills_total{killer="ioshare"|"kernel"}`,
 //!   `…_pressure_ratio{kind="some"|"full"}` (PSI avg10, cgroup v2).
 //!
 //! Cgroup labels are always `cgroup` (path below the hierarchy's root), `namespace`, `pod` and
-//! `container` — the last three empty until a Kubernetes source names a cgroup's pod, so queries
-//! and dashboards keep working when they are filled. With the kernel backend the kernel plans: the
+//! `container` — the last three empty (so not written: to Prometheus an empty label is no label)
+//! until a Kubernetes source names a cgroup's pod; queries and dashboards keep working when they are
+//! filled. With the kernel backend the kernel plans: the
 //! planner's series (vrate, hweights, usage, donation, debt, latency) are left out.
 
 use std::fmt;
@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use ioshare_observe::endpoint::{family, Endpoint};
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, LabelSetEncoder};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabel, EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
@@ -104,10 +104,14 @@ impl<'a> CgroupLabels<'a> {
 }
 
 impl EncodeLabelSet for CgroupLabels<'_> {
+    /// Empty values are left out: to Prometheus an empty label is no label, and the bytes add up.
     fn encode(&self, encoder: &mut LabelSetEncoder) -> fmt::Result {
         let labels =
             [("cgroup", self.cgroup), ("namespace", self.namespace), ("pod", self.pod), ("container", self.container)];
-        labels.encode(encoder)
+        for label in labels.into_iter().filter(|(_, v)| !v.is_empty()) {
+            label.encode(encoder.encode_label())?;
+        }
+        Ok(())
     }
 }
 
@@ -183,7 +187,7 @@ fn encode_devices(enc: &mut DescriptorEncoder, devices: &[DeviceLine], planner: 
                 ("write", "rand", m.wrandiops),
             ]
             .map(|(op, pattern, v)| {
-                ([("device", d.device.as_str()), ("op", op), ("pattern", pattern)], gauge(v as f64))
+                ([("device", d.device.as_str()), ("op", op), ("pattern", pattern)], ConstGauge::new(v))
             })
         }),
     )?;
@@ -193,7 +197,7 @@ fn encode_devices(enc: &mut DescriptorEncoder, devices: &[DeviceLine], planner: 
         "The cost model's sequential bandwidth.",
         devices.iter().filter_map(|d| d.model.map(|m| (d, m))).flat_map(|(d, m)| {
             [("read", m.rbps), ("write", m.wbps)]
-                .map(|(op, v)| ([("device", d.device.as_str()), ("op", op)], gauge(v as f64)))
+                .map(|(op, v)| ([("device", d.device.as_str()), ("op", op)], ConstGauge::new(v)))
         }),
     )
 }
@@ -230,7 +234,7 @@ fn encode_groups(enc: &mut DescriptorEncoder, devices: &[DeviceLine], planner: b
             OPS.into_iter()
                 .enumerate()
                 .filter(move |&(i, _)| g.limits[first + i] != 0)
-                .map(move |(i, op)| ((l, [("op", op)]), gauge(g.limits[first + i] as f64)))
+                .map(move |(i, op)| ((l, [("op", op)]), ConstGauge::new(g.limits[first + i])))
         })
     };
     family(enc, "ioshare_cgroup_limit_iops", "IOs per second limit in force (no series: none).", limits(0))?;
@@ -271,25 +275,19 @@ fn io_labels<'a>(d: &'a DeviceLine, g: &'a GroupLine) -> IoLabels<'a> {
 
 fn encode_memory(enc: &mut DescriptorEncoder, memory: &[MemoryLine]) -> fmt::Result {
     let each = || memory.iter().map(|m| (CgroupLabels::of(&m.cgroup), m));
-    family(
-        enc,
-        "ioshare_memory_priority",
-        "Priority OOM rank, 0..=12 (the lowest is killed first).",
-        each().map(|(l, m)| (l, ConstGauge::new(i64::from(m.priority)))),
-    )?;
-    family(enc, "ioshare_memory_usage_bytes", "Memory in use.", each().map(|(l, m)| (l, gauge(m.usage as f64))))?;
+    family(enc, "ioshare_memory_usage_bytes", "Memory in use.", each().map(|(l, m)| (l, ConstGauge::new(m.usage))))?;
     family(
         enc,
         "ioshare_memory_limit_bytes",
         "Memory limit (no series: none).",
-        each().filter_map(|(l, m)| m.limit.map(|v| (l, gauge(v as f64)))),
+        each().filter_map(|(l, m)| m.limit.map(|v| (l, ConstGauge::new(v)))),
     )?;
     family(
         enc,
         "ioshare_memory_watermark_bytes",
         "Early-reclaim watermarks: reclaim starts above high and stops below low.",
         each().filter_map(|(l, m)| m.watermarks.map(|w| (l, w))).flat_map(|(l, (high, low))| {
-            [("high", high), ("low", low)].map(|(level, v)| ((l, [("level", level)]), gauge(v as f64)))
+            [("high", high), ("low", low)].map(|(level, v)| ((l, [("level", level)]), ConstGauge::new(v)))
         }),
     )?;
     family(
@@ -303,12 +301,6 @@ fn encode_memory(enc: &mut DescriptorEncoder, memory: &[MemoryLine]) -> fmt::Res
         "ioshare_memory_reclaim_seconds",
         "Time spent in background reclaim.",
         each().map(|(l, m)| (l, ConstCounter::new(m.reclaim_seconds))),
-    )?;
-    family(
-        enc,
-        "ioshare_memory_reclaimed_bytes",
-        "Memory freed by background reclaim.",
-        each().map(|(l, m)| (l, ConstCounter::new(m.reclaimed_bytes))),
     )?;
     family(
         enc,
@@ -364,7 +356,6 @@ mod tests {
             pressure: Some((2.5, 0.75)),
             reclaims: 3,
             reclaim_seconds: 0.5,
-            reclaimed_bytes: 36 << 20,
         }
     }
 
@@ -414,8 +405,8 @@ mod tests {
         Metrics::serve(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap()
     }
 
-    const WEB: &str = r#"cgroup="tenants/web",namespace="",pod="",container="""#;
-    const DB: &str = r#"cgroup="tenants/db",namespace="",pod="",container="""#;
+    const WEB: &str = r#"cgroup="tenants/web""#;
+    const DB: &str = r#"cgroup="tenants/db""#;
 
     #[test]
     fn every_series_of_the_status_is_exposed_in_base_units() {
@@ -430,25 +421,23 @@ mod tests {
             r#"ioshare_device_latency_seconds{device="loop3",op="read"} 0.00035"#.into(),
             r#"ioshare_device_latency_target_seconds{device="loop3",op="read"} 0.001"#.into(),
             r#"ioshare_device_missed_target_ratio{device="loop3",op="read"} 0.0125"#.into(),
-            r#"ioshare_device_model_iops{device="loop3",op="read",pattern="rand"} 8518.0"#.into(),
-            r#"ioshare_device_model_bytes_per_second{device="loop3",op="write"} 427891549.0"#.into(),
+            r#"ioshare_device_model_iops{device="loop3",op="read",pattern="rand"} 8518"#.into(),
+            r#"ioshare_device_model_bytes_per_second{device="loop3",op="write"} 427891549"#.into(),
             format!(r#"ioshare_cgroup_weight{{device="loop3",{WEB}}} 200"#),
             format!(r#"ioshare_cgroup_hweight_active_ratio{{device="loop3",{WEB}}} 0.5"#),
             format!(r#"ioshare_cgroup_hweight_inuse_ratio{{device="loop3",{WEB}}} 0.25"#),
             format!(r#"ioshare_cgroup_usage_ratio{{device="loop3",{WEB}}} 0.125"#),
-            format!(r#"ioshare_cgroup_limit_iops{{device="loop3",{WEB},op="read"}} 30000.0"#),
-            format!(r#"ioshare_cgroup_limit_bytes_per_second{{device="loop3",{DB},op="write"}} 409600.0"#),
+            format!(r#"ioshare_cgroup_limit_iops{{device="loop3",{WEB},op="read"}} 30000"#),
+            format!(r#"ioshare_cgroup_limit_bytes_per_second{{device="loop3",{DB},op="write"}} 409600"#),
             format!(r#"ioshare_cgroup_donating{{device="loop3",{WEB}}} 1"#),
             format!(r#"ioshare_cgroup_donating{{device="loop3",{DB}}} 0"#),
             format!(r#"ioshare_cgroup_waiting{{device="loop3",{DB}}} 1"#),
             format!(r#"ioshare_cgroup_debt_seconds{{device="loop3",{WEB}}} 0.0015"#),
-            format!(r#"ioshare_memory_priority{{{WEB}}} 2"#),
-            format!(r#"ioshare_memory_usage_bytes{{{WEB}}} 314572800.0"#),
-            format!(r#"ioshare_memory_limit_bytes{{{WEB}}} 536870912.0"#),
-            format!(r#"ioshare_memory_watermark_bytes{{{WEB},level="low"}} 416284672.0"#),
+            format!(r#"ioshare_memory_usage_bytes{{{WEB}}} 314572800"#),
+            format!(r#"ioshare_memory_limit_bytes{{{WEB}}} 536870912"#),
+            format!(r#"ioshare_memory_watermark_bytes{{{WEB},level="low"}} 416284672"#),
             format!(r#"ioshare_memory_reclaims_total{{{WEB}}} 3"#),
             format!(r#"ioshare_memory_reclaim_seconds_total{{{WEB}}} 0.5"#),
-            format!(r#"ioshare_memory_reclaimed_bytes_total{{{WEB}}} 37748736"#),
             format!(r#"ioshare_memory_oom_kills_total{{{WEB},killer="ioshare"}} 1"#),
             format!(r#"ioshare_memory_oom_kills_total{{{WEB},killer="kernel"}} 2"#),
             format!(r#"ioshare_memory_pressure_ratio{{{WEB},kind="some"}} 0.025"#),

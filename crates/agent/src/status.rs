@@ -240,7 +240,6 @@ mod tests {
                 pressure: Some((2.5, 0.75)),
                 reclaims: 3,
                 reclaim_seconds: 0.0105,
-                reclaimed_bytes: 36 << 20,
             }],
             shares: None,
         };

@@ -49,8 +49,9 @@ impl Endpoint {
         let thread = std::thread::Builder::new()
             .name("metrics".into())
             .spawn(move || {
+                let mut size = 0;
                 for request in serving.incoming_requests() {
-                    answer(request, &registry, &not_found);
+                    answer(request, &registry, &not_found, &mut size);
                 }
             })
             .map_err(listen_error)?;
@@ -82,21 +83,27 @@ impl Drop for Endpoint {
     }
 }
 
-/// Answers one request: the registry's exposition for `GET /metrics`, 404 for anything else.
-fn answer(request: Request, registry: &Registry, not_found: &str) {
+/// Answers one request: the registry's exposition for `GET /metrics` (`size`: the last one's
+/// length), 404 for anything else.
+fn answer(request: Request, registry: &Registry, not_found: &str, size: &mut usize) {
     let url = request.url();
     let metrics = *request.method() == Method::Get && (url == "/metrics" || url.starts_with("/metrics?"));
-    let response = if metrics {
-        let mut body = String::new();
-        match encode(&mut body, registry) {
-            Ok(()) => Response::from_string(body)
-                .with_header(Header::from_bytes("Content-Type", CONTENT_TYPE).expect("a valid header")),
-            Err(_) => Response::from_string("encoding the metrics failed\n").with_status_code(500),
-        }
-    } else {
-        Response::from_string(not_found).with_status_code(404)
-    };
-    let _ = request.respond(response); // the scraper went away: nothing to do
+    // A failed respond is a scraper that went away: nothing to do.
+    if !metrics {
+        let _ = request.respond(Response::from_string(not_found).with_status_code(404));
+        return;
+    }
+    // Room for the last exposition and a little more: no copying while the body grows.
+    let mut body = String::with_capacity(*size + *size / 8);
+    if encode(&mut body, registry).is_err() {
+        let _ = request.respond(Response::from_string("encoding the metrics failed\n").with_status_code(500));
+        return;
+    }
+    *size = body.len();
+    // The length is known: always send it (tiny_http would switch to chunked above 32 KiB).
+    let content_type = Header::from_bytes("Content-Type", CONTENT_TYPE).expect("a valid header");
+    let response = Response::from_string(body).with_header(content_type).with_chunked_threshold(usize::MAX);
+    let _ = request.respond(response);
 }
 
 /// Writes one metric family: its HELP and TYPE lines, then one sample (or histogram) per
