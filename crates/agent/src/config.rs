@@ -16,12 +16,16 @@
 //! memory = { priority = 8, wmark_ratio = 80, wmark_scale_factor = 50, limit = "2G" }   # optional
 //!                                  # also oom_group = true (kill the group whole), oom_pressure = 10
 //!                                  # (cgroup v2: % of PSI memory full that triggers priority OOM)
+//!
+//! [metrics]                        # optional: serve Prometheus metrics ([`crate::metrics`])
+//! listen = "127.0.0.1:9436"        # HOST:PORT, or a bare PORT (127.0.0.1); no section: no endpoint
 //! ```
 //!
 //! Every error is one line, `FILE:LINE: key: what is wrong`: TOML syntax and unknown keys from the
 //! parser's span, values from the span of the value (each field is `toml::Spanned`). Devices with
 //! `model = "profile"` are measured last, once everything else in the file is known to be valid.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -74,6 +78,8 @@ pub struct Config {
     pub groups: Vec<GroupConfig>,
     /// Memory guard: log OOM decisions, kill and reclaim nothing (`ioshare agent run --dry-run`).
     pub memory_dry_run: bool,
+    /// Where to serve Prometheus metrics (`None`: nowhere).
+    pub metrics: Option<SocketAddr>,
 }
 
 #[derive(Deserialize)]
@@ -84,6 +90,13 @@ struct RawConfig {
     devices: Vec<Spanned<RawDevice>>,
     #[serde(default)]
     groups: Vec<Spanned<RawGroup>>,
+    metrics: Option<RawMetrics>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMetrics {
+    listen: Spanned<String>,
 }
 
 #[derive(Deserialize)]
@@ -225,10 +238,23 @@ impl Config {
             };
             groups.push(GroupConfig { cgroup, weight, limits, memory });
         }
+        let metrics = match &raw.metrics {
+            Some(m) => Some(ioshare_observe::endpoint::parse_addr(m.listen.get_ref()).ok_or_else(|| {
+                err(
+                    m.listen.span().start,
+                    "listen",
+                    format!(
+                        "'{}': give PORT (127.0.0.1 only) or IP:PORT, like 9436 or 127.0.0.1:9436",
+                        m.listen.get_ref()
+                    ),
+                )
+            })?),
+            None => None,
+        };
         for (i, offset) in to_measure {
             devices[i].model = measurer.measure(&devices[i].device).map_err(|m| err(offset, "model", m))?;
         }
-        Ok(Config { period: Duration::from_millis(period_ms), devices, groups, memory_dry_run: false })
+        Ok(Config { period: Duration::from_millis(period_ms), devices, groups, memory_dry_run: false, metrics })
     }
 }
 
@@ -307,6 +333,18 @@ mod tests {
         assert_eq!(c.devices[0].qos.unwrap().rlat_us, 5000);
         assert_eq!((c.groups[0].weight, c.groups[1].weight), (300, WEIGHT_DEFAULT));
         assert!(c.groups[0].limits.is_limited() && !c.groups[1].limits.is_limited());
+        assert_eq!(c.metrics, None, "no [metrics] section: no endpoint");
+    }
+
+    #[test]
+    fn metrics_listen_on_localhost_unless_an_address_is_spelled_out() {
+        let with = |listen: &str| parse(&format!("{}[metrics]\nlisten = \"{listen}\"\n", good()));
+        assert_eq!(with("9436").unwrap().metrics, Some(SocketAddr::from(([127, 0, 0, 1], 9436))));
+        assert_eq!(with("0.0.0.0:9436").unwrap().metrics, Some(SocketAddr::from(([0, 0, 0, 0], 9436))));
+        let e = with("localhost:9436").unwrap_err().to_string();
+        assert!(e.starts_with("agent.toml:13: listen: 'localhost:9436': give PORT"), "{e}");
+        let e = parse(&format!("{}[metrics]\nport = 1\n", good())).unwrap_err().to_string();
+        assert!(e.starts_with("agent.toml:13: port: unknown field `port`"), "{e}");
     }
 
     #[test]

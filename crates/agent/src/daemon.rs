@@ -12,8 +12,10 @@
 //! - Kernel backend: the root's `io.cost.model`/`io.cost.qos` per device at start, `io.weight` and
 //!   `io.max` (fixed caps) per cgroup as it is found; the kernel does the rest.
 //! - Userspace backend: every period each device's [`DeviceLoop`] plans and writes limits.
-//! - Stop (a signal sets the flag [`run`](Agent::run) watches, or [`Agent::stop`]): every recorded
-//!   change is reverted, the state and status files removed.
+//! - Every period the status is written to the status file and, with a `[metrics]` section, handed
+//!   to the `/metrics` endpoint ([`Metrics`]), bound before anything is written to the host.
+//! - Stop (a signal sets the flag [`run`](Agent::run) watches, or [`Agent::stop`]): the endpoint
+//!   closed, every recorded change reverted, the state and status files removed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -32,6 +34,7 @@ use crate::error::Result;
 use crate::hierarchy::{Hierarchy, Throttle};
 use crate::limits::throttle_for;
 use crate::memory::MemoryGuard;
+use crate::metrics::Metrics;
 use crate::share::watch::{PlannerActivity, ShareWatch};
 use crate::status::{DeviceLine, GroupLine, Status};
 use crate::userspace::DeviceLoop;
@@ -63,6 +66,8 @@ pub struct Agent {
     shares: ShareWatch,
     /// The registration of the cgroups it controls, held while it runs.
     _claim: Claim,
+    /// The `/metrics` endpoint, when the configuration asks for it.
+    metrics: Option<Metrics>,
 }
 
 impl Agent {
@@ -82,6 +87,7 @@ impl Agent {
         state_dir: &Path,
         sys_block: &Path,
     ) -> Result<(Agent, Option<Reverted>)> {
+        let metrics = config.metrics.map(Metrics::serve).transpose()?;
         let mut roots = vec![hierarchy.root.clone()];
         roots.extend(MemoryGuard::hierarchy().map(|(root, _)| root).filter(|r| *r != hierarchy.root));
         let claim = Claim::register(&config, &hierarchy, state_dir)?;
@@ -102,6 +108,7 @@ impl Agent {
             memory: None,
             shares: ShareWatch::default(),
             _claim: claim,
+            metrics,
         };
         let started = MemoryGuard::start(&agent.config, &mut agent.recorder).map(|m| agent.memory = m);
         match started.and_then(|()| agent.apply_initial()) {
@@ -235,6 +242,8 @@ impl Agent {
                     busy_level: 0,
                     lat_us: [0.0; 2],
                     target_us: d.qos.map_or([0, 0], |q| [q.rlat_us, q.wlat_us]),
+                    missed_ppm: [0, 0],
+                    model: Some(d.model),
                     groups: self
                         .applied
                         .iter()
@@ -249,6 +258,7 @@ impl Agent {
                                 usage_share: 0.0,
                                 limits: caps.as_array(),
                                 state: "kernel".into(),
+                                debt_us: 0,
                             }
                         })
                         .collect(),
@@ -268,7 +278,17 @@ impl Agent {
     }
 
     fn write_status(&self) -> Result<()> {
-        self.status().write(&self.state_dir)
+        let status = self.status();
+        status.write(&self.state_dir)?;
+        if let Some(m) = &self.metrics {
+            m.publish(status);
+        }
+        Ok(())
+    }
+
+    /// Where the `/metrics` endpoint listens, if there is one.
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics.as_ref().map(Metrics::addr)
     }
 
     /// Runs until `stop` is set, then reverts everything it wrote.
@@ -303,6 +323,7 @@ impl Agent {
 
     /// Reverts everything written and removes the state and status files.
     pub fn stop(mut self) -> Result<Reverted> {
+        drop(self.metrics.take());
         crate::status::Status::remove(&self.state_dir);
         if let Some(m) = self.memory.take() {
             m.stop()?;

@@ -36,6 +36,9 @@ pub enum Error {
     /// The memory guard could not start or act.
     #[error("memory guard: {0}")]
     Memory(String),
+    /// The metrics endpoint could not start.
+    #[error("metrics endpoint: {0}")]
+    Metrics(ioshare_observe::Error),
     /// A host operation failed.
     #[error(transparent)]
     Host(#[from] ioshare_host::Error),

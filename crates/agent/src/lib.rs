@@ -14,6 +14,7 @@
 //! Agent::start(config, choice, state_dir) -> (Agent, Option<Reverted>)   // reverts a killed agent's
 //!     .discover()  .period()  .status()         // state first; applies all or nothing; refused while
 //!                                               // another agent controls a cgroup it matches (claim)
+//!     .metrics_addr()                           // [metrics] listen: /metrics from each period's Status
 //!     .run(&AtomicBool) -> Reverted             // until the flag is set; then reverts everything
 //!     .stop() -> Reverted
 //! stop_on_signals() -> &'static AtomicBool      // SIGTERM / SIGINT
@@ -47,6 +48,7 @@ pub mod io_mix;
 pub mod latency;
 pub mod limits;
 pub mod memory;
+pub mod metrics;
 pub mod profile;
 pub mod rules;
 pub mod share;

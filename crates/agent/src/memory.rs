@@ -44,6 +44,12 @@ pub struct MemoryLine {
     /// PSI memory pressure, `some` and `full` avg10 percent (cgroup v2; `None` on v1).
     #[serde(default)]
     pub pressure: Option<(f64, f64)>,
+    /// Background reclaim rounds since the agent started guarding it.
+    #[serde(default)]
+    pub reclaims: u64,
+    /// Seconds those rounds took.
+    #[serde(default)]
+    pub reclaim_seconds: f64,
 }
 
 /// The agent's memory guard and what it has done.
@@ -123,18 +129,25 @@ impl MemoryGuard {
             recorder.note(&c.file, &c.previous, &c.new)?;
         }
         self.guard = Some(guard);
+        // A cgroup still guarded keeps its counts (they only ever grow, as Prometheus counters must).
+        let old = std::mem::take(&mut self.lines);
         self.lines = found
             .iter()
-            .map(|(rel, s)| MemoryLine {
-                cgroup: rel.clone(),
-                priority: s.priority,
-                usage: 0,
-                limit: None,
-                watermarks: None,
-                last_reclaim: None,
-                oom_kills: 0,
-                kernel_kills: 0,
-                pressure: None,
+            .map(|(rel, s)| {
+                let before = old.iter().find(|l| l.cgroup == *rel);
+                MemoryLine {
+                    cgroup: rel.clone(),
+                    priority: s.priority,
+                    usage: 0,
+                    limit: None,
+                    watermarks: None,
+                    last_reclaim: before.and_then(|b| b.last_reclaim),
+                    oom_kills: before.map_or(0, |b| b.oom_kills),
+                    kernel_kills: before.map_or(0, |b| b.kernel_kills),
+                    pressure: None,
+                    reclaims: before.map_or(0, |b| b.reclaims),
+                    reclaim_seconds: before.map_or(0.0, |b| b.reclaim_seconds),
+                }
             })
             .collect();
         self.groups = found;
@@ -157,7 +170,10 @@ impl MemoryGuard {
                 match &a {
                     Action::Killed { .. } => line.oom_kills += u64::from(!self.dry_run),
                     Action::Reclaimed { from, to, took, .. } => {
-                        line.last_reclaim = Some((from.saturating_sub(*to), took.as_secs_f64() * 1e3))
+                        let freed = from.saturating_sub(*to);
+                        line.last_reclaim = Some((freed, took.as_secs_f64() * 1e3));
+                        line.reclaims += 1;
+                        line.reclaim_seconds += took.as_secs_f64();
                     }
                     Action::KernelKilled { count, .. } => line.kernel_kills += count,
                 }

@@ -28,6 +28,9 @@ pub struct GroupLine {
     pub limits: [u64; 4],
     /// idle, alone, donating, limited, running; `kernel` when the kernel decides.
     pub state: String,
+    /// Device time used beyond its budget still to pay back, µs (userspace backend).
+    #[serde(default)]
+    pub debt_us: u64,
 }
 
 /// One device.
@@ -45,6 +48,12 @@ pub struct DeviceLine {
     pub lat_us: [f64; 2],
     /// Targets, µs (0 = none).
     pub target_us: [u64; 2],
+    /// Completions later than the target last period, parts per million, [read, write].
+    #[serde(default)]
+    pub missed_ppm: [u32; 2],
+    /// The cost model in force.
+    #[serde(default)]
+    pub model: Option<ioshare_core::ModelParams>,
     /// Its cgroups.
     pub groups: Vec<GroupLine>,
 }
@@ -206,6 +215,8 @@ mod tests {
                 busy_level: -2,
                 lat_us: [350.0, 0.0],
                 target_us: [1000, 0],
+                missed_ppm: [12_000, 0],
+                model: Some(ioshare_core::ModelParams::SSD_DFL),
                 groups: vec![GroupLine {
                     cgroup: "tenants/web".into(),
                     weight: 200,
@@ -214,6 +225,7 @@ mod tests {
                     usage_share: 0.6,
                     limits: [30000, 100, 122880000, 409600],
                     state: "limited".into(),
+                    debt_us: 1500,
                 }],
             }],
             memory: vec![crate::memory::MemoryLine {
@@ -226,6 +238,8 @@ mod tests {
                 oom_kills: 1,
                 kernel_kills: 0,
                 pressure: Some((2.5, 0.75)),
+                reclaims: 3,
+                reclaim_seconds: 0.0105,
             }],
             shares: None,
         };

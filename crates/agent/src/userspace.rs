@@ -377,6 +377,7 @@ impl DeviceLoop {
                     usage_share,
                     limits: t.throttle.as_array(),
                     state: state.into(),
+                    debt_us: g.debt_us,
                 }
             })
             .collect();
@@ -392,6 +393,8 @@ impl DeviceLoop {
             } else {
                 [self.qos.rlat_us, self.qos.wlat_us]
             },
+            missed_ppm: stats.device.missed_ppm,
+            model: Some(self.cfg.model),
             groups,
         }
     }

@@ -48,6 +48,7 @@ fn memory_rules(test: &str) {
         devices: vec![],
         groups: vec![GroupConfig { cgroup: pattern, weight: 100, limits: Limits::default(), memory: Some(settings) }],
         memory_dry_run: false,
+        metrics: None,
     };
     let state = tempfile::tempdir().unwrap();
     let roots = vec![root.clone()];

@@ -370,6 +370,7 @@ impl Peers {
             devices: vec![DeviceConfig { device, model, qos: Some(qos) }],
             groups,
             memory_dry_run: false,
+            metrics: None,
         };
         let (agent, _) =
             ioshare_agent::Agent::start(config, backend, state).map_err(|e| peer_error("starting the agent", e))?;

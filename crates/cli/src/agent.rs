@@ -127,6 +127,9 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
                 agent.hierarchy().root.display(),
                 state_dir.display()
             );
+            if let Some(addr) = agent.metrics_addr() {
+                eprintln!("ioshare agent: serving Prometheus metrics at http://{addr}/metrics");
+            }
             let reverted = agent.run(stop).context("agent stopped")?;
             eprintln!("ioshare agent: stopped; restored {} setting(s)", reverted.restored);
             for (c, now) in reverted.changed_by_others {

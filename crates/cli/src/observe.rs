@@ -90,7 +90,7 @@ pub fn run(args: Args) -> anyhow::Result<Found> {
     };
     let prom_addr = match &args.prometheus {
         None => None,
-        Some(spec) => Some(prometheus::parse_addr(spec).with_context(|| {
+        Some(spec) => Some(ioshare_observe::endpoint::parse_addr(spec).with_context(|| {
             format!("--prometheus '{spec}': give PORT (127.0.0.1 only) or HOST:PORT, like 9435 or 127.0.0.1:9435")
         })?),
     };
@@ -101,11 +101,6 @@ pub fn run(args: Args) -> anyhow::Result<Found> {
     if args.cost {
         observer.measure_cost()?;
     }
-    let shared: prometheus::Shared = Arc::new(Mutex::new(String::new()));
-    if let Some(addr) = prom_addr {
-        let bound = prometheus::serve(addr, shared.clone())?;
-        eprintln!("ioshare observe: serving Prometheus metrics at http://{bound}/metrics");
-    }
 
     let tty = std::io::stdout().is_terminal() && !args.json;
     let stop = interrupt::stop_flag();
@@ -113,6 +108,15 @@ pub fn run(args: Args) -> anyhow::Result<Found> {
     let mut columns: Vec<Vec<Column>> = vec![Vec::new(); series.len()];
     let started = Instant::now();
     let mut previous = observer.snapshot()?;
+    let shared: prometheus::Shared = Arc::new(Mutex::new(previous.filtered(args.cgroup.as_deref())));
+    let _endpoint = match prom_addr {
+        Some(addr) => {
+            let endpoint = prometheus::serve(addr, shared.clone())?;
+            eprintln!("ioshare observe: serving Prometheus metrics at http://{}/metrics", endpoint.addr());
+            Some(endpoint)
+        }
+        None => None,
+    };
     let mut out = std::io::stdout().lock();
     loop {
         let elapsed = started.elapsed().as_secs_f64();
@@ -121,9 +125,8 @@ pub fn run(args: Args) -> anyhow::Result<Found> {
         sleep_until(started + Duration::from_secs_f64(end), stop);
         let current = observer.snapshot()?;
         let seconds = current.elapsed_s - previous.elapsed_s;
-        let cumulative = current.filtered(args.cgroup.as_deref());
         *shared.lock().expect("the Prometheus thread never panics while holding the lock") =
-            prometheus::render(&cumulative);
+            current.filtered(args.cgroup.as_deref());
         let delta = current.since(&previous).filtered(args.cgroup.as_deref());
         let t = started.elapsed().as_secs_f64();
         for (cols, (_, _, _, take)) in columns.iter_mut().zip(&series) {

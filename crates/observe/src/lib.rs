@@ -19,9 +19,11 @@
 //! Entry { device, device_name, cgroup_id, cgroup, op, stages[Q,I,D,C]: StageStats, latencies[QC,ID,DC] }
 //! Histogram { buckets, sum }, .quantile(kind, q), Kind::{Size, Seek, Latency}.upper_bound(k)/.bucket(v)
 //! resolve_device("/dev/loop0" | "loop0" | "7:0") -> Option<(major, minor)>; disk_of(path) -> its disk
-//! prometheus::render(&Snapshot) -> String; prometheus::serve(addr, shared snapshot)
+//! prometheus::render(&Snapshot) -> String; prometheus::serve(addr, Shared snapshot) -> Endpoint
+//! endpoint::Endpoint::serve(addr, Registry, program)   // GET /metrics; stops on drop; endpoint::family
 //! ```
 
+pub mod endpoint;
 mod error;
 pub mod heatmap;
 mod histogram;

@@ -1,6 +1,7 @@
 //! Prometheus text exposition of a cumulative [`Snapshot`], in the shape cloudflare's ebpf_exporter
 //! gives its block-IO histograms (cumulative `le` buckets from the kernel's log2 buckets, `_sum`,
-//! `_count`), so existing Grafana heatmap panels work; and a minimal HTTP endpoint serving it.
+//! `_count`), so existing Grafana heatmap panels work; encoded by prometheus-client (bucket bounds
+//! written as Go's clients write them, `le="1e-06"`) and served by [`crate::endpoint`].
 //!
 //! Metrics (labels `device`, `cgroup`, `stage`, `op`):
 //! - `ioshare_bio_requests_total`, `ioshare_bio_bytes_total` — counters per stage Q, I, D, C;
@@ -11,162 +12,158 @@
 //! - `ioshare_observe_program_runs_total`, `…_run_time_seconds_total` — the observer's own cost, when
 //!   measured (like ebpf_exporter's `ebpf_program_run_*`).
 //!
-//! The endpoint is pull-based like ebpf_exporter's, but serves the snapshot the caller last stored
+//! The endpoint is pull-based like ebpf_exporter's, but encodes the snapshot the caller last stored
 //! (the observer is read once per interval, not per scrape), so a scrape is at most one interval old.
 
-use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::fmt;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use crate::error::{Error, Result};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder, NoLabelSet};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::{MetricType, TypedMetric};
+use prometheus_client::registry::Registry;
+
+use crate::endpoint::{family, Endpoint};
+use crate::error::Result;
 use crate::histogram::{Histogram, Kind};
 use crate::snapshot::{Entry, Latency, Snapshot, Stage};
+
+/// The cumulative snapshot served, replaced by the caller after each reading.
+pub type Shared = Arc<Mutex<Snapshot>>;
 
 /// Renders `snapshot` (cumulative) as Prometheus text exposition format 0.0.4.
 pub fn render(snapshot: &Snapshot) -> String {
     let mut out = String::new();
-    let stages = |f: &dyn Fn(&mut String, &Entry, Stage)| {
-        let mut s = String::new();
-        for e in &snapshot.entries {
-            for stage in Stage::ALL {
-                f(&mut s, e, stage);
-            }
-        }
-        s
-    };
-    header(
-        &mut out,
-        "ioshare_bio_requests_total",
-        "counter",
-        "IOs seen at each block-layer stage (Q bios, I/D/C requests).",
-    );
-    out += &stages(&|s, e, st| counter(s, "ioshare_bio_requests_total", e, st.label(), e.stage(st).ios));
-    header(&mut out, "ioshare_bio_bytes_total", "counter", "Bytes of the IOs seen at each stage.");
-    out += &stages(&|s, e, st| counter(s, "ioshare_bio_bytes_total", e, st.label(), e.stage(st).bytes));
-    header(&mut out, "ioshare_bio_size_bytes", "histogram", "IO size at each stage.");
-    out += &stages(&|s, e, st| histogram(s, "ioshare_bio_size_bytes", e, st.label(), &e.stage(st).size, Kind::Size));
-    header(
-        &mut out,
-        "ioshare_bio_seek_sectors",
-        "histogram",
-        "Distance in 512-byte sectors from the end of the cgroup's previous IO at the same stage (0 = sequential).",
-    );
-    out += &stages(&|s, e, st| histogram(s, "ioshare_bio_seek_sectors", e, st.label(), &e.stage(st).seek, Kind::Seek));
-    header(
-        &mut out,
-        "ioshare_bio_latency_seconds",
-        "histogram",
-        "Latency from bio queued to completion (Q2C), in the scheduler (I2D), in the device (D2C).",
-    );
-    for e in &snapshot.entries {
-        for lat in Latency::ALL {
-            histogram(&mut out, "ioshare_bio_latency_seconds", e, lat.label(), e.latency(lat), Kind::Latency);
-        }
-    }
-    header(&mut out, "ioshare_observe_events_total", "counter", "IOs the observer could not count or time fully.");
-    let c = &snapshot.counters;
-    for (reason, n) in [
-        ("dropped_stats_full", c.dropped_stats_full),
-        ("missing_queue_time", c.missing_queue_time),
-        ("missing_issue_time", c.missing_issue_time),
-    ] {
-        let _ = writeln!(out, "ioshare_observe_events_total{{reason=\"{reason}\"}} {n}");
-    }
-    if let Some(cost) = snapshot.cost {
-        header(&mut out, "ioshare_observe_program_runs_total", "counter", "Runs of the observer's BPF programs.");
-        for stage in Stage::ALL {
-            let n = cost.program(stage).runs;
-            let _ = writeln!(out, "ioshare_observe_program_runs_total{{stage=\"{}\"}} {n}", stage.label());
-        }
-        header(&mut out, "ioshare_observe_program_run_time_seconds_total", "counter", "CPU time of those runs.");
-        for stage in Stage::ALL {
-            let s = cost.program(stage).run_time_ns as f64 * 1e-9;
-            let _ = writeln!(out, "ioshare_observe_program_run_time_seconds_total{{stage=\"{}\"}} {s}", stage.label());
-        }
-    }
+    prometheus_client::encoding::prometheus_text::encode(&mut out, &registry(Arc::new(Mutex::new(snapshot.clone()))))
+        .expect("writing to a String cannot fail");
     out
 }
 
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+/// Starts serving `GET /metrics` on `addr` from `shared` (encoded at each scrape) until the
+/// [`Endpoint`] is dropped.
+pub fn serve(addr: SocketAddr, shared: Shared) -> Result<Endpoint> {
+    Endpoint::serve(addr, registry(shared), "ioshare observe")
 }
 
-fn labels(e: &Entry, stage: &str) -> String {
-    format!(
-        "device=\"{}\",cgroup=\"{}\",stage=\"{stage}\",op=\"{}\"",
-        escape(&e.device_name),
-        escape(&e.cgroup),
-        e.op.label()
-    )
+fn registry(shared: Shared) -> Registry {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(SnapshotCollector(shared)));
+    registry
 }
 
-fn escape(value: &str) -> String {
-    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
-}
+/// observe's metrics over the shared snapshot.
+#[derive(Debug)]
+struct SnapshotCollector(Shared);
 
-fn counter(out: &mut String, name: &str, e: &Entry, stage: &str, value: u64) {
-    let _ = writeln!(out, "{name}{{{}}} {value}", labels(e, stage));
-}
-
-fn histogram(out: &mut String, name: &str, e: &Entry, stage: &str, h: &Histogram, kind: Kind) {
-    let labels = labels(e, stage);
-    let mut cumulative = 0;
-    for (k, n) in h.buckets.iter().enumerate() {
-        cumulative += n;
-        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{}\"}} {cumulative}", kind.upper_bound(k));
-    }
-    let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {cumulative}");
-    let sum = if kind == Kind::Latency { h.sum as f64 * 1e-9 } else { h.sum as f64 };
-    let _ = writeln!(out, "{name}_sum{{{labels}}} {sum}\n{name}_count{{{labels}}} {cumulative}");
-}
-
-/// The exposition currently served, replaced by the caller after each reading.
-pub type Shared = Arc<Mutex<String>>;
-
-/// Parses `--prometheus`: `HOST:PORT`, or just `PORT` (then bound to 127.0.0.1, localhost only).
-pub fn parse_addr(spec: &str) -> Option<SocketAddr> {
-    match spec.parse::<u16>() {
-        Ok(port) => Some(SocketAddr::from(([127, 0, 0, 1], port))),
-        Err(_) => spec.parse().ok(),
+impl Collector for SnapshotCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        let snapshot = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        encode(&mut enc, &snapshot)
     }
 }
 
-/// Starts serving `GET /metrics` on `addr` from a background thread; returns the bound address (the
-/// real port when 0 was asked for).
-pub fn serve(addr: SocketAddr, shared: Shared) -> Result<SocketAddr> {
-    let listener = TcpListener::bind(addr).map_err(|source| Error::Listen { addr: addr.to_string(), source })?;
-    let bound = listener.local_addr().map_err(|source| Error::Listen { addr: addr.to_string(), source })?;
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let mut reader = BufReader::new(&stream);
-            let mut request = String::new();
-            if reader.read_line(&mut request).is_err() {
-                continue;
-            }
-            // Skip the request headers up to the blank line.
-            let mut line = String::new();
-            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-                line.clear();
-            }
-            let path = request.split(' ').nth(1).unwrap_or("");
-            let (status, body) = if path == "/metrics" || path.starts_with("/metrics?") {
-                ("200 OK", shared.lock().map(|s| s.clone()).unwrap_or_default())
-            } else {
-                ("404 Not Found", "ioshare observe serves /metrics\n".to_string())
-            };
-            let _ = write!(
-                &stream,
-                "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    Ok(bound)
+/// A histogram of log2 buckets as its exposition: cumulative `le` buckets, `_sum`, `_count`.
+struct Buckets<'a>(&'a Histogram, Kind);
+
+impl TypedMetric for Buckets<'_> {
+    const TYPE: MetricType = MetricType::Histogram;
+}
+
+impl EncodeMetric for Buckets<'_> {
+    fn encode(&self, mut encoder: MetricEncoder) -> fmt::Result {
+        let Buckets(h, kind) = *self;
+        let buckets: Vec<(f64, u64)> = h.buckets.iter().enumerate().map(|(k, &n)| (kind.upper_bound(k), n)).collect();
+        let sum = if kind == Kind::Latency { h.sum as f64 * 1e-9 } else { h.sum as f64 };
+        encoder.encode_histogram::<NoLabelSet>(sum, h.count(), &buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+fn encode(enc: &mut DescriptorEncoder, snapshot: &Snapshot) -> fmt::Result {
+    let per_stage = |f: fn(&Entry, Stage) -> u64| {
+        snapshot
+            .entries
+            .iter()
+            .flat_map(move |e| Stage::ALL.map(|st| (labels(e, st.label()), ConstCounter::new(f(e, st)))))
+    };
+    family(
+        enc,
+        "ioshare_bio_requests",
+        "IOs seen at each block-layer stage (Q bios, I/D/C requests).",
+        per_stage(|e, st| e.stage(st).ios),
+    )?;
+    family(enc, "ioshare_bio_bytes", "Bytes of the IOs seen at each stage.", per_stage(|e, st| e.stage(st).bytes))?;
+    let stage_histograms = |of: fn(&Entry, Stage) -> &Histogram, kind: Kind| {
+        snapshot
+            .entries
+            .iter()
+            .flat_map(move |e| Stage::ALL.map(|st| (labels(e, st.label()), Buckets(of(e, st), kind))))
+    };
+    family(
+        enc,
+        "ioshare_bio_size_bytes",
+        "IO size at each stage.",
+        stage_histograms(|e, st| &e.stage(st).size, Kind::Size),
+    )?;
+    family(
+        enc,
+        "ioshare_bio_seek_sectors",
+        "Distance in 512-byte sectors from the end of the cgroup's previous IO at the same stage (0 = sequential).",
+        stage_histograms(|e, st| &e.stage(st).seek, Kind::Seek),
+    )?;
+    family(
+        enc,
+        "ioshare_bio_latency_seconds",
+        "Latency from bio queued to completion (Q2C), in the scheduler (I2D), in the device (D2C).",
+        snapshot
+            .entries
+            .iter()
+            .flat_map(|e| Latency::ALL.map(|lat| (labels(e, lat.label()), Buckets(e.latency(lat), Kind::Latency)))),
+    )?;
+    let c = &snapshot.counters;
+    family(
+        enc,
+        "ioshare_observe_events",
+        "IOs the observer could not count or time fully.",
+        [
+            ("dropped_stats_full", c.dropped_stats_full),
+            ("missing_queue_time", c.missing_queue_time),
+            ("missing_issue_time", c.missing_issue_time),
+        ]
+        .map(|(reason, n)| ([("reason", reason)], ConstCounter::new(n))),
+    )?;
+    if let Some(cost) = snapshot.cost {
+        let stage = |st: Stage| [("stage", st.label())];
+        family(
+            enc,
+            "ioshare_observe_program_runs",
+            "Runs of the observer's BPF programs.",
+            Stage::ALL.map(|st| (stage(st), ConstCounter::new(cost.program(st).runs))),
+        )?;
+        family(
+            enc,
+            "ioshare_observe_program_run_time_seconds",
+            "CPU time of those runs.",
+            Stage::ALL.map(|st| (stage(st), ConstCounter::new(cost.program(st).run_time_ns as f64 * 1e-9))),
+        )?;
+    }
+    Ok(())
+}
+
+/// An entry's labels at `stage` (a stage or a stage pair).
+fn labels<'a>(e: &'a Entry, stage: &'a str) -> [(&'static str, &'a str); 4] {
+    [("device", &e.device_name), ("cgroup", &e.cgroup), ("stage", stage), ("op", e.op.label())]
 }
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
+
     use super::*;
     use crate::snapshot::{Counters, Op, StageStats};
 
@@ -193,9 +190,10 @@ mod tests {
         let text =
             render(&Snapshot { elapsed_s: 1.0, entries: vec![entry()], counters: Counters::default(), cost: None });
         let l = r#"device="loop0",cgroup="/a \"b\"",stage="Q2C",op="read""#;
-        assert!(text.contains(&format!("ioshare_bio_latency_seconds_bucket{{{l},le=\"0.000001\"}} 0\n")), "{text}");
-        assert!(text.contains(&format!("ioshare_bio_latency_seconds_bucket{{{l},le=\"0.000002\"}} 2\n")));
-        assert!(text.contains(&format!("ioshare_bio_latency_seconds_bucket{{{l},le=\"0.000004\"}} 3\n")));
+        // Bucket bounds as Go's clients (and so ebpf_exporter) write them.
+        assert!(text.contains(&format!("ioshare_bio_latency_seconds_bucket{{{l},le=\"1e-06\"}} 0\n")), "{text}");
+        assert!(text.contains(&format!("ioshare_bio_latency_seconds_bucket{{{l},le=\"2e-06\"}} 2\n")));
+        assert!(text.contains(&format!("ioshare_bio_latency_seconds_bucket{{{l},le=\"4e-06\"}} 3\n")));
         assert!(text.contains(&format!("ioshare_bio_latency_seconds_bucket{{{l},le=\"+Inf\"}} 3\n")));
         assert!(text.contains(&format!("ioshare_bio_latency_seconds_sum{{{l}}} 0.000005\n")));
         assert!(text.contains(&format!("ioshare_bio_latency_seconds_count{{{l}}} 3\n")));
@@ -206,20 +204,24 @@ mod tests {
     }
 
     #[test]
-    fn bare_port_binds_localhost() {
-        assert_eq!(parse_addr("9435"), Some(SocketAddr::from(([127, 0, 0, 1], 9435))));
-        assert_eq!(parse_addr("0.0.0.0:1"), Some(SocketAddr::from(([0, 0, 0, 0], 1))));
-        assert_eq!(parse_addr("localhost:x"), None);
-    }
-
-    #[test]
-    fn endpoint_serves_metrics() {
-        let shared: Shared = Arc::new(Mutex::new("m 1\n".to_string()));
-        let addr = serve(parse_addr("0").unwrap(), shared).unwrap();
-        let mut s = std::net::TcpStream::connect(addr).unwrap();
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-        let mut reply = String::new();
-        std::io::Read::read_to_string(&mut s, &mut reply).unwrap();
-        assert!(reply.starts_with("HTTP/1.1 200 OK") && reply.ends_with("\r\n\r\nm 1\n"), "{reply}");
+    fn endpoint_serves_the_latest_snapshot() {
+        let empty = Snapshot { elapsed_s: 0.0, entries: vec![], counters: Counters::default(), cost: None };
+        let shared: Shared = Arc::new(Mutex::new(empty));
+        let endpoint = serve(crate::endpoint::parse_addr("0").unwrap(), shared.clone()).unwrap();
+        let get = || {
+            let mut s = std::net::TcpStream::connect(endpoint.addr()).unwrap();
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+            let mut reply = String::new();
+            std::io::Read::read_to_string(&mut s, &mut reply).unwrap();
+            reply
+        };
+        let before = get();
+        assert!(before.starts_with("HTTP/1.1 200 OK") && !before.contains("ioshare_bio_requests_total{"), "{before}");
+        shared.lock().unwrap().entries.push(entry());
+        let after = get();
+        assert!(
+            after.contains(r#"ioshare_bio_requests_total{device="loop0",cgroup="/a \"b\"",stage="C",op="read"} 3"#),
+            "{after}"
+        );
     }
 }

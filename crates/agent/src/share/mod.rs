@@ -325,6 +325,7 @@ mod tests {
                 .map(|&(p, w)| GroupConfig { cgroup: p.into(), weight: w, limits: Limits::default(), memory: None })
                 .collect(),
             memory_dry_run: false,
+            metrics: None,
         }
     }
 

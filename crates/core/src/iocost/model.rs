@@ -13,7 +13,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 use crate::io::Op;
@@ -51,7 +51,7 @@ pub trait CostModel: fmt::Debug + Send {
 }
 
 /// The six numbers that describe a device (`io.cost.model` coefficients).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelParams {
     /// Sequential read bandwidth, bytes/s.
     pub rbps: u64,
