@@ -44,13 +44,15 @@ pub mod latency;
 pub mod limits;
 pub mod memory;
 pub mod profile;
+pub mod signals;
 pub mod status;
 pub mod userspace;
 
 pub use check::{Backend, BackendChoice, Check};
 pub use config::{default_state_dir, Config};
-pub use daemon::{revert, stop_on_signals, Agent};
+pub use daemon::{revert, Agent};
 pub use error::{Error, Result};
 pub use hierarchy::{Flavor, Hierarchy, Throttle};
 pub use profile::Measure;
+pub use signals::stop_on_signals;
 pub use status::Status;
