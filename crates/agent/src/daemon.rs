@@ -22,7 +22,7 @@ use std::time::{Duration, Instant, SystemTime};
 use ioshare_core::iocost::line::Ctrl;
 use ioshare_core::iocost::qos::QosConfig;
 use ioshare_core::{LinearModel, ModelConfig, Nanos};
-use ioshare_host::{find_cgroups, Recorder, Reverted};
+use ioshare_host::{find_cgroups, Recorder, Reverted, Written};
 
 use crate::check::{Backend, BackendChoice, Check};
 use crate::config::{Config, DeviceConfig, GroupConfig};
@@ -127,12 +127,15 @@ impl Agent {
             match self.backend {
                 Backend::Kernel => {
                     let model = ModelConfig { device: Some(dev), ctrl: Ctrl::User, params: d.model };
-                    self.hierarchy.set_root_line(&mut self.recorder, "io.cost.model", dev, &model.to_string())?;
                     let qos = match d.qos {
                         Some(params) => QosConfig { device: Some(dev), ctrl: Ctrl::User, params }.to_string(),
                         None => format!("{dev} enable=1 ctrl=auto"),
                     };
-                    self.hierarchy.set_root_line(&mut self.recorder, "io.cost.qos", dev, &qos)?;
+                    for (file, line) in [("io.cost.model", model.to_string()), ("io.cost.qos", qos)] {
+                        if self.hierarchy.set_root_line(&mut self.recorder, file, dev, &line)? == Written::Changed {
+                            tracing::info!(file, line = %line, "iocost set");
+                        }
+                    }
                 }
                 Backend::Userspace => self.hierarchy.activate_accounting(&mut self.recorder, dev)?,
             }
@@ -165,8 +168,12 @@ impl Agent {
                     for d in &self.config.devices {
                         let dev = d.device.dev;
                         let caps = fixed_caps(d, g, self.config.period);
-                        self.hierarchy.set_weight(&mut self.recorder, rel, dev, g.weight)?;
-                        self.hierarchy.set_throttle(&mut self.recorder, rel, dev, &caps)?;
+                        if self.hierarchy.set_weight(&mut self.recorder, rel, dev, g.weight)? == Written::Changed {
+                            tracing::info!(cgroup = %rel, dev = %dev, weight = g.weight, "weight set");
+                        }
+                        if self.hierarchy.set_throttle(&mut self.recorder, rel, dev, &caps)? == Written::Changed {
+                            tracing::info!(cgroup = %rel, dev = %dev, caps = %caps, "caps set");
+                        }
                     }
                     self.applied.insert(rel.clone(), rule);
                 }

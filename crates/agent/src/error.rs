@@ -36,6 +36,9 @@ pub enum Error {
     /// The memory guard could not start or act.
     #[error("memory guard: {0}")]
     Memory(String),
+    /// The log cannot be set up (a bad `--log-level` or `RUST_LOG`).
+    #[error("{0}")]
+    Log(String),
     /// A host operation failed.
     #[error(transparent)]
     Host(#[from] ioshare_host::Error),

@@ -42,6 +42,7 @@ pub mod hierarchy;
 pub mod io_mix;
 pub mod latency;
 pub mod limits;
+pub mod logging;
 pub mod memory;
 pub mod profile;
 pub mod signals;

@@ -121,6 +121,7 @@ impl MemoryGuard {
         let guard = Guard::start(&guarded, self.v2, self.dry_run).map_err(|e| Error::Memory(e.to_string()))?;
         for c in guard.changes() {
             recorder.note(&c.file, &c.previous, &c.new)?;
+            tracing::info!(file = %c.file.display(), value = %c.new, previous = %c.previous, "memory setting written");
         }
         self.guard = Some(guard);
         self.lines = found
@@ -150,7 +151,10 @@ impl MemoryGuard {
         };
         let actions = guard.poll(timeout).map_err(|e| Error::Memory(e.to_string()))?;
         for a in actions {
-            eprintln!("ioshare agent: memory: {}", describe(&a));
+            match &a {
+                Action::Reclaimed { .. } => tracing::info!("memory: {}", describe(&a)),
+                Action::Killed { .. } | Action::KernelKilled { .. } => tracing::warn!("memory: {}", describe(&a)),
+            }
             let group = a.group();
             let rel = group.strip_prefix(&self.root).unwrap_or(group).to_string_lossy().into_owned();
             if let Some(line) = self.lines.iter_mut().find(|l| l.cgroup == rel) {

@@ -28,7 +28,7 @@ use std::time::Duration;
 use crate::status::{DeviceLine, GroupLine};
 use ioshare_core::iocost::aggregate::Charge;
 use ioshare_core::{Controller, GroupId, GroupSettings, GroupStats, IoCost, Limits, LinearModel, Nanos, Op, QosParams};
-use ioshare_host::{DiskStats, Recorder, RwCounts};
+use ioshare_host::{DiskStats, Recorder, RwCounts, Written};
 
 use crate::config::DeviceConfig;
 use crate::error::Result;
@@ -141,6 +141,14 @@ impl DeviceLoop {
             name: format!("{rel} ({e})"),
             reason: "not usable as a controller group path",
         })?;
+        let dev = self.cfg.device.dev;
+        match self.groups.get(rel) {
+            None => tracing::info!(cgroup = %rel, dev = %dev, weight, caps = %caps, "cgroup under control"),
+            Some(t) if t.weight != weight || t.caps != *caps => {
+                tracing::info!(cgroup = %rel, dev = %dev, weight, caps = %caps, "weight and caps changed")
+            }
+            Some(_) => {}
+        }
         let t = self.groups.entry(rel.to_string()).or_insert_with(|| Tracked {
             id,
             weight,
@@ -194,6 +202,7 @@ impl DeviceLoop {
                 continue;
             }
             let Some(stats) = h.usage(rel) else {
+                tracing::info!(cgroup = %rel, dev = %dev, "cgroup gone");
                 t.present = false; // vanished mid-period: not an error
                 continue;
             };
@@ -251,6 +260,7 @@ impl DeviceLoop {
         // 5: limits for the next period.
         let horizon = self.period.as_nanos() as Nanos;
         let stats = self.ctl.stats(now);
+        let mut written = 0;
         for rel in &paths {
             let t = self.groups.get_mut(rel).expect("tracked");
             if !t.present {
@@ -261,10 +271,25 @@ impl DeviceLoop {
             let budget = if alone { None } else { self.ctl.budget(now, t.id, horizon) };
             let throttle = settle(&t.throttle, throttle_for(budget, &t.usage, &model, self.period, &t.caps));
             match h.set_throttle(rec, rel, dev, &throttle)? {
-                ioshare_host::Written::Vanished => t.present = false,
-                _ => t.throttle = throttle,
+                Written::Vanished => t.present = false,
+                Written::Changed => {
+                    tracing::trace!(cgroup = %rel, dev = %dev, limits = %throttle, "limits written");
+                    written += 1;
+                    t.throttle = throttle;
+                }
+                Written::Unchanged => t.throttle = throttle,
             }
         }
+        tracing::debug!(
+            device = %self.cfg.device.name,
+            vrate_pct = stats.device.vrate_pct,
+            busy_level = stats.device.busy_level,
+            read_lat_us = self.verdicts.mean_us[0],
+            write_lat_us = self.verdicts.mean_us[1],
+            groups = paths.len(),
+            limits_written = written,
+            "period"
+        );
         Ok(())
     }
 

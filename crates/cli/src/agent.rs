@@ -1,10 +1,10 @@
 //! `ioshare agent check|run|status|revert`: parses, calls ioshare-agent, prints.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Subcommand, ValueEnum};
+use ioshare_agent::logging::LogFormat;
 use ioshare_agent::{Agent, BackendChoice, Check, Config, Status};
 
 /// The agent's subcommands.
@@ -36,6 +36,13 @@ pub enum Command {
         /// kernel's OOM killer stays in charge).
         #[arg(long)]
         dry_run: bool,
+        /// Log filter: error, warn, info (each change applied to the host), debug (each planning
+        /// period), trace (each limit written), or module=level pairs; default: $RUST_LOG, else info.
+        #[arg(long, value_name = "FILTER")]
+        log_level: Option<String>,
+        /// text: one line per event; json: one JSON object per line (for log collectors).
+        #[arg(long, value_enum, default_value = "text")]
+        log_format: LogFormatArg,
     },
     /// Show the running agent's state: per device vrate, busy level, latency; per cgroup weight,
     /// shares, usage, limits in force, and whether it is donating or limited.
@@ -66,6 +73,15 @@ pub enum BackendArg {
     Userspace,
 }
 
+/// `--log-format`.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum LogFormatArg {
+    /// One line per event: time, level, message, key=value fields.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
 /// Runs an agent subcommand.
 pub fn run(cmd: Command) -> anyhow::Result<()> {
     match cmd {
@@ -77,12 +93,15 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
                 println!("{check}");
             }
         }
-        Command::Run { config, backend, state_dir, cache_dir, dry_run } => {
-            let tty = std::io::stderr().is_terminal();
-            // model = "profile": the measurement's progress on one line on a terminal, else line by line.
-            let progress = |l: &str| crate::status_line(tty, &format!("ioshare agent: {l}"));
+        Command::Run { config, backend, state_dir, cache_dir, dry_run, log_level, log_format } => {
+            let format = match log_format {
+                LogFormatArg::Text => LogFormat::Text,
+                LogFormatArg::Json => LogFormat::Json,
+            };
+            ioshare_agent::logging::init(log_level.as_deref(), format)?;
+            // model = "profile": the measurement's progress, a log line per run.
+            let progress = |l: &str| tracing::info!("{l}");
             let loaded = Config::load_profiling(&config, &cache_dir, ioshare_engine::interrupt::stop_flag(), &progress);
-            crate::clear_status(tty);
             let config = Config { memory_dry_run: dry_run, ..loaded? };
             let choice = match backend {
                 BackendArg::Auto => BackendChoice::Auto,
@@ -92,21 +111,22 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
             let stop = ioshare_agent::stop_on_signals();
             let (agent, recovered) = Agent::start(config, choice, &state_dir)?;
             if let Some(r) = recovered {
-                eprintln!("ioshare agent: restored {} setting(s) a previous agent left", r.restored);
+                tracing::info!(restored = r.restored, "restored the settings a previous agent left");
             }
-            eprintln!(
-                "ioshare agent: {} backend in {}; state in {} (Ctrl-C or SIGTERM reverts)",
-                agent.backend().name(),
-                agent.hierarchy().root.display(),
-                state_dir.display()
+            tracing::info!(
+                backend = agent.backend().name(),
+                root = %agent.hierarchy().root.display(),
+                state_dir = %state_dir.display(),
+                "started (Ctrl-C or SIGTERM reverts)"
             );
             let reverted = agent.run(stop).context("agent stopped")?;
-            eprintln!("ioshare agent: stopped; restored {} setting(s)", reverted.restored);
+            tracing::info!(restored = reverted.restored, "stopped");
             for (c, now) in reverted.changed_by_others {
-                eprintln!(
-                    "ioshare agent: left {} ({}) alone: changed by someone else to '{now}'",
-                    c.path.display(),
-                    c.key
+                tracing::warn!(
+                    file = %c.path.display(),
+                    key = %c.key,
+                    now = %now,
+                    "left alone: changed by someone else since the agent wrote it"
                 );
             }
         }
