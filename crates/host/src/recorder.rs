@@ -100,6 +100,13 @@ pub struct Change {
     pub new: String,
 }
 
+impl Change {
+    /// The entry of its file it stands for.
+    pub fn entry(&self) -> Entry {
+        entry_of(&self.key, &self.path)
+    }
+}
+
 #[derive(Serialize, Deserialize)]
 struct Header {
     pid: u32,
@@ -235,6 +242,30 @@ impl Recorder {
         let line = entry.current(&text);
         sysfs::write_raw(path, &line).map_err(|e| sysfs::file_error(format!("write '{line}' to"), path, e))?;
         Ok(Written::Unchanged)
+    }
+
+    /// Restores the recorded entries `release` picks — each as [`Recorder::revert`] does: its previous
+    /// line written back where it still holds what was written — and stops recording them (the
+    /// agent no longer manages them: a reload dropped their rule or device). The journal then gets
+    /// each one's restored line as its latest, written after the host's file: a crash in between
+    /// leaves a journal whose revert restores the same line again.
+    pub fn restore_where(&mut self, release: impl Fn(&Change) -> bool) -> Result<Reverted> {
+        let (released, kept): (Vec<Change>, Vec<Change>) = self.changes.drain(..).partition(|c| release(c));
+        self.changes = kept;
+        let reverted = revert_changes(&released, &self.roots);
+        if !released.is_empty() {
+            let mut records = String::new();
+            for c in &released {
+                let restored = Change { new: c.previous.clone(), ..c.clone() };
+                records += &serde_json::to_string(&restored).expect("change serialises");
+                records.push('\n');
+            }
+            self.file
+                .write_all(records.as_bytes())
+                .and_then(|()| self.file.sync_data())
+                .map_err(|e| state_error(&self.state, e))?;
+        }
+        Ok(reverted)
     }
 
     /// Restores every recorded entry and removes the state file.
@@ -444,5 +475,42 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "7:3 0", "the previous line written back");
         rec.revert().unwrap();
         assert!(!state.path().join(STATE_FILE).exists());
+    }
+
+    /// A reload releases some entries: they are restored at once and no longer recorded, and a
+    /// crash's recovery afterwards leaves what others write to them alone.
+    #[test]
+    fn released_entries_are_restored_and_no_longer_recorded() {
+        let root = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let roots = vec![root.path().to_path_buf()];
+        let (keep, drop) = (
+            root.path().join("a/blkio.throttle.read_iops_device"),
+            root.path().join("b/blkio.throttle.read_iops_device"),
+        );
+        for f in [&keep, &drop] {
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, "").unwrap();
+        }
+        let (mut rec, _) = Recorder::open(state.path(), roots.clone()).unwrap();
+        rec.set(&keep, Entry::Throttle(DEV), "7:3 100").unwrap();
+        rec.set(&drop, Entry::Throttle(DEV), "7:3 200").unwrap();
+        assert_eq!(rec.changes()[1].entry(), Entry::Throttle(DEV));
+        let reverted = rec.restore_where(|c| c.path == drop).unwrap();
+        assert_eq!((reverted.restored, reverted.vanished), (1, 0));
+        assert_eq!(std::fs::read_to_string(&drop).unwrap(), "7:3 0", "restored at once");
+        assert_eq!(std::fs::read_to_string(&keep).unwrap(), "7:3 100", "the other kept");
+        assert_eq!(rec.changes().len(), 1);
+        assert_eq!(rec.changes()[0].path, keep);
+        assert_eq!(rec.restore_where(|_| false).unwrap(), Reverted::default(), "nothing picked, nothing done");
+        // Someone else sets the released entry; then the agent crashes.
+        std::fs::write(&drop, "7:3 999").unwrap();
+        std::mem::forget(rec);
+        let (rec, recovered) = Recorder::open(state.path(), roots).unwrap();
+        let recovered = recovered.unwrap();
+        assert_eq!(std::fs::read_to_string(&drop).unwrap(), "7:3 999", "not the agent's any more: left alone");
+        assert_eq!(std::fs::read_to_string(&keep).unwrap(), "7:3 0", "the kept one reverted");
+        assert_eq!(recovered.restored, 1, "{recovered:?}");
+        rec.revert().unwrap();
     }
 }
