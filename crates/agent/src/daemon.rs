@@ -11,8 +11,12 @@
 //! - Kernel backend: the root's `io.cost.model`/`io.cost.qos` per device at start, `io.weight` and
 //!   `io.max` (fixed caps) per cgroup as it is found; the kernel does the rest.
 //! - Userspace backend: every period each device's [`DeviceLoop`] plans and writes limits.
+//! - Reload (SIGHUP sets the flag [`run_reloading`](Agent::run_reloading) watches): the
+//!   configuration is read again and applied as a difference ([`reload`]).
 //! - Stop (a signal sets the flag [`run`](Agent::run) watches, or [`Agent::stop`]): every recorded
 //!   change is reverted, the state and status files removed.
+
+pub mod reload;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -56,6 +60,8 @@ pub struct Agent {
     discovered: bool,
     /// Memory isolation, when a rule asks for it.
     memory: Option<MemoryGuard>,
+    /// Reloads asked for so far (SIGHUP).
+    reloads: u64,
 }
 
 impl Agent {
@@ -92,6 +98,7 @@ impl Agent {
             periods: 0,
             discovered: false,
             memory: None,
+            reloads: 0,
         };
         let started = MemoryGuard::start(&agent.config, &mut agent.recorder).map(|m| agent.memory = m);
         match started.and_then(|()| agent.apply_initial()) {
@@ -122,26 +129,33 @@ impl Agent {
     }
 
     fn apply_initial(&mut self) -> Result<()> {
-        for d in &self.config.devices {
-            let dev = d.device.dev;
-            match self.backend {
-                Backend::Kernel => {
-                    let model = ModelConfig { device: Some(dev), ctrl: Ctrl::User, params: d.model };
-                    let qos = match d.qos {
-                        Some(params) => QosConfig { device: Some(dev), ctrl: Ctrl::User, params }.to_string(),
-                        None => format!("{dev} enable=1 ctrl=auto"),
-                    };
-                    for (file, line) in [("io.cost.model", model.to_string()), ("io.cost.qos", qos)] {
-                        if self.hierarchy.set_root_line(&mut self.recorder, file, dev, &line)? == Written::Changed {
-                            tracing::info!(file, line = %line, "iocost set");
-                        }
-                    }
-                }
-                Backend::Userspace => self.hierarchy.activate_accounting(&mut self.recorder, dev)?,
-            }
+        for d in self.config.devices.clone() {
+            self.apply_device(&d)?;
         }
         self.discover()?;
         self.write_status()
+    }
+
+    /// The device-wide settings of `d`: kernel backend, the root's iocost lines; userspace, the
+    /// root's throttle rule rewritten so that per-cgroup counters are kept.
+    fn apply_device(&mut self, d: &DeviceConfig) -> Result<()> {
+        let dev = d.device.dev;
+        match self.backend {
+            Backend::Kernel => {
+                let model = ModelConfig { device: Some(dev), ctrl: Ctrl::User, params: d.model };
+                let qos = match d.qos {
+                    Some(params) => QosConfig { device: Some(dev), ctrl: Ctrl::User, params }.to_string(),
+                    None => format!("{dev} enable=1 ctrl=auto"),
+                };
+                for (file, line) in [("io.cost.model", model.to_string()), ("io.cost.qos", qos)] {
+                    if self.hierarchy.set_root_line(&mut self.recorder, file, dev, &line)? == Written::Changed {
+                        tracing::info!(file, line = %line, "iocost set");
+                    }
+                }
+            }
+            Backend::Userspace => self.hierarchy.activate_accounting(&mut self.recorder, dev)?,
+        }
+        Ok(())
     }
 
     /// Matches the group patterns again: new cgroups are tracked (kernel backend: their weight and
@@ -275,12 +289,34 @@ impl Agent {
     }
 
     /// Runs until `stop` is set, then reverts everything it wrote.
-    pub fn run(mut self, stop: &AtomicBool) -> Result<Reverted> {
+    pub fn run(self, stop: &AtomicBool) -> Result<Reverted> {
+        self.run_loop(stop, None)
+    }
+
+    /// [`run`](Agent::run), and each time `reload` is set (SIGHUP), clears it and applies the
+    /// configuration `load` reads ([`reload`]); a configuration that `load` refuses, or that cannot
+    /// be applied, leaves the running one in force.
+    pub fn run_reloading(
+        self,
+        stop: &AtomicBool,
+        reload: &AtomicBool,
+        load: &dyn Fn() -> Result<Config>,
+    ) -> Result<Reverted> {
+        self.run_loop(stop, Some((reload, load)))
+    }
+
+    fn run_loop(
+        mut self,
+        stop: &AtomicBool,
+        reload: Option<(&AtomicBool, &dyn Fn() -> Result<Config>)>,
+    ) -> Result<Reverted> {
         let mut next_discovery = Instant::now() + DISCOVERY_EVERY;
         let mut next_period = Instant::now() + self.config.period;
         while !stop.load(Ordering::Relaxed) {
             let now = Instant::now();
-            let step = if now >= next_discovery {
+            let step = if let Some((_, load)) = reload.filter(|(flag, _)| flag.swap(false, Ordering::Relaxed)) {
+                self.reload_from(load)
+            } else if now >= next_discovery {
                 next_discovery += DISCOVERY_EVERY;
                 self.discover()
             } else if now >= next_period {
@@ -310,6 +346,7 @@ impl Agent {
     /// Reverts everything written and removes the state and status files.
     pub fn stop(mut self) -> Result<Reverted> {
         crate::status::Status::remove(&self.state_dir);
+        reload::Outcome::remove(&self.state_dir);
         if let Some(m) = self.memory.take() {
             m.stop()?;
         }

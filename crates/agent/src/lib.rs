@@ -14,8 +14,14 @@
 //! Agent::start(config, choice, state_dir) -> (Agent, Option<Reverted>)   // reverts a killed agent's
 //!     .discover()  .period()  .status()         // state first; applies all or nothing
 //!     .run(&AtomicBool) -> Reverted             // until the flag is set; then reverts everything
+//!     .run_reloading(&stop, &reload, &load)     // and on each reload flag, load() applied as a difference
+//!     .reload(Config) -> Reloaded               // the difference: unwanted settings restored
 //!     .stop() -> Reverted
 //! stop_on_signals() -> &'static AtomicBool      // SIGTERM / SIGINT
+//! reload_on_sighup() -> &'static AtomicBool     // SIGHUP
+//! Config::load_cached(file, cache_dir)          // a reload's read: profiled models from the cache only
+//! daemon::reload::request(state_dir, within) -> Outcome   // `ioshare agent reload`: SIGHUP, wait the answer
+//! logging::init(level, LogFormat)               // tracing on stderr: text or JSON lines
 //! Status::read(state_dir) -> Status             // what `ioshare agent status` prints
 //! revert(state_dir) -> Option<Reverted>        // `ioshare agent revert`: a killed agent's changes
 //! ```
@@ -55,5 +61,5 @@ pub use daemon::{revert, Agent};
 pub use error::{Error, Result};
 pub use hierarchy::{Flavor, Hierarchy, Throttle};
 pub use profile::Measure;
-pub use signals::stop_on_signals;
+pub use signals::{reload_on_sighup, stop_on_signals};
 pub use status::Status;

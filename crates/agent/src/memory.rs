@@ -188,6 +188,11 @@ impl MemoryGuard {
         }
     }
 
+    /// Whether the guard in force holds `file` (wrote it and will restore it).
+    pub fn holds(&self, file: &std::path::Path) -> bool {
+        self.guard.as_ref().is_some_and(|g| g.changes().iter().any(|c| c.file == file))
+    }
+
     /// The status lines.
     pub fn lines(&self) -> &[MemoryLine] {
         &self.lines

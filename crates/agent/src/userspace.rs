@@ -164,6 +164,28 @@ impl DeviceLoop {
         Ok(())
     }
 
+    /// The device and settings this controller runs with.
+    pub fn config(&self) -> &DeviceConfig {
+        &self.cfg
+    }
+
+    /// Plans every `period` from now on (a reload changed it).
+    pub fn set_period(&mut self, period: Duration) {
+        self.period = period;
+        self.ctl.set_period_us(period.as_micros() as u64);
+    }
+
+    /// Stops tracking the cgroups the last discovery did not find (a reload dropped their rule):
+    /// their limits are no longer planned, and the next match starts them afresh.
+    pub fn forget_absent(&mut self) {
+        self.groups.retain(|rel, t| {
+            if !t.present {
+                tracing::info!(cgroup = %rel, dev = %self.cfg.device.dev, "cgroup no longer controlled");
+            }
+            t.present
+        });
+    }
+
     /// Marks every cgroup absent (discovery then marks the ones it finds).
     pub fn mark_all_absent(&mut self) {
         for t in self.groups.values_mut() {

@@ -17,7 +17,8 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Apply a configuration and keep it applied (foreground; SIGTERM/SIGINT revert every change).
+    /// Apply a configuration and keep it applied (foreground; SIGTERM/SIGINT revert every change;
+    /// SIGHUP, or `ioshare agent reload`, reads the configuration again and applies the difference).
     Run {
         /// The TOML configuration (devices, groups); validated whole before anything is written.
         #[arg(long)]
@@ -50,6 +51,14 @@ pub enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// The running agent's --state-dir.
+        #[arg(long, default_value_os_t = ioshare_agent::default_state_dir())]
+        state_dir: PathBuf,
+    },
+    /// Make the running agent read its configuration again (SIGHUP) and print what it did: a bad file
+    /// changes nothing (its error, FILE:LINE, is printed, exit 1); a good one is applied as a
+    /// difference — settings no longer wanted are restored to what they were before the agent.
+    Reload {
         /// The running agent's --state-dir.
         #[arg(long, default_value_os_t = ioshare_agent::default_state_dir())]
         state_dir: PathBuf,
@@ -101,7 +110,9 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
             ioshare_agent::logging::init(log_level.as_deref(), format)?;
             // model = "profile": the measurement's progress, a log line per run.
             let progress = |l: &str| tracing::info!("{l}");
-            let loaded = Config::load_profiling(&config, &cache_dir, ioshare_engine::interrupt::stop_flag(), &progress);
+            let config_file = config;
+            let loaded =
+                Config::load_profiling(&config_file, &cache_dir, ioshare_engine::interrupt::stop_flag(), &progress);
             let config = Config { memory_dry_run: dry_run, ..loaded? };
             let choice = match backend {
                 BackendArg::Auto => BackendChoice::Auto,
@@ -109,6 +120,8 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
                 BackendArg::Userspace => BackendChoice::Userspace,
             };
             let stop = ioshare_agent::stop_on_signals();
+            // Before the start writes the status file `ioshare agent reload` signals through.
+            let reload = ioshare_agent::reload_on_sighup();
             let (agent, recovered) = Agent::start(config, choice, &state_dir)?;
             if let Some(r) = recovered {
                 tracing::info!(restored = r.restored, "restored the settings a previous agent left");
@@ -119,7 +132,8 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
                 state_dir = %state_dir.display(),
                 "started (Ctrl-C or SIGTERM reverts)"
             );
-            let reverted = agent.run(stop).context("agent stopped")?;
+            let load = || Ok(Config { memory_dry_run: dry_run, ..Config::load_cached(&config_file, &cache_dir)? });
+            let reverted = agent.run_reloading(stop, reload, &load).context("agent stopped")?;
             tracing::info!(restored = reverted.restored, "stopped");
             for (c, now) in reverted.changed_by_others {
                 tracing::warn!(
@@ -137,6 +151,14 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
             } else {
                 print!("{status}");
             }
+        }
+        Command::Reload { state_dir } => {
+            let outcome =
+                ioshare_agent::daemon::reload::request(&state_dir, ioshare_agent::daemon::reload::ANSWER_WITHIN)?;
+            if !outcome.applied {
+                anyhow::bail!("reload refused, the running configuration is kept: {}", outcome.message);
+            }
+            println!("agent pid {} reloaded: {}", outcome.pid, outcome.message);
         }
         Command::Revert { state_dir } => match ioshare_agent::revert(&state_dir)? {
             None => println!("nothing to revert in {}", state_dir.display()),
