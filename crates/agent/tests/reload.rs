@@ -6,6 +6,10 @@
 //! and the root, the memory files of the guarded cgroup) is compared with what it should hold,
 //! written out from the values of the configuration and the snapshot taken before the agent.
 //! No IO runs, so an idle group's limits are its caps alone: every expected value is known.
+//!
+//! The kernel backend's reload, and a reload that fails halfway, run against a directory tree with
+//! cgroup v2's file layout (a MOCK, as in `kernel_mock.rs`: plain files, where a write replaces the
+//! whole file).
 
 mod common;
 
@@ -18,7 +22,7 @@ use common::{wait_for, Rig};
 use ioshare_agent::daemon::reload::{request, Outcome, ANSWER_WITHIN};
 use ioshare_agent::logging::LogFormat;
 use ioshare_agent::memory::MemoryGuard;
-use ioshare_agent::{Agent, BackendChoice, Config, Status};
+use ioshare_agent::{Agent, Backend, BackendChoice, Config, Error, Flavor, Hierarchy, Status};
 use ioshare_host::{skip_unless_root, ThrottleKnob};
 use ioshare_testkit::KillOnDrop;
 
@@ -262,4 +266,72 @@ fn reload_applies_the_difference_restores_what_is_no_longer_wanted_and_survives_
 /// The lines of `log` containing `what`.
 fn written_lines<'a>(log: &'a str, what: &str) -> Vec<&'a str> {
     log.lines().filter(|l| l.contains(what)).collect()
+}
+
+/// A v2 cgroup directory with the `io` files a fresh cgroup has.
+fn v2_cgroup(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("io.weight"), "default 100\n").unwrap();
+    std::fs::write(dir.join("io.max"), "").unwrap();
+    std::fs::write(dir.join("io.stat"), "").unwrap();
+}
+
+#[test]
+fn kernel_backend_reload_writes_changes_restores_the_rest_and_rolls_back_a_failed_one() {
+    let root = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("io.cost.model"), "").unwrap();
+    std::fs::write(root.path().join("io.cost.qos"), "").unwrap();
+    for g in ["tenants/web", "tenants/db"] {
+        v2_cgroup(&root.path().join(g));
+    }
+    // A cgroup whose io.weight cannot be written (a directory): a rule that matches it fails.
+    std::fs::create_dir_all(root.path().join("broken/x/io.weight")).unwrap();
+    let entry = std::fs::read_dir("/sys/block").unwrap().flatten().next().expect("a block device");
+    let dev = std::fs::read_to_string(entry.path().join("dev")).unwrap().trim().to_string();
+    let device = format!("[[devices]]\npath = \"{dev}\"\nmodel = \"ssd_dfl\"\nqos = \"rpct=95 rlat=5000\"\n");
+    let rule = |pattern: &str, weight: u32, limits: &str| {
+        format!("[[groups]]\ncgroup = \"{pattern}\"\nweight = {weight}\nlimits = \"{limits}\"\n")
+    };
+    let parse = |text: String| Config::parse(&text, Path::new("agent.toml")).unwrap();
+    let first = parse(device.clone() + &rule("tenants/*", 300, "iops-write=2000"));
+    let hierarchy = Hierarchy { flavor: Flavor::V2, root: root.path().to_path_buf() };
+    let (mut agent, _) =
+        Agent::start_in(first, Backend::Kernel, hierarchy, state.path(), Path::new("/sys/block")).unwrap();
+    let read = |p: &str| std::fs::read_to_string(root.path().join(p)).unwrap();
+    let files = [
+        "io.cost.model",
+        "io.cost.qos",
+        "tenants/web/io.weight",
+        "tenants/web/io.max",
+        "tenants/db/io.weight",
+        "tenants/db/io.max",
+    ];
+    let snapshot = || files.iter().map(|f| (f.to_string(), read(f))).collect::<BTreeMap<String, String>>();
+    let started = snapshot();
+    assert_eq!(read("tenants/db/io.weight"), format!("{dev} 300"));
+
+    // web alone, at another weight, same cap; a stricter latency target.
+    let second = parse(device.replace("rlat=5000", "rlat=2000") + &rule("tenants/web", 500, "iops-write=2000"));
+    let done = agent.reload(second).unwrap();
+    assert_eq!((done.rules_added, done.rules_removed, done.devices_changed), (1, 1, 1), "{done}");
+    assert_eq!(done.restored.restored, 2, "db's weight and cap: {done}");
+    let mut want = started.clone();
+    want.insert("tenants/web/io.weight".into(), format!("{dev} 500"));
+    want.insert("tenants/db/io.weight".into(), format!("{dev} default"));
+    want.insert("tenants/db/io.max".into(), format!("{dev} rbps=max wbps=max riops=max wiops=max"));
+    want.insert("io.cost.qos".into(), started["io.cost.qos"].replace("rlat=5000", "rlat=2000"));
+    assert_eq!(snapshot(), want, "changed values written, db restored, web's cap as it was");
+
+    // A rule whose cgroup cannot be written: refused, and the previous configuration back.
+    let third = parse(device.clone() + &rule("broken/*", 100, "iops-write=1") + &rule("tenants/web", 200, ""));
+    let err = agent.reload(third).unwrap_err();
+    assert!(matches!(err, Error::Reload { recovered: true, .. }), "{err}");
+    assert_eq!(snapshot(), want, "the second configuration in force again");
+    assert_eq!(agent.status().devices[0].groups.iter().map(|g| g.weight).collect::<Vec<_>>(), [500]);
+
+    let reverted = agent.stop().unwrap();
+    assert!(reverted.changed_by_others.is_empty(), "{reverted:?}");
+    assert_eq!(read("tenants/web/io.weight"), format!("{dev} default"), "stop restores what reload kept");
+    assert!(read("io.cost.qos").ends_with("ctrl=auto"), "{}", read("io.cost.qos"));
 }
