@@ -40,7 +40,10 @@ pub enum Error {
     #[error("{0}")]
     Log(String),
     /// A reloaded configuration could be read but not applied.
-    #[error("reload not applied: {error}; {}", if *recovered { "the previous configuration is in force" } else { "the previous configuration could not be put back either" })]
+    #[error(
+        "reload not applied: {error}; {}",
+        if *recovered { "the previous configuration is in force" } else { "nor could the previous one be put back" }
+    )]
     Reload {
         /// Why it could not be applied.
         error: String,

@@ -108,6 +108,9 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
                 LogFormatArg::Json => LogFormat::Json,
             };
             ioshare_agent::logging::init(log_level.as_deref(), format)?;
+            // SIGHUP from here on asks for a reload (its default would end the process while it
+            // measures a device or starts).
+            let reload = ioshare_agent::reload_on_sighup();
             // model = "profile": the measurement's progress, a log line per run.
             let progress = |l: &str| tracing::info!("{l}");
             let config_file = config;
@@ -120,8 +123,6 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
                 BackendArg::Userspace => BackendChoice::Userspace,
             };
             let stop = ioshare_agent::stop_on_signals();
-            // Before the start writes the status file `ioshare agent reload` signals through.
-            let reload = ioshare_agent::reload_on_sighup();
             let (agent, recovered) = Agent::start(config, choice, &state_dir)?;
             if let Some(r) = recovered {
                 tracing::info!(restored = r.restored, "restored the settings a previous agent left");

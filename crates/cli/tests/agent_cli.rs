@@ -164,7 +164,8 @@ fn agent_reload_answers_and_json_logs_are_one_object_per_line() {
     let dev = ioshare_host::LoopDevice::attach(&backing, true).unwrap();
     let config = dir.path().join("agent.toml");
     let text = format!(
-        "[[devices]]\npath = \"{}\"\nmodel = \"ssd_dfl\"\n[[groups]]\ncgroup = \"ioshare-agent-cli-{}-none-*\"\nweight = 100\n",
+        "[[devices]]\npath = \"{}\"\nmodel = \"ssd_dfl\"\n\
+         [[groups]]\ncgroup = \"ioshare-agent-cli-{}-none-*\"\nweight = 100\n",
         dev.path().display(),
         std::process::id()
     );

@@ -171,7 +171,13 @@ impl Agent {
         for g in &self.config.groups {
             match old.groups.iter().find(|o| o.cgroup == g.cgroup) {
                 None => {
-                    tracing::info!(rule = %g.cgroup, weight = g.weight, limits = %g.limits, memory = g.memory.is_some(), "rule added");
+                    tracing::info!(
+                        rule = %g.cgroup,
+                        weight = g.weight,
+                        limits = %g.limits,
+                        memory = g.memory.is_some(),
+                        "rule added"
+                    );
                     done.rules_added += 1;
                 }
                 Some(o) if o != g => {
@@ -196,15 +202,15 @@ impl Agent {
 
         // Devices: a controller whose settings are unchanged is kept (with the new period); the
         // others go before their replacements start (one observer per device at a time).
-        let (kept, gone): (Vec<DeviceLoop>, Vec<DeviceLoop>) =
+        let (mut kept, gone): (Vec<DeviceLoop>, Vec<DeviceLoop>) =
             std::mem::take(&mut self.devices).into_iter().partition(|l| self.config.devices.contains(l.config()));
         for l in gone {
             let d = l.config();
             let still = self.config.devices.iter().any(|n| n.device.dev == d.device.dev);
-            tracing::info!(device = %d.device.name, dev = %d.device.dev, "{}", if still { "device settings changed" } else { "device no longer controlled" });
+            let what = if still { "device settings changed" } else { "device no longer controlled" };
+            tracing::info!(device = %d.device.name, dev = %d.device.dev, "{what}");
             done.devices_changed += usize::from(!still);
         }
-        let mut kept = kept;
         for d in self.config.devices.clone() {
             match kept.iter().position(|l| *l.config() == d) {
                 Some(i) => {
@@ -258,11 +264,21 @@ impl Agent {
             }
         };
         for c in self.recorder.changes().iter().filter(|c| !wanted(c)) {
-            tracing::info!(file = %c.path.display(), key = %c.key, value = %c.previous, "restoring what the agent found");
+            tracing::info!(
+                file = %c.path.display(),
+                key = %c.key,
+                value = %c.previous,
+                "restoring what the agent found"
+            );
         }
         let reverted = self.recorder.restore_where(|c| !wanted(c))?;
         for (c, now) in &reverted.changed_by_others {
-            tracing::warn!(file = %c.path.display(), key = %c.key, now = %now, "left alone: changed by someone else since the agent wrote it");
+            tracing::warn!(
+                file = %c.path.display(),
+                key = %c.key,
+                now = %now,
+                "left alone: changed by someone else since the agent wrote it"
+            );
         }
         Ok(reverted)
     }
