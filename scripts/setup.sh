@@ -5,7 +5,9 @@
 # (file-system tests), QEMU and a static busybox (the cgroup-v2 lab guest), and Prometheus (observe's
 # acceptance test starts its own server on a free localhost port; installed without recommends, so no
 # node exporter runs) — and the lab guest's kernel (extracted into a cache by scripts/lab --setup: not
-# installed on this host, its bootloader untouched).
+# installed on this host, its bootloader untouched) — and a Kubernetes control plane for the Kubernetes
+# tests (kube-apiserver, kubectl and etcd built once from the Go module proxy into ~/.cache/ioshare-k8s by
+# scripts/k8s --setup; Go >= 1.24 must be installed).
 set -euo pipefail
 
 sudo_cmd=""
@@ -28,11 +30,15 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${opts[@]}" "${missing[@]}"
 }
 
-apt_install -- fio clang libelf-dev zlib1g-dev pkg-config e2fsprogs qemu-system-x86 busybox-static jq
+apt_install -- fio clang libelf-dev zlib1g-dev pkg-config e2fsprogs qemu-system-x86 busybox-static jq openssl
 apt_install --no-install-recommends -- prometheus
 
 # Without the guest kernel only the lab's tests skip (with this reason), so a failure here is a warning.
 "$(dirname "$0")/lab" --setup || echo "setup: warning: the lab guest is not ready (see above); its tests will skip" >&2
+# Likewise the Kubernetes binaries: without them only the Kubernetes tests skip. Cold, this builds for
+# minutes (~2 GB of RAM); once cached it returns at once.
+"$(dirname "$0")/k8s" --setup ||
+  echo "setup: warning: the Kubernetes binaries are not built (see above); the Kubernetes tests will skip" >&2
 
 if ! command -v cargo >/dev/null 2>&1; then
   [ -x "$HOME/.cargo/bin/cargo" ] || { echo "setup: cargo not found; install Rust with rustup first" >&2; exit 1; }

@@ -119,9 +119,9 @@ impl Config {
         Config::parse_with(&read(file)?, file, &Cached::new(cache_dir, &profiler))
     }
 
-    /// Reads and validates `file` as a running agent does on reload: `model = "profile"` takes the
-    /// model cached in `cache_dir` at the start, and is refused for a device not measured yet
-    /// (measuring is left to a start: it would take the device from the tenants for seconds).
+    /// Reads and validates `file` without measuring: `model = "profile"` takes the model an earlier
+    /// start cached in `cache_dir`, and is refused where there is none (`ioshare agent check`, and a
+    /// running agent's reload: measuring would take the device from the tenants for seconds).
     pub fn load_cached(file: &Path, cache_dir: &Path) -> Result<Config> {
         Config::parse_with(&read(file)?, file, &Cached::new(cache_dir, &NotMeasured))
     }

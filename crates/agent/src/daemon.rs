@@ -1,8 +1,9 @@
 //! The running agent: discovery of cgroups, the backend's work each period, the status file, and
 //! revert on the way out.
 //!
-//! - Start: the backend is chosen ([`Check`]), the [`Recorder`] opened on the state directory (which
-//!   reverts whatever a killed agent left), and the configuration applied whole: if any write fails,
+//! - Start: the backend is chosen ([`Check`]), the agent registered with the others running ([`Claim`]:
+//!   refused if one controls a cgroup its rules match), the [`Recorder`] opened on the state directory
+//!   (which reverts whatever a killed agent left), and the configuration applied whole: if any write fails,
 //!   everything already written is reverted and the error returned — nothing half-applied.
 //! - Every [`DISCOVERY_EVERY`] the group patterns are matched again, so a cgroup created later (a
 //!   container starting) is tracked within that time; the first rule that matches a cgroup wins, and
@@ -26,14 +27,16 @@ use std::time::{Duration, Instant, SystemTime};
 use ioshare_core::iocost::line::Ctrl;
 use ioshare_core::iocost::qos::QosConfig;
 use ioshare_core::{LinearModel, ModelConfig, Nanos};
-use ioshare_host::{find_cgroups, Recorder, Reverted, Written};
+use ioshare_host::{Recorder, Reverted, Written};
 
 use crate::check::{Backend, BackendChoice, Check};
+use crate::claim::Claim;
 use crate::config::{Config, DeviceConfig, GroupConfig};
 use crate::error::Result;
 use crate::hierarchy::{Hierarchy, Throttle};
 use crate::limits::throttle_for;
 use crate::memory::MemoryGuard;
+use crate::share::watch::{PlannerActivity, ShareWatch};
 use crate::status::{DeviceLine, GroupLine, Status};
 use crate::userspace::DeviceLoop;
 
@@ -62,6 +65,10 @@ pub struct Agent {
     memory: Option<MemoryGuard>,
     /// Reloads asked for so far (SIGHUP).
     reloads: u64,
+    /// Each managed cgroup's share, for the status.
+    shares: ShareWatch,
+    /// The registration of the cgroups it controls, held while it runs.
+    claim: Claim,
 }
 
 impl Agent {
@@ -83,6 +90,7 @@ impl Agent {
     ) -> Result<(Agent, Option<Reverted>)> {
         let mut roots = vec![hierarchy.root.clone()];
         roots.extend(MemoryGuard::hierarchy().map(|(root, _)| root).filter(|r| *r != hierarchy.root));
+        let claim = Claim::register(&config, &hierarchy, state_dir)?;
         let (recorder, recovered) = Recorder::open(state_dir, roots)?;
         let devices = config.devices.iter().map(|d| DeviceLoop::new(d.clone(), config.period)).collect();
         let mut agent = Agent {
@@ -99,6 +107,8 @@ impl Agent {
             discovered: false,
             memory: None,
             reloads: 0,
+            shares: ShareWatch::default(),
+            claim,
         };
         let started = MemoryGuard::start(&agent.config, &mut agent.recorder).map(|m| agent.memory = m);
         match started.and_then(|()| agent.apply_initial()) {
@@ -161,7 +171,7 @@ impl Agent {
     /// Matches the group patterns again: new cgroups are tracked (kernel backend: their weight and
     /// caps written now), vanished ones dropped.
     pub fn discover(&mut self) -> Result<()> {
-        let found = self.matches();
+        let found = crate::rules::matched(&self.hierarchy.root, &self.config.groups);
         let now = self.now();
         for d in &mut self.devices {
             d.mark_all_absent();
@@ -200,28 +210,6 @@ impl Agent {
         }
     }
 
-    /// Every cgroup the rules match now, with the first rule matching it; nested matches dropped.
-    fn matches(&self) -> BTreeMap<String, usize> {
-        let mut found: BTreeMap<String, usize> = BTreeMap::new();
-        for (i, g) in self.config.groups.iter().enumerate() {
-            for rel in find_cgroups(&self.hierarchy.root, &g.cgroup) {
-                found.entry(rel).or_insert(i);
-            }
-        }
-        let nested: Vec<String> = found
-            .keys()
-            .filter(|rel| {
-                let p = Path::new(rel.as_str());
-                p.ancestors().skip(1).any(|a| found.contains_key(a.to_string_lossy().as_ref()))
-            })
-            .cloned()
-            .collect();
-        for rel in nested {
-            found.remove(&rel);
-        }
-        found
-    }
-
     /// One planning period (userspace backend; the kernel backend only refreshes its status).
     pub fn period(&mut self) -> Result<()> {
         let now = self.now();
@@ -233,6 +221,21 @@ impl Agent {
                 d.plan(now, &self.hierarchy, &mut self.recorder, &self.sys_block)?;
             }
         }
+        let planner = || {
+            let mut active = PlannerActivity::new();
+            for d in &self.devices {
+                active.extend(d.activity(now).into_iter().map(|(rel, a)| ((d.dev(), rel), a)));
+            }
+            active
+        };
+        self.shares.refresh_if_due(
+            Instant::now(),
+            &self.config,
+            self.backend,
+            &self.hierarchy,
+            &self.sys_block,
+            &planner,
+        );
         self.periods += 1;
         self.write_status()
     }
@@ -281,6 +284,7 @@ impl Agent {
             updated_unix: SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()),
             devices,
             memory: self.memory.as_ref().map(|m| m.lines().to_vec()).unwrap_or_default(),
+            shares: self.shares.report().cloned(),
         }
     }
 
@@ -317,13 +321,10 @@ impl Agent {
             let step = if let Some((_, load)) = reload.filter(|(flag, _)| flag.swap(false, Ordering::Relaxed)) {
                 self.reload_from(load)
             } else if now >= next_discovery {
-                next_discovery += DISCOVERY_EVERY;
+                next_discovery = next_deadline(next_discovery, DISCOVERY_EVERY, now);
                 self.discover()
             } else if now >= next_period {
-                next_period += self.config.period;
-                if next_period < now {
-                    next_period = now + self.config.period; // fell behind (a stopped process): resync
-                }
+                next_period = next_deadline(next_period, self.config.period, now);
                 self.period()
             } else {
                 let wait = next_discovery.min(next_period).saturating_duration_since(now).min(TICK);
@@ -354,6 +355,18 @@ impl Agent {
     }
 }
 
+/// The deadline after `due` (passed at `now`): one `every` later, or `every` from now when that is
+/// past too — the loop fell behind (a stopped process): it resyncs rather than catching up on every
+/// missed deadline at once.
+fn next_deadline(due: Instant, every: Duration, now: Instant) -> Instant {
+    let next = due + every;
+    if next < now {
+        now + every
+    } else {
+        next
+    }
+}
+
 /// Kernel backend: the blk-throttle caps of rule `g` on device `d` — its fixed limits only (the
 /// kernel's iocost does the sharing).
 fn fixed_caps(d: &DeviceConfig, g: &GroupConfig, period: Duration) -> Throttle {
@@ -370,4 +383,18 @@ pub fn revert(state_dir: &Path) -> Result<Option<Reverted>> {
     let reverted = ioshare_host::revert_state_dir(state_dir, &roots)?;
     crate::status::Status::remove(state_dir);
     Ok(reverted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// After a stop of 10 s the loop runs one discovery and one period, not the 50 and 100 missed.
+    #[test]
+    fn deadlines_resync_after_a_gap() {
+        let (t0, every) = (Instant::now(), Duration::from_millis(200));
+        assert_eq!(next_deadline(t0, every, t0 + Duration::from_millis(5)), t0 + every, "on time: one step on");
+        let resumed = t0 + Duration::from_secs(10);
+        assert_eq!(next_deadline(t0, every, resumed), resumed + every, "behind: from now");
+    }
 }

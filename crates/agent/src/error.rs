@@ -61,6 +61,24 @@ pub enum Error {
     /// A host operation failed.
     #[error(transparent)]
     Host(#[from] ioshare_host::Error),
+    /// Another running agent controls a cgroup this one's rules match.
+    #[error(
+        "{} is already controlled by another ioshare agent (pid {pid}, state directory {}): stop it first, \
+         or change the rules so that no cgroup is matched by both",
+        cgroup.display(),
+        state_dir.display()
+    )]
+    AlreadyControlled {
+        /// The cgroup (or the pattern both agents have).
+        cgroup: PathBuf,
+        /// The other agent's pid.
+        pid: u32,
+        /// Its state directory.
+        state_dir: PathBuf,
+    },
+    /// The registry of running agents cannot be used.
+    #[error("cannot register with the other running agents: {0} (each agent registers the cgroups it controls there)")]
+    Registry(String),
     /// The status file cannot be read.
     #[error("no agent status at {}: {reason} (is `ioshare agent run` running with this --state-dir?)", path.display())]
     Status {

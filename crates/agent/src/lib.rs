@@ -12,7 +12,8 @@
 //! Config::load_profiling(file, cache_dir, &stop, &progress)   // model = "profile": measured by the
 //!                                               // engine's profiler, read-only, once per device (cached)
 //! Agent::start(config, choice, state_dir) -> (Agent, Option<Reverted>)   // reverts a killed agent's
-//!     .discover()  .period()  .status()         // state first; applies all or nothing
+//!     .discover()  .period()  .status()         // state first; applies all or nothing; refused while
+//!                                               // another agent controls a cgroup it matches (claim)
 //!     .run(&AtomicBool) -> Reverted             // until the flag is set; then reverts everything
 //!     .run_reloading(&stop, &reload, &load)     // and on each reload flag, load() applied as a difference
 //!     .reload(Config) -> Reloaded               // the difference: unwanted settings restored
@@ -23,6 +24,8 @@
 //! daemon::reload::request(state_dir, within) -> Outcome   // `ioshare agent reload`: SIGHUP, wait the answer
 //! logging::init(level, LogFormat)               // tracing on stderr: text or JSON lines
 //! Status::read(state_dir) -> Status             // what `ioshare agent status` prints
+//! ShareCheck::probe(check, &config, choice)     // `agent check --config`: each managed cgroup's share
+//! Shares::check(&config, backend, &hierarchy, sys_block)   // per device, and flags (see [`share`])
 //! revert(state_dir) -> Option<Reverted>        // `ioshare agent revert`: a killed agent's changes
 //! ```
 //!
@@ -41,6 +44,7 @@
 //! it writes is journaled for revert; `memory_dry_run` logs OOM decisions and changes nothing.
 
 pub mod check;
+pub mod claim;
 pub mod config;
 pub mod daemon;
 pub mod error;
@@ -51,6 +55,8 @@ pub mod limits;
 pub mod logging;
 pub mod memory;
 pub mod profile;
+pub mod rules;
+pub mod share;
 pub mod signals;
 pub mod status;
 pub mod userspace;
@@ -61,5 +67,6 @@ pub use daemon::{revert, Agent};
 pub use error::{Error, Result};
 pub use hierarchy::{Flavor, Hierarchy, Throttle};
 pub use profile::Measure;
+pub use share::{ShareCheck, Shares};
 pub use signals::{reload_on_sighup, stop_on_signals};
 pub use status::Status;

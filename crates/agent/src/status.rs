@@ -67,6 +67,9 @@ pub struct Status {
     /// Memory-guarded cgroups.
     #[serde(default)]
     pub memory: Vec<crate::memory::MemoryLine>,
+    /// Each managed cgroup's share per device, and its flags (refreshed every second).
+    #[serde(default)]
+    pub shares: Option<crate::share::Shares>,
 }
 
 impl Status {
@@ -74,7 +77,7 @@ impl Status {
     pub fn write(&self, dir: &Path) -> Result<()> {
         let tmp = dir.join(format!("{STATUS_FILE}.tmp"));
         let text = serde_json::to_string_pretty(self).expect("status serialises");
-        let io = |e: std::io::Error| Error::Status { path: tmp.clone(), reason: e.to_string() };
+        let io = |source| Error::Host(ioshare_host::Error::StateFileWrite { path: tmp.clone(), source });
         std::fs::write(&tmp, text).map_err(io)?;
         std::fs::rename(&tmp, dir.join(STATUS_FILE)).map_err(io)
     }
@@ -176,6 +179,9 @@ impl fmt::Display for Status {
                 )?;
             }
         }
+        if let Some(shares) = &self.shares {
+            write!(f, "\n{shares}")?;
+        }
         Ok(())
     }
 }
@@ -221,6 +227,7 @@ mod tests {
                 kernel_kills: 0,
                 pressure: Some((2.5, 0.75)),
             }],
+            shares: None,
         };
         s.write(dir.path()).unwrap();
         assert_eq!(Status::read(dir.path()).unwrap(), s);
@@ -228,6 +235,10 @@ mod tests {
         assert!(text.contains("tenants/web") && text.contains("limited") && text.contains("vrate 100.0%"), "{text}");
         assert!(text.contains("tenants/batch") && text.contains("400.0") && text.contains("12 MiB 3.5 ms"), "{text}");
         assert!(text.contains("2.5/0.8%"), "PSI some/full shown: {text}");
+        let with_shares = Status { shares: Some(crate::share::Shares { devices: vec![], rules: vec![] }), ..s };
+        with_shares.write(dir.path()).unwrap();
+        assert_eq!(Status::read(dir.path()).unwrap(), with_shares);
+        assert!(with_shares.to_string().contains("\nshares: each cgroup's part of the device"));
         let e = Status::read(Path::new("/nonexistent")).unwrap_err().to_string();
         assert!(e.contains("ioshare agent run"), "{e}");
     }

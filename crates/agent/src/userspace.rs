@@ -17,6 +17,13 @@
 //!    keeping those in force when they are within a few percent; the recorder writes only values
 //!    that changed.
 //!
+//! The device must stay the one configured: each period first compares its identity (the kernel's
+//! `diskseq`, new for each disk and each loop attachment) with the one at the first period. A device
+//! detached, removed, or replaced by another at its number ends the control of it for good: what
+//! was written for it is restored where it can be (a loop device keeps its queue, and the rules on
+//! it, for the next file attached), it is said once on stderr and in the status (state `device
+//! gone`), and nothing more is written for that number, whatever takes it.
+//!
 //! Without a QoS line the vrate is pinned at 100% (`min=max=100`): the counters carry no
 //! device-saturation signal of their own (the kernel's rq-wait), so without latency targets the
 //! planner would raise vrate without bound and the limits would stop meaning anything.
@@ -28,7 +35,7 @@ use std::time::Duration;
 use crate::status::{DeviceLine, GroupLine};
 use ioshare_core::iocost::aggregate::Charge;
 use ioshare_core::{Controller, GroupId, GroupSettings, GroupStats, IoCost, Limits, LinearModel, Nanos, Op, QosParams};
-use ioshare_host::{DiskStats, Recorder, RwCounts, Written};
+use ioshare_host::{DevNum, DiskStats, Recorder, RwCounts, Written};
 
 use crate::config::DeviceConfig;
 use crate::error::Result;
@@ -89,6 +96,17 @@ pub fn donating(g: &GroupStats) -> bool {
     g.hweight_inuse + DONATING_SLACK < g.hweight_active
 }
 
+/// A disk's identity in `sys_block`: its `diskseq` (Linux 5.15+: the kernel numbers each disk it
+/// creates and each file attached to a loop device), or empty where the kernel has none; `None` when
+/// the disk is gone.
+fn disk_identity(sys_block: &Path, name: &str) -> Option<String> {
+    let dir = sys_block.join(name);
+    match std::fs::read_to_string(dir.join("diskseq")) {
+        Ok(seq) => Some(seq.trim().to_string()),
+        Err(_) => dir.join("dev").exists().then(String::new),
+    }
+}
+
 /// Whether usage over `secs` reached `share` of any limit in force.
 fn held_back(t: &Throttle, usage: &[DirUsage; 2], secs: f64, share: f64) -> bool {
     let at = |used: u64, limit: u64| limit != 0 && used as f64 >= share * limit as f64 * secs;
@@ -109,6 +127,10 @@ pub struct DeviceLoop {
     verdicts: Verdicts,
     groups: HashMap<String, Tracked>,
     mix: IoMix,
+    /// The device's identity at the first period ([`disk_identity`]).
+    identity: Option<String>,
+    /// The device went away: nothing more is planned or written for it.
+    gone: bool,
 }
 
 impl DeviceLoop {
@@ -129,6 +151,8 @@ impl DeviceLoop {
             last_elapsed_s: period.as_secs_f64(),
             verdicts: Verdicts::default(),
             groups: HashMap::new(),
+            identity: None,
+            gone: false,
         }
     }
 
@@ -195,6 +219,20 @@ impl DeviceLoop {
 
     /// One planning period at `now` (see the module comment). `sys_block` is `/sys/block`.
     pub fn plan(&mut self, now: Nanos, h: &Hierarchy, rec: &mut Recorder, sys_block: &Path) -> Result<()> {
+        if self.gone {
+            return Ok(());
+        }
+        let same_device = match (disk_identity(sys_block, &self.cfg.device.name), &self.identity) {
+            (None, _) => false,
+            (Some(now), Some(first)) => now == *first,
+            (Some(now), None) => {
+                self.identity = Some(now);
+                true
+            }
+        };
+        if !same_device {
+            return self.lose_device(rec);
+        }
         let dev = self.cfg.device.dev;
         let model = *self.ctl.model();
         let elapsed_s = self.last_plan.map_or(self.period.as_secs_f64(), |t| now.saturating_sub(t) as f64 / 1e9);
@@ -315,6 +353,43 @@ impl DeviceLoop {
         Ok(())
     }
 
+    /// Its device.
+    pub fn dev(&self) -> DevNum {
+        self.cfg.device.dev
+    }
+
+    /// Whether the planner counts each present cgroup as active now.
+    pub fn activity(&self, now: Nanos) -> Vec<(String, bool)> {
+        let stats = self.ctl.stats(now);
+        self.groups
+            .iter()
+            .filter(|(_, t)| t.present)
+            .map(|(rel, t)| (rel.clone(), stats.groups[t.id.index()].active))
+            .collect()
+    }
+
+    /// Ends the control of a device that went away: restores what was written for it where it can,
+    /// and says so once.
+    fn lose_device(&mut self, rec: &mut Recorder) -> Result<()> {
+        self.gone = true;
+        let dev = self.cfg.device.dev;
+        let key = dev.to_string();
+        let r = rec.revert_where(|c| c.key == key)?;
+        for t in self.groups.values_mut() {
+            t.throttle = Throttle::default();
+        }
+        tracing::warn!(
+            "device {} ({dev}) is gone (detached, removed, or another device at its number): \
+             nothing more is written for it; {} setting(s) restored, {} gone with it, {} changed by others \
+             left alone; restart the agent to control it again",
+            self.cfg.device.name,
+            r.restored,
+            r.vanished,
+            r.changed_by_others.len()
+        );
+        Ok(())
+    }
+
     /// The device's state now.
     pub fn status(&self, now: Nanos) -> DeviceLine {
         let stats = self.ctl.stats(now);
@@ -326,7 +401,9 @@ impl DeviceLoop {
             .map(|(rel, t)| {
                 let g = &stats.groups[t.id.index()];
                 let usage_share = (t.usage[0].cost + t.usage[1].cost) as f64 / period_vtime;
-                let state = if !g.active {
+                let state = if self.gone {
+                    "device gone"
+                } else if !g.active {
                     "idle"
                 } else if g.hweight_active >= 0.999 {
                     "alone"

@@ -56,6 +56,18 @@ fn kernel_backend_writes_model_qos_weights_and_caps_then_reverts() {
     agent.discover().unwrap();
     assert_eq!(read("tenants/db/io.weight"), format!("{dev} 300"));
     assert_eq!(agent.status().devices[0].groups.len(), 2);
+    // The status carries each cgroup's share (from the first period on): db has done IO, so web gets
+    // 300 / (300 + 300) under the iocost the agent switched on, and its write cap of 2000 IOPS is below
+    // half of ssd_dfl's 28755.
+    std::fs::write(root.path().join("tenants/db/io.stat"), format!("{dev} rbytes=4096 wbytes=0 rios=1 wios=0\n"))
+        .unwrap();
+    agent.period().unwrap();
+    let shares = agent.status().shares.expect("shares after a period");
+    assert_eq!(shares.devices[0].weigher, ioshare_agent::share::Weigher::Iocost);
+    let web = shares.devices[0].groups.iter().find(|g| g.cgroup == "tenants/web").unwrap();
+    assert!((web.share - 0.5).abs() < 1e-9, "{web:?}");
+    let kinds: Vec<_> = web.flags.iter().map(|f| f.kind).collect();
+    assert_eq!(kinds, [ioshare_agent::share::flags::FlagKind::LimitBelowShare], "{web:?}");
     // One vanishes: not an error.
     std::fs::remove_dir_all(root.path().join("tenants/db")).unwrap();
     agent.discover().unwrap();

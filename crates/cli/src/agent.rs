@@ -5,17 +5,27 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Subcommand, ValueEnum};
 use ioshare_agent::logging::LogFormat;
-use ioshare_agent::{Agent, BackendChoice, Check, Config, Status};
+use ioshare_agent::{Agent, BackendChoice, Check, Config, ShareCheck, Status};
 
 /// The agent's subcommands.
 #[derive(Subcommand)]
 pub enum Command {
     /// What this host offers (cgroup layout, iocost, blk-throttle, BFQ), the backend the agent would
-    /// use and why, and whether buffered writes can be controlled.
+    /// use and why, and whether buffered writes can be controlled; with --config, the share each
+    /// matched cgroup gets on each device and what may keep its weight or limits from acting.
     Check {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// A configuration to diagnose on this host (shares and flags per cgroup and device).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The backend to diagnose the configuration under.
+        #[arg(long, value_enum, default_value = "auto")]
+        backend: BackendArg,
+        /// Where models measured for `model = "profile"` are cached (check only reads the cache).
+        #[arg(long, default_value = ioshare_agent::profile::DEFAULT_CACHE_DIR)]
+        cache_dir: PathBuf,
     },
     /// Apply a configuration and keep it applied (foreground; SIGTERM/SIGINT revert every change;
     /// SIGHUP, or `ioshare agent reload`, reads the configuration again and applies the difference).
@@ -91,15 +101,34 @@ pub enum LogFormatArg {
     Json,
 }
 
+impl From<BackendArg> for BackendChoice {
+    fn from(arg: BackendArg) -> Self {
+        match arg {
+            BackendArg::Auto => BackendChoice::Auto,
+            BackendArg::Kernel => BackendChoice::Kernel,
+            BackendArg::Userspace => BackendChoice::Userspace,
+        }
+    }
+}
+
 /// Runs an agent subcommand.
 pub fn run(cmd: Command) -> anyhow::Result<()> {
     match cmd {
-        Command::Check { json } => {
+        Command::Check { json, config: None, .. } => {
             let check = Check::probe();
             if json {
                 println!("{}", serde_json::to_string_pretty(&check)?);
             } else {
                 println!("{check}");
+            }
+        }
+        Command::Check { json, config: Some(file), backend, cache_dir } => {
+            let config = Config::load_cached(&file, &cache_dir)?;
+            let report = ShareCheck::probe(Check::probe(), &config, backend.into())?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{report}");
             }
         }
         Command::Run { config, backend, state_dir, cache_dir, dry_run, log_level, log_format } => {
@@ -117,15 +146,13 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
             let loaded =
                 Config::load_profiling(&config_file, &cache_dir, ioshare_engine::interrupt::stop_flag(), &progress);
             let config = Config { memory_dry_run: dry_run, ..loaded? };
-            let choice = match backend {
-                BackendArg::Auto => BackendChoice::Auto,
-                BackendArg::Kernel => BackendChoice::Kernel,
-                BackendArg::Userspace => BackendChoice::Userspace,
-            };
             let stop = ioshare_agent::stop_on_signals();
-            let (agent, recovered) = Agent::start(config, choice, &state_dir)?;
+            let (agent, recovered) = Agent::start(config, backend.into(), &state_dir)?;
             if let Some(r) = recovered {
                 tracing::info!(restored = r.restored, "restored the settings a previous agent left");
+                for line in r.unreadable {
+                    tracing::warn!("could not read the previous agent's state file at {line}");
+                }
             }
             tracing::info!(
                 backend = agent.backend().name(),
@@ -167,6 +194,12 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
                 println!("restored {} setting(s); {} in cgroups that no longer exist", r.restored, r.vanished);
                 for (c, now) in r.changed_by_others {
                     println!("left {} ({}) alone: changed by someone else to '{now}'", c.path.display(), c.key);
+                }
+                for line in &r.unreadable {
+                    println!("could not read the state file at {line}");
+                }
+                if !r.unreadable.is_empty() {
+                    println!("a setting recorded only on a damaged line is not restored: check its file by hand");
                 }
             }
         },

@@ -217,3 +217,66 @@ fn agent_reload_answers_and_json_logs_are_one_object_per_line() {
     assert!(refused[0]["message"].as_str().unwrap().contains(&want), "{}", refused[0]);
     assert!(lines.iter().all(|l| l["timestamp"].is_string() && l["target"].is_string()), "{logged}");
 }
+
+/// `agent check --config --json` on a real cgroup v1 tree: two tenants with processes below one
+/// test-named cgroup, weights 300 and 100, the first with a read bandwidth cap no device reaches.
+#[test]
+fn check_with_a_config_gives_each_cgroups_share_and_flags() {
+    if ioshare_host::skip_unless_root("check_with_a_config_gives_each_cgroups_share_and_flags") {
+        return;
+    }
+    let Some(root) = ioshare_host::Capabilities::probe().blkio_v1 else {
+        eprintln!("skipping check_with_a_config_gives_each_cgroups_share_and_flags: no cgroup v1 blkio");
+        return;
+    };
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let backing = dir.path().join("backing");
+    std::fs::write(&backing, vec![0u8; 1 << 20]).unwrap();
+    let dev = ioshare_host::LoopDevice::attach(&backing, false).unwrap();
+    let top = format!("ioshare-agent-cli-share-{}", std::process::id());
+    let a = ioshare_host::BlkioCgroup::create(&format!("{top}/a")).unwrap();
+    let b = ioshare_host::BlkioCgroup::create(&format!("{top}/b")).unwrap();
+    let sleep = || {
+        let mut c = Command::new("sleep");
+        c.arg("600");
+        c
+    };
+    let _procs = [KillOnDrop(a.spawn(sleep()).unwrap()), KillOnDrop(b.spawn(sleep()).unwrap())];
+    let t = a.path().parent().unwrap().strip_prefix(&root).unwrap().display().to_string();
+    let config = dir.path().join("agent.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[devices]]\npath = \"{}\"\nmodel = \"ssd_dfl\"\n[[groups]]\ncgroup = \"{t}/a\"\nweight = 300\n\
+             limits = \"bps-read=999999999999\"\n[[groups]]\ncgroup = \"{t}/b\"\n",
+            dev.path().display()
+        ),
+    )
+    .unwrap();
+    let out = ioshare(&["agent", "check", "--config", config.to_str().unwrap(), "--backend", "userspace", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["capabilities"].is_object() && v["diagnosed_backend"] == "userspace", "the host check is there too");
+    let groups = v["shares"]["devices"][0]["groups"].as_array().unwrap();
+    let find = |name: &str| groups.iter().find(|g| g["cgroup"] == format!("{t}/{name}")).unwrap();
+    let (ga, gb) = (find("a"), find("b"));
+    // Below the test's cgroup: 300 : 100 of whatever it gets at the top.
+    let top_part = |g: &serde_json::Value| {
+        let l = &g["levels"][0];
+        l["weight"].as_f64().unwrap() / l["active_weight"].as_f64().unwrap()
+    };
+    for (g, part) in [(ga, 0.75), (gb, 0.25)] {
+        let share = g["share"].as_f64().unwrap();
+        assert!((share / (top_part(g) * part) - 1.0).abs() < 0.01, "{g}");
+    }
+    let kinds = |g: &serde_json::Value| -> Vec<String> {
+        g["flags"].as_array().unwrap().iter().map(|f| f["kind"].as_str().unwrap().to_string()).collect()
+    };
+    assert!(kinds(ga).contains(&"limit_never_binds".to_string()), "{ga}");
+    assert!(!kinds(gb).iter().any(|k| k.starts_with("limit_")), "{gb}");
+    assert!(ga["flags"].as_array().unwrap().iter().all(|f| !f["message"].as_str().unwrap().is_empty()));
+    // The text form says the same.
+    let out = ioshare(&["agent", "check", "--config", config.to_str().unwrap(), "--backend", "userspace"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("{t}/a")) && text.contains("! limit_never_binds: bps-read=999999999999"), "{text}");
+}

@@ -47,6 +47,40 @@ pub fn find_cgroups(root: &Path, pattern: &str) -> Vec<String> {
     out
 }
 
+/// Whether the cgroup path `rel` (relative to the root) matches `pattern`, component by component.
+pub fn pattern_matches(pattern: &str, rel: &str) -> bool {
+    let (p, r): (Vec<&str>, Vec<&str>) = (pattern.split('/').collect(), rel.split('/').collect());
+    p.len() == r.len() && p.iter().zip(&r).all(|(p, r)| matches(p, r))
+}
+
+/// Whether every path `narrow` matches, `wide` matches too (both patterns, same number of
+/// components). Sound, not complete: `true` only when that is certain — a `*` of `narrow` is covered
+/// only by a `*` of `wide`, a `?` by a `?` or a `*` — so rare equal pairs such as `*?` and `?*` read
+/// as not covered.
+pub fn pattern_covers(wide: &str, narrow: &str) -> bool {
+    let (w, n): (Vec<&str>, Vec<&str>) = (wide.split('/').collect(), narrow.split('/').collect());
+    w.len() == n.len() && w.iter().zip(&n).all(|(w, n)| glob_covers(w, n))
+}
+
+/// [`pattern_covers`] for one component.
+fn glob_covers(wide: &str, narrow: &str) -> bool {
+    let (w, n): (Vec<char>, Vec<char>) = (wide.chars().collect(), narrow.chars().collect());
+    // covered[i][j]: w[i..] covers n[j..]; filled from the ends.
+    let mut covered = vec![vec![false; n.len() + 1]; w.len() + 1];
+    covered[w.len()][n.len()] = true;
+    for i in (0..w.len()).rev() {
+        for j in (0..=n.len()).rev() {
+            covered[i][j] = match w[i] {
+                '*' => covered[i + 1][j] || (j < n.len() && covered[i][j + 1]),
+                _ if j == n.len() => false,
+                '?' => n[j] != '*' && covered[i + 1][j + 1],
+                c => n[j] == c && covered[i + 1][j + 1],
+            };
+        }
+    }
+    covered[0][0]
+}
+
 /// Whether `name` matches the one-component glob `pattern`.
 pub fn matches(pattern: &str, name: &str) -> bool {
     let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
@@ -82,6 +116,35 @@ mod tests {
         assert!(!matches("docker-*.scope", "docker-abc.service"));
         assert!(matches("w?b", "web") && !matches("w?b", "weeb"));
         assert!(matches("a*b*c", "aXbYc") && !matches("a*b*c", "aXbY"));
+    }
+
+    #[test]
+    fn paths_match_and_patterns_cover_component_by_component() {
+        assert!(pattern_matches("tenants/*", "tenants/web") && !pattern_matches("tenants/*", "tenants/web/x"));
+        assert!(!pattern_matches("tenants/*", "tenants"));
+        for (wide, narrow) in [
+            ("tenants/*", "tenants/web"),
+            ("tenants/*", "tenants/w?b"),
+            ("tenants/*", "tenants/w*"),
+            ("*/*", "a/b*c"),
+            ("t/w?b", "t/web"),
+            ("t/w?b", "t/w?b"),
+            ("t/docker-*", "t/docker-a*.scope"),
+            ("t/*.scope", "t/docker-*.scope"),
+        ] {
+            assert!(pattern_covers(wide, narrow), "{wide} covers {narrow}");
+        }
+        for (wide, narrow) in [
+            ("tenants/web", "tenants/*"),
+            ("tenants/web", "tenants/w?b"),
+            ("t/w?b", "t/w*b"),
+            ("t/?", "t/*"),
+            ("*", "a/b"),
+            ("t/docker-*", "t/*-docker"),
+            ("t/a*", "t/?"),
+        ] {
+            assert!(!pattern_covers(wide, narrow), "{wide} does not cover {narrow}");
+        }
     }
 
     #[test]

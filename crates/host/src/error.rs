@@ -174,13 +174,25 @@ pub enum Error {
         /// The state file.
         state: PathBuf,
     },
-    /// The state file cannot be understood.
-    #[error("state file {} is damaged: {reason} (inspect it, then remove it to start afresh)", path.display())]
+    /// The state file cannot be read.
+    #[error("cannot read state file {}: {reason} (inspect it, then remove it to start afresh)", path.display())]
     StateFile {
         /// The state file.
         path: PathBuf,
         /// What is wrong.
         reason: String,
+    },
+    /// The state directory cannot be written: the recorder makes no setting it cannot record first.
+    #[error(
+        "cannot write {}: {source} (the agent records every setting in its state directory before making it, \
+         and makes none it cannot record: give --state-dir a writable directory with free space)",
+        path.display()
+    )]
+    StateFileWrite {
+        /// The file.
+        path: PathBuf,
+        /// The OS's answer.
+        source: io::Error,
     },
     /// A write outside the discovered cgroup roots was refused.
     #[error("refusing to write {}: it is outside the cgroup hierarchies this host mounts", path.display())]

@@ -47,10 +47,17 @@
 //! DiskStats::read(sys_block, name), .since(&earlier)  // /sys/block/X/stat: IOs, sectors, latency sums
 //! BlockDevice::resolve("/dev/loop3" | "7:3")          // whole device: number and /sys/block name
 //! find_cgroups(root, "tenants/*") -> Vec<String>; check_pattern(p)   // cgroups by glob
+//! pattern_matches(pattern, rel); pattern_covers(wide, narrow)   // a path by glob; glob within glob
+//! BlockQueue::read(sys_block, name, dev, v2_root)      // scheduler, blk-mq or not, iocost on or off
+//! WeightFile::{IoCost, BfqV2, BfqV1}.read(dir, dev)  // the weight a cgroup has under each mechanism
+//! child_cgroups(dir); populated(dir); subtree_control(dir)   // a cgroup as the share diagnosis reads it
 //! Recorder::open(state_dir, roots) -> (Recorder, Option<Reverted>)  // the one recording writer:
 //!     .set(path, Entry, line) -> Written             // previous line stored (synced) before the write
 //!     .touch(path, Entry)  .revert() -> Reverted     // a killed writer's state reverted at open
-//! revert_state_dir(dir, roots) -> Option<Reverted>   // `ioshare agent revert`
+//!     .revert_where(|c| ..) -> Reverted              // part of it (a device gone), forgotten after
+//!                                                    // state file: checksummed lines, atomic rewrites
+//! revert_state_dir(dir, roots) -> Option<Reverted>   // `ioshare agent revert`; .unreadable names
+//!                                                    // the lines of a damaged state file
 //! memcg::v1::Memcg (v1 memory: usage, limit, oom_control, eventfds), memcg::v2::Memcg (v2 memory:
 //!     current, max, high, events, pressure + PSI triggers, oom.group, reclaim), memcg::v2::PollFile
 //!     (POLLPRI on a kernfs/PSI file)
@@ -70,16 +77,19 @@
 mod blkio;
 mod blkio_stats;
 mod block_device;
+mod block_queue;
 mod capabilities;
 mod cgroup2;
 mod cgroup_dir;
 mod cgroup_glob;
+mod cgroup_io;
 mod cgroup_mounts;
 mod disk_stats;
 mod error;
 mod io_max;
 mod io_stat;
 mod io_weight;
+mod journal;
 mod loop_device;
 mod loop_sys;
 pub mod memcg;
@@ -91,15 +101,18 @@ mod sysfs;
 pub use blkio::{remove_stale_cgroups, BlkioCgroup, ThrottleKnob, BFQ_WEIGHT_MAX, BFQ_WEIGHT_MIN};
 pub use blkio_stats::{read_throttle_stats, BlkioStats, DeviceStats, RwCounts};
 pub use block_device::BlockDevice;
+pub use block_queue::BlockQueue;
 pub use capabilities::{Capabilities, CgroupLayout, KernelPeer};
 pub use cgroup2::{remove_stale_cgroups2, Cgroup2, KernelIoCost};
-pub use cgroup_glob::{check_pattern, find_cgroups};
+pub use cgroup_glob::{check_pattern, find_cgroups, pattern_covers, pattern_matches};
+pub use cgroup_io::{child_cgroups, populated, subtree_control, WeightFile};
 pub use disk_stats::{DiskId, DiskStats};
 pub use error::{Error, Result};
 pub use io_max::IoMax;
 pub use io_stat::parse_io_stat;
 pub use io_weight::{IoWeight, IO_WEIGHT_DEFAULT, IO_WEIGHT_MAX, IO_WEIGHT_MIN};
 pub use ioshare_core::iocost::line::DevNum;
+pub use journal::{Change, STATE_FILE};
 pub use loop_device::LoopDevice;
 pub use privilege::{is_root, skip_unless_root};
-pub use recorder::{check_under, revert_state_dir, Change, Entry, Recorder, Reverted, Written, STATE_FILE};
+pub use recorder::{check_under, revert_state_dir, Entry, Recorder, Reverted, Written, REWRITE_SLACK};

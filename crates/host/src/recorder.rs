@@ -7,15 +7,28 @@
 //!   entry the recorder reads the entry's current line (what writing back restores it: a missing
 //!   throttle rule reads as `MAJ:MIN 0`, a missing `io.max` line as all `max`) and appends
 //!   `(path, key, previous, new)` to the state file, synced, *before* writing the kernel file. A crash
-//!   at any point therefore leaves a state file that restores at least everything written. Later
-//!   values of an entry are appended unsynced (a killed process loses nothing in the page cache).
+//!   at any point therefore leaves a state file that restores at least everything written, and a
+//!   change that cannot be recorded (a full or read-only state directory) is not made: the error
+//!   says so. Later values of an entry are appended unsynced (a killed process loses nothing in the
+//!   page cache).
 //! - Later writes to the same entry keep the first previous value and update the new one; writing the
 //!   value an entry already holds is skipped (only changes are written).
+//! - The state file is a checksummed journal ([`crate::journal`]): a line torn by a crash or damaged
+//!   costs that line only; revert restores every entry it can read and names the lines it cannot.
+//!   It is rewritten whole (write, sync, rename) from the live entries when it has grown, so a
+//!   long-running agent's file stays the size of what it controls.
+//! - A crash between recording a value and writing it leaves the kernel holding the value recorded
+//!   before; revert counts that one as the writer's too.
 //! - The state file holds the writer's pid. [`Recorder::open`] refuses a state file of a live process
 //!   (another agent), and reverts one whose process is gone (a `kill -9`) before starting afresh.
 //! - Revert writes each previous line back, newest first, only where the entry still holds what was
 //!   written (someone else's later change is left alone and reported); a file that vanished with its
 //!   cgroup is skipped: a cgroup that goes away is not an error, mid-period or at revert.
+//!   [`Recorder::revert_where`] reverts a part and forgets it (a device that went away).
+//! - Entries whose file is gone are forgotten (nothing of them is left to restore, and a cgroup
+//!   created later under the same name is another one): all of a cgroup's when a write finds its
+//!   files gone, and any at the next compaction. So the state file of an agent over cgroups that come
+//!   and go holds the live ones only.
 //! - Every path must lie under one of the cgroup roots given at open (the discovered mount points);
 //!   anything else is refused before any write.
 //! - Memory settings are whole-file values ([`Entry::Memory`]: `memory.limit_in_bytes`,
@@ -23,21 +36,19 @@
 //!   written by the memory guard, which keeps the value it replaced; [`Recorder::note`] journals
 //!   them. They are written back unconditionally at revert (the guard's own reclaim moves a v1 limit
 //!   for a moment, so "changed since" means nothing for them).
-//!
-//! The state file is JSON lines: a header `{"pid":N}` then one record per change.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Component, Path, PathBuf};
 
 use ioshare_core::iocost::line::DevNum;
-use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::journal::{self, Change, Contents, JournalFile, STATE_FILE};
 use crate::sysfs;
 
-/// Name of the state file inside the state directory.
-pub const STATE_FILE: &str = "agent.state";
+/// Records appended beyond twice the entries tracked that make the next record rewrite the state
+/// file from the entries (compaction: a period's limit changes would otherwise grow it forever).
+pub const REWRITE_SLACK: usize = 256;
 
 /// One setting inside a kernel file: which line of it a write changes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,31 +98,6 @@ impl Entry {
     }
 }
 
-/// One recorded change.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Change {
-    /// The kernel file.
-    pub path: PathBuf,
-    /// Which entry of it (`MAJ:MIN` or `default`).
-    pub key: String,
-    /// The line that restores the entry.
-    pub previous: String,
-    /// The line written.
-    pub new: String,
-}
-
-impl Change {
-    /// The entry of its file it stands for.
-    pub fn entry(&self) -> Entry {
-        entry_of(&self.key, &self.path)
-    }
-}
-
-#[derive(Serialize, Deserialize)]
-struct Header {
-    pid: u32,
-}
-
 /// What [`Recorder::set`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Written {
@@ -132,13 +118,16 @@ pub struct Reverted {
     pub vanished: usize,
     /// Entries someone else changed since: left alone, with what they hold now.
     pub changed_by_others: Vec<(Change, String)>,
+    /// Lines of the state file that could not be read (`line N (record): why: what it holds`): the
+    /// settings they recorded, if nothing else recorded them, are not restored.
+    pub unreadable: Vec<String>,
 }
 
 /// The recording writer: owns the state file of one agent.
 #[derive(Debug)]
 pub struct Recorder {
-    state: PathBuf,
-    file: File,
+    dir: PathBuf,
+    journal: JournalFile,
     roots: Vec<PathBuf>,
     changes: Vec<Change>,
 }
@@ -148,24 +137,17 @@ impl Recorder {
     /// left by a dead process is reverted first (its result returned); one of a live process is
     /// refused.
     pub fn open(dir: &Path, roots: Vec<PathBuf>) -> Result<(Self, Option<Reverted>)> {
-        std::fs::create_dir_all(dir).map_err(|e| sysfs::file_error("create state directory".into(), dir, e))?;
+        std::fs::create_dir_all(dir).map_err(|e| journal::write_error(dir, e))?;
         let state = dir.join(STATE_FILE);
-        let recovered = match read_state(&state)? {
-            Some((pid, _)) if pid != std::process::id() && process_alive(pid) => {
+        let recovered = match journal::read(&state)? {
+            Some(Contents { pid: Some(pid), .. }) if pid != std::process::id() && process_alive(pid) => {
                 return Err(Error::AgentRunning { pid, state });
             }
-            Some(_) => Some(revert_file(&state, &roots)?),
+            Some(contents) => Some(revert_contents(&state, contents, &roots)?),
             None => None,
         };
-        let mut file = OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .open(&state)
-            .map_err(|e| sysfs::file_error("create".into(), &state, e))?;
-        let header = serde_json::to_string(&Header { pid: std::process::id() }).expect("header serialises");
-        writeln!(file, "{header}").and_then(|()| file.sync_data()).map_err(|e| state_error(&state, e))?;
-        Ok((Recorder { state, file, roots, changes: Vec::new() }, recovered))
+        let journal = JournalFile::create(dir, std::process::id(), &[])?;
+        Ok((Recorder { dir: dir.to_path_buf(), journal, roots, changes: Vec::new() }, recovered))
     }
 
     /// The changes recorded so far, oldest first.
@@ -173,60 +155,77 @@ impl Recorder {
         &self.changes
     }
 
-    /// Sets `entry` of kernel file `path` by writing `line`, recording the previous line first.
+    /// Sets `entry` of kernel file `path` by writing `line`, recording the previous line first. A file
+    /// that is gone (its cgroup removed) writes nothing, and the cgroup's entries are forgotten.
     pub fn set(&mut self, path: &Path, entry: Entry, line: &str) -> Result<Written> {
         check_under(path, &self.roots)?;
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
-            Err(e) if vanished(&e) => return Ok(Written::Vanished),
+            Err(e) if vanished(&e) => return Ok(self.vanished(path)),
             Err(e) => return Err(sysfs::file_error("read".into(), path, e)),
         };
         let current = entry.current(&text);
         if same_setting(entry, &current, line) {
             return Ok(Written::Unchanged);
         }
-        let key = entry.key();
-        let change = match self.changes.iter().position(|c| c.path == path && c.key == key) {
-            Some(i) => {
-                self.changes[i].new = line.to_string();
-                self.changes[i].clone()
-            }
-            None => {
-                let c = Change { path: path.to_path_buf(), key, previous: current, new: line.to_string() };
-                self.changes.push(c.clone());
-                c
-            }
-        };
-        let record = serde_json::to_string(&change).expect("change serialises");
-        writeln!(self.file, "{record}")
-            .and_then(|()| self.file.sync_data())
-            .map_err(|e| state_error(&self.state, e))?;
+        self.record(path, entry.key(), &current, line)?;
         match sysfs::write_raw(path, line) {
             Ok(()) => Ok(Written::Changed),
-            Err(e) if vanished(&e) => Ok(Written::Vanished),
+            Err(e) if vanished(&e) => Ok(self.vanished(path)),
             Err(e) => Err(sysfs::file_error(format!("write '{line}' to"), path, e)),
         }
     }
 
+    /// Forgets the entries of `path`'s cgroup directory whose files are gone (ENODEV, a device gone
+    /// under an existing cgroup, leaves them: see [`Recorder::revert_where`]).
+    fn vanished(&mut self, path: &Path) -> Written {
+        if let Some(dir) = path.parent() {
+            self.changes.retain(|c| c.path.parent() != Some(dir) || c.path.exists());
+        }
+        Written::Vanished
+    }
+
     /// Journals a change someone else wrote (the memory guard): `path` held `previous` and now holds
-    /// `new`; revert writes `previous` back ([`Entry::Memory`]). Synced before returning.
+    /// `new`; revert writes `previous` back ([`Entry::Memory`]).
     pub fn note(&mut self, path: &Path, previous: &str, new: &str) -> Result<()> {
         check_under(path, &self.roots)?;
         let key = Entry::Memory.key();
-        let change = match self.changes.iter().position(|c| c.path == path && c.key == key) {
-            Some(i) if self.changes[i].new == new => return Ok(()),
+        if self.changes.iter().any(|c| c.path == path && c.key == key && c.new == new) {
+            return Ok(());
+        }
+        self.record(path, key, previous, new)
+    }
+
+    /// Records that entry `key` of `path`, holding `current`, is about to be set to `new`: the
+    /// entry's first record keeps `current` as the line to restore and is synced; later ones carry
+    /// the same previous line and are appended unsynced (a killed process loses nothing in the page
+    /// cache; a power loss resets the kernel's settings too). A journal grown to twice its entries
+    /// (plus [`REWRITE_SLACK`]) is rewritten first, from the entries as the kernel holds them now,
+    /// without those whose file is gone.
+    fn record(&mut self, path: &Path, key: String, current: &str, new: &str) -> Result<()> {
+        if self.journal.lines() > 2 * self.changes.len() + REWRITE_SLACK {
+            self.changes.retain(|c| c.path.exists());
+            self.journal = JournalFile::create(&self.dir, std::process::id(), &self.changes)?;
+        }
+        let (change, first) = match self.changes.iter().position(|c| c.path == path && c.key == key) {
             Some(i) => {
-                self.changes[i].new = new.to_string();
-                self.changes[i].clone()
+                let c = &mut self.changes[i];
+                c.earlier = Some(std::mem::replace(&mut c.new, new.to_string()));
+                (c.clone(), false)
             }
             None => {
-                let c = Change { path: path.to_path_buf(), key, previous: previous.to_string(), new: new.to_string() };
+                let c = Change {
+                    path: path.to_path_buf(),
+                    key,
+                    previous: current.to_string(),
+                    new: new.to_string(),
+                    earlier: None,
+                };
                 self.changes.push(c.clone());
-                c
+                (c, true)
             }
         };
-        let record = serde_json::to_string(&change).expect("change serialises");
-        writeln!(self.file, "{record}").and_then(|()| self.file.sync_data()).map_err(|e| state_error(&self.state, e))
+        self.journal.append(&change, first)
     }
 
     /// Writes `entry`'s current line back to `path` unchanged (nothing to record): some kernel files
@@ -244,35 +243,21 @@ impl Recorder {
         Ok(Written::Unchanged)
     }
 
-    /// Restores the recorded entries `release` picks — each as [`Recorder::revert`] does: its previous
-    /// line written back where it still holds what was written — and stops recording them (the
-    /// agent no longer manages them: a reload dropped their rule or device). The journal then gets
-    /// each one's restored line as its latest, written after the host's file: a crash in between
-    /// leaves a journal whose revert restores the same line again.
-    pub fn restore_where(&mut self, release: impl Fn(&Change) -> bool) -> Result<Reverted> {
-        let (released, kept): (Vec<Change>, Vec<Change>) = self.changes.drain(..).partition(|c| release(c));
+    /// Restores the entries `which` selects and stops tracking them, e.g. those of a device that went
+    /// away: what can still be restored is, and none of them is written again. The state file is
+    /// rewritten without them.
+    pub fn revert_where(&mut self, which: impl Fn(&Change) -> bool) -> Result<Reverted> {
+        let (chosen, kept): (Vec<Change>, Vec<Change>) = self.changes.drain(..).partition(which);
         self.changes = kept;
-        let reverted = revert_changes(&released, &self.roots);
-        if !released.is_empty() {
-            let mut records = String::new();
-            for c in &released {
-                let restored = Change { new: c.previous.clone(), ..c.clone() };
-                records += &serde_json::to_string(&restored).expect("change serialises");
-                records.push('\n');
-            }
-            self.file
-                .write_all(records.as_bytes())
-                .and_then(|()| self.file.sync_data())
-                .map_err(|e| state_error(&self.state, e))?;
-        }
+        let reverted = revert_changes(&chosen, &self.roots);
+        self.journal = JournalFile::create(&self.dir, std::process::id(), &self.changes)?;
         Ok(reverted)
     }
 
     /// Restores every recorded entry and removes the state file.
     pub fn revert(self) -> Result<Reverted> {
         let reverted = revert_changes(&self.changes, &self.roots);
-        drop(self.file);
-        std::fs::remove_file(&self.state).map_err(|e| state_error(&self.state, e))?;
+        self.journal.remove()?;
         Ok(reverted)
     }
 }
@@ -281,43 +266,25 @@ impl Recorder {
 /// removes it. Refused while the agent that wrote it is alive.
 pub fn revert_state_dir(dir: &Path, roots: &[PathBuf]) -> Result<Option<Reverted>> {
     let state = dir.join(STATE_FILE);
-    match read_state(&state)? {
+    match journal::read(&state)? {
         None => Ok(None),
-        Some((pid, _)) if process_alive(pid) && pid != std::process::id() => Err(Error::AgentRunning { pid, state }),
-        Some(_) => revert_file(&state, roots).map(Some),
+        Some(Contents { pid: Some(pid), .. }) if process_alive(pid) && pid != std::process::id() => {
+            Err(Error::AgentRunning { pid, state })
+        }
+        Some(contents) => revert_contents(&state, contents, roots).map(Some),
     }
 }
 
-fn revert_file(state: &Path, roots: &[PathBuf]) -> Result<Reverted> {
-    let (_, changes) = read_state(state)?.unwrap_or((0, Vec::new()));
-    let reverted = revert_changes(&changes, roots);
-    std::fs::remove_file(state).map_err(|e| state_error(state, e))?;
+/// Reverts what the state file `state` held (`contents`: a dead writer's; a damaged header counts
+/// as one, since a live writer's header is written whole before any record) and removes it.
+fn revert_contents(state: &Path, contents: Contents, roots: &[PathBuf]) -> Result<Reverted> {
+    let reverted = Reverted { unreadable: contents.unreadable, ..revert_changes(&contents.changes, roots) };
+    journal::remove(state)?;
     Ok(reverted)
 }
 
-/// The state file's pid and its changes (the last record of an entry carries its latest new line).
-fn read_state(state: &Path) -> Result<Option<(u32, Vec<Change>)>> {
-    let text = match std::fs::read_to_string(state) {
-        Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(state_error(state, e)),
-    };
-    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let bad = |what: &str| Error::StateFile { path: state.to_path_buf(), reason: what.to_string() };
-    let Some(first) = lines.next() else { return Ok(None) };
-    let header: Header = serde_json::from_str(first).map_err(|e| bad(&format!("bad header: {e}")))?;
-    let mut changes: Vec<Change> = Vec::new();
-    for line in lines {
-        // A record cut short by a crash is the last line; what it would have written never was.
-        let Ok(c) = serde_json::from_str::<Change>(line) else { continue };
-        match changes.iter_mut().find(|x| x.path == c.path && x.key == c.key) {
-            Some(x) => x.new = c.new,
-            None => changes.push(c),
-        }
-    }
-    Ok(Some((header.pid, changes)))
-}
-
+/// Writes each change's previous line back, newest first, where the entry still holds a line the
+/// writer recorded (its last `new`, the one before it, or the previous line itself).
 fn revert_changes(changes: &[Change], roots: &[PathBuf]) -> Reverted {
     let mut out = Reverted::default();
     for c in changes.iter().rev() {
@@ -334,7 +301,8 @@ fn revert_changes(changes: &[Change], roots: &[PathBuf]) -> Reverted {
         };
         let entry = entry_of(&c.key, &c.path);
         let now = entry.current(&text);
-        if entry != Entry::Memory && !same_setting(entry, &now, &c.new) && !same_setting(entry, &now, &c.previous) {
+        let ours = std::iter::once(&c.new).chain(&c.earlier).chain(std::iter::once(&c.previous));
+        if entry != Entry::Memory && !ours.into_iter().any(|line| same_setting(entry, &now, line)) {
             out.changed_by_others.push((c.clone(), now));
             continue;
         }
@@ -344,6 +312,13 @@ fn revert_changes(changes: &[Change], roots: &[PathBuf]) -> Reverted {
         }
     }
     out
+}
+
+impl Change {
+    /// The entry of its file it stands for (the agent's reload tells its own entries apart by it).
+    pub fn entry(&self) -> Entry {
+        entry_of(&self.key, &self.path)
+    }
 }
 
 /// The entry a recorded key of a file stands for.
@@ -381,10 +356,6 @@ fn process_alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
-fn state_error(path: &Path, source: io::Error) -> Error {
-    Error::KernelFile { action: "cannot write state file".into(), path: path.to_path_buf(), source }
-}
-
 /// Refuses `path` unless it lies below one of `roots` (no `..`, relative or out-of-tree paths).
 pub fn check_under(path: &Path, roots: &[PathBuf]) -> Result<()> {
     let clean = path.is_absolute() && !path.components().any(|c| matches!(c, Component::ParentDir | Component::CurDir));
@@ -409,6 +380,23 @@ mod tests {
         assert_eq!(Entry::IoWeightDevice(DEV).current("default 300\n7:3 50\n"), "7:3 50");
         assert_eq!(Entry::IoWeightDevice(DEV).current("default 300\n"), "7:3 default");
         assert_eq!(Entry::IoCost(DEV).current(""), "7:3 ctrl=auto");
+    }
+
+    #[test]
+    fn a_change_names_its_entry() {
+        let change = |path: &str, key: &str| Change {
+            path: PathBuf::from(path),
+            key: key.into(),
+            previous: String::new(),
+            new: String::new(),
+            earlier: None,
+        };
+        assert_eq!(change("/r/a/blkio.throttle.read_iops_device", "7:3").entry(), Entry::Throttle(DEV));
+        assert_eq!(change("/r/a/io.max", "7:3").entry(), Entry::IoMax(DEV));
+        assert_eq!(change("/r/a/io.weight", "7:3").entry(), Entry::IoWeightDevice(DEV));
+        assert_eq!(change("/r/a/io.weight", "default").entry(), Entry::IoWeightDefault);
+        assert_eq!(change("/r/io.cost.qos", "7:3").entry(), Entry::IoCost(DEV));
+        assert_eq!(change("/m/a/memory.limit_in_bytes", "memory").entry(), Entry::Memory);
     }
 
     #[test]
@@ -460,7 +448,13 @@ mod tests {
         assert_eq!(rec.set(&file, Entry::Throttle(DEV), "7:3 100").unwrap(), Written::Unchanged);
         assert_eq!(
             rec.changes(),
-            [Change { path: file.clone(), key: "7:3".into(), previous: "7:3 0".into(), new: "7:3 100".into() }]
+            [Change {
+                path: file.clone(),
+                key: "7:3".into(),
+                previous: "7:3 0".into(),
+                new: "7:3 100".into(),
+                earlier: None
+            }]
         );
         let gone = root.path().join("gone/blkio.throttle.read_iops_device");
         assert_eq!(rec.set(&gone, Entry::Throttle(DEV), "7:3 1").unwrap(), Written::Vanished);
@@ -477,40 +471,132 @@ mod tests {
         assert!(!state.path().join(STATE_FILE).exists());
     }
 
-    /// A reload releases some entries: they are restored at once and no longer recorded, and a
-    /// crash's recovery afterwards leaves what others write to them alone.
-    #[test]
-    fn released_entries_are_restored_and_no_longer_recorded() {
+    /// A recorder over one plain file standing in for a throttle file holding `7:0 5`.
+    fn one_file() -> (tempfile::TempDir, tempfile::TempDir, PathBuf, Vec<PathBuf>) {
         let root = tempfile::tempdir().unwrap();
         let state = tempfile::tempdir().unwrap();
+        let file = root.path().join("blkio.throttle.read_iops_device");
+        std::fs::write(&file, "7:0 5\n").unwrap();
         let roots = vec![root.path().to_path_buf()];
-        let (keep, drop) = (
-            root.path().join("a/blkio.throttle.read_iops_device"),
-            root.path().join("b/blkio.throttle.read_iops_device"),
-        );
-        for f in [&keep, &drop] {
-            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-            std::fs::write(f, "").unwrap();
-        }
+        (root, state, file, roots)
+    }
+
+    /// Killed between recording a value and writing it: the kernel file holds the value recorded
+    /// before, which revert recognises as the writer's and restores.
+    #[test]
+    fn a_crash_between_record_and_write_is_reverted() {
+        let (_root, state, file, roots) = one_file();
         let (mut rec, _) = Recorder::open(state.path(), roots.clone()).unwrap();
-        rec.set(&keep, Entry::Throttle(DEV), "7:3 100").unwrap();
-        rec.set(&drop, Entry::Throttle(DEV), "7:3 200").unwrap();
-        assert_eq!(rec.changes()[1].entry(), Entry::Throttle(DEV));
-        let reverted = rec.restore_where(|c| c.path == drop).unwrap();
-        assert_eq!((reverted.restored, reverted.vanished), (1, 0));
-        assert_eq!(std::fs::read_to_string(&drop).unwrap(), "7:3 0", "restored at once");
-        assert_eq!(std::fs::read_to_string(&keep).unwrap(), "7:3 100", "the other kept");
-        assert_eq!(rec.changes().len(), 1);
-        assert_eq!(rec.changes()[0].path, keep);
-        assert_eq!(rec.restore_where(|_| false).unwrap(), Reverted::default(), "nothing picked, nothing done");
-        // Someone else sets the released entry; then the agent crashes.
-        std::fs::write(&drop, "7:3 999").unwrap();
+        rec.set(&file, Entry::Throttle(DEV), "7:3 100").unwrap();
+        std::fs::write(&file, "7:3 100\n").unwrap();
+        rec.record(&file, Entry::Throttle(DEV).key(), "7:3 100", "7:3 200").unwrap(); // no write: killed
         std::mem::forget(rec);
-        let (rec, recovered) = Recorder::open(state.path(), roots).unwrap();
-        let recovered = recovered.unwrap();
-        assert_eq!(std::fs::read_to_string(&drop).unwrap(), "7:3 999", "not the agent's any more: left alone");
-        assert_eq!(std::fs::read_to_string(&keep).unwrap(), "7:3 0", "the kept one reverted");
-        assert_eq!(recovered.restored, 1, "{recovered:?}");
+        let reverted = revert_state_dir(state.path(), &roots).unwrap().unwrap();
+        assert_eq!((reverted.restored, reverted.changed_by_others.len()), (1, 0), "{reverted:?}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "7:3 0");
+    }
+
+    /// A record that cannot be written stops the change: the kernel file is not touched.
+    #[test]
+    fn nothing_is_written_that_could_not_be_recorded() {
+        let (_root, state, file, roots) = one_file();
+        let (mut rec, _) = Recorder::open(state.path(), roots).unwrap();
+        // The journal's file handle made read-only: every append fails, as on a full disk.
+        rec.journal = JournalFile::read_only_for_test(state.path());
+        let err = rec.set(&file, Entry::Throttle(DEV), "7:3 100").unwrap_err();
+        assert!(matches!(err, Error::StateFileWrite { .. }), "{err}");
+        assert!(err.to_string().contains("free space"), "{err}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "7:0 5\n", "the kernel file untouched");
+    }
+
+    /// A journal that grew (a limit rewritten every period) is rewritten from its entries: the file
+    /// stays the size of what is controlled, and still reverts everything.
+    #[test]
+    fn the_journal_is_compacted() {
+        let (_root, state, file, roots) = one_file();
+        let (mut rec, _) = Recorder::open(state.path(), roots.clone()).unwrap();
+        for i in 1..=3 * REWRITE_SLACK {
+            rec.set(&file, Entry::Throttle(DEV), &format!("7:3 {i}")).unwrap();
+            std::fs::write(&file, format!("7:3 {i}\n")).unwrap();
+        }
+        let lines = std::fs::read_to_string(state.path().join(STATE_FILE)).unwrap().lines().count();
+        assert!(lines <= REWRITE_SLACK + 3, "{lines} lines for one entry");
+        std::mem::forget(rec);
+        let reverted = revert_state_dir(state.path(), &roots).unwrap().unwrap();
+        assert_eq!(reverted.restored, 1, "{reverted:?}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "7:3 0");
+    }
+
+    /// A damaged line is named; the entries of the other lines are restored.
+    #[test]
+    fn a_damaged_state_file_restores_what_it_can_read() {
+        let (root, state, file, roots) = one_file();
+        let other = root.path().join("blkio.throttle.write_iops_device");
+        std::fs::write(&other, "").unwrap();
+        let (mut rec, _) = Recorder::open(state.path(), roots.clone()).unwrap();
+        rec.set(&file, Entry::Throttle(DEV), "7:3 100").unwrap();
+        rec.set(&other, Entry::Throttle(DEV), "7:3 50").unwrap();
+        std::mem::forget(rec);
+        let path = state.path().join(STATE_FILE);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let damaged = text.replacen("read_iops", "read_iopz", 1);
+        std::fs::write(&path, damaged).unwrap();
+        let reverted = revert_state_dir(state.path(), &roots).unwrap().unwrap();
+        assert_eq!(reverted.restored, 1, "{reverted:?}");
+        assert_eq!(std::fs::read_to_string(&other).unwrap(), "7:3 0");
+        assert_eq!(reverted.unreadable.len(), 1, "{reverted:?}");
+        assert!(reverted.unreadable[0].contains("line 2") && reverted.unreadable[0].contains("read_iopz"));
+        assert!(!path.exists());
+    }
+
+    /// `revert_where` restores a part and forgets it, in memory and in the state file.
+    #[test]
+    fn a_part_is_reverted_and_forgotten() {
+        let (_root, state, file, roots) = one_file();
+        let (mut rec, _) = Recorder::open(state.path(), roots).unwrap();
+        rec.set(&file, Entry::Throttle(DEV), "7:3 100").unwrap();
+        rec.set(&file, Entry::Throttle(DevNum { major: 7, minor: 4 }), "7:4 9").unwrap();
+        std::fs::write(&file, "7:3 100\n7:4 9\n").unwrap();
+        let reverted = rec.revert_where(|c| c.key == "7:3").unwrap();
+        assert_eq!(reverted.restored, 1);
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "7:3 0");
+        assert_eq!(rec.changes().len(), 1);
+        let on_disk = journal::read(&state.path().join(STATE_FILE)).unwrap().unwrap();
+        assert_eq!(on_disk.changes, rec.changes(), "the state file rewritten without it");
+        rec.revert().unwrap();
+    }
+
+    /// A cgroup removed takes its entries with it: forgotten when a write finds it gone, and by
+    /// the next compaction otherwise.
+    #[test]
+    fn entries_of_removed_cgroups_are_forgotten() {
+        let (root, state, file, roots) = one_file();
+        let (mut rec, _) = Recorder::open(state.path(), roots.clone()).unwrap();
+        let cgroup = |name: &str| {
+            let dir = root.path().join(name);
+            std::fs::create_dir(&dir).unwrap();
+            ["blkio.throttle.read_iops_device", "blkio.throttle.write_iops_device"].map(|f| {
+                std::fs::write(dir.join(f), "").unwrap();
+                dir.join(f)
+            })
+        };
+        let (gone, quiet) = (cgroup("gone"), cgroup("quiet"));
+        for f in gone.iter().chain(&quiet) {
+            rec.set(f, Entry::Throttle(DEV), "7:3 7").unwrap();
+        }
+        rec.set(&file, Entry::Throttle(DEV), "7:3 1").unwrap();
+        assert_eq!(rec.changes().len(), 5);
+        std::fs::remove_dir_all(root.path().join("gone")).unwrap();
+        std::fs::remove_dir_all(root.path().join("quiet")).unwrap();
+        assert_eq!(rec.set(&gone[0], Entry::Throttle(DEV), "7:3 8").unwrap(), Written::Vanished);
+        assert_eq!(rec.changes().len(), 3, "both files of the cgroup a write found gone");
+        for i in 2..=2 * REWRITE_SLACK {
+            rec.set(&file, Entry::Throttle(DEV), &format!("7:3 {i}")).unwrap();
+            std::fs::write(&file, format!("7:3 {i}\n")).unwrap();
+        }
+        assert_eq!(rec.changes().len(), 1, "the other removed one at the compaction");
+        let on_disk = journal::read(&state.path().join(STATE_FILE)).unwrap().unwrap();
+        assert!(on_disk.changes.iter().all(|c| c.path == file), "{:?}", on_disk.changes);
         rec.revert().unwrap();
     }
 }

@@ -5,7 +5,8 @@
 //!   in the CLI). A bad one changes nothing: the running configuration stays in force, and the error —
 //!   one line, `FILE:LINE: key: what is wrong` — is logged and answered to `ioshare agent reload`.
 //! - A good one replaces the configuration and the agent's state is brought to it
-//!   ([`Agent::reload`]): a device whose model or QoS changed gets a new controller (its planner
+//!   ([`Agent::reload`]): its rules are registered instead of the old ones (refused if another running
+//!   agent claims a cgroup they match, [`crate::claim`]); a device whose model or QoS changed gets a new controller (its planner
 //!   starts afresh), a device no longer listed loses its own; a changed period applies from the next
 //!   one; the rules are matched again as at a discovery, every matched cgroup's weight and caps set
 //!   (kernel backend: written now; userspace: planned from the next period); cgroups newly matched are
@@ -14,8 +15,8 @@
 //! - Then every setting the agent recorded that the new state no longer wants — of a cgroup no rule
 //!   matches now, of a device no longer listed, a memory file the guard no longer holds — is restored
 //!   to its value from before the agent (the recorder's journal keeps it:
-//!   [`Recorder::restore_where`](ioshare_host::Recorder::restore_where)), where it still holds what
-//!   the agent wrote. Settings the new configuration keeps are not rewritten: the recorder writes only
+//!   [`Recorder::revert_where`](ioshare_host::Recorder::revert_where)), where it still holds what
+//!   the agent wrote, and is no longer recorded. Settings the new configuration keeps are not rewritten: the recorder writes only
 //!   values that differ.
 //! - A write that fails halfway brings the previous configuration back the same way; if even that
 //!   fails the agent stops, reverting everything (the run loop's answer to any failed write).
@@ -160,6 +161,8 @@ impl Agent {
 
     /// Brings the agent's state from `old` to `self.config`; logs each rule and device that changed.
     fn converge(&mut self, old: &Config) -> Result<Reloaded> {
+        // Another running agent on the cgroups the new rules match: refused before anything changes.
+        self.claim.update(&self.config, &self.hierarchy)?;
         let mut done = Reloaded { period_changed: self.config.period != old.period, ..Reloaded::default() };
         if done.period_changed {
             tracing::info!(
@@ -253,7 +256,10 @@ impl Agent {
     /// Restores every recorded setting the current state does not want (see the module comment).
     fn release_unwanted(&mut self) -> Result<Reverted> {
         let root = self.hierarchy.root.clone();
-        let managed: BTreeSet<PathBuf> = self.matches().keys().map(|rel| self.hierarchy.dir(rel)).collect();
+        let managed: BTreeSet<PathBuf> = crate::rules::matched(&self.hierarchy.root, &self.config.groups)
+            .keys()
+            .map(|rel| self.hierarchy.dir(rel))
+            .collect();
         let devices: Vec<_> = self.config.devices.iter().map(|d| d.device.dev).collect();
         let memory = self.memory.as_ref();
         let wanted = |c: &Change| match c.entry() {
@@ -271,7 +277,7 @@ impl Agent {
                 "restoring what the agent found"
             );
         }
-        let reverted = self.recorder.restore_where(|c| !wanted(c))?;
+        let reverted = self.recorder.revert_where(|c| !wanted(c))?;
         for (c, now) in &reverted.changed_by_others {
             tracing::warn!(
                 file = %c.path.display(),

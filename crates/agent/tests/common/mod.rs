@@ -67,15 +67,7 @@ impl Rig {
     /// Starts fio 4 KiB random reads at `depth` in cgroup `i`; `extra` fio options (e.g.
     /// `--rate_iops=500`). Killed on drop.
     pub fn fio(&self, i: usize, depth: u32, extra: &[&str]) -> KillOnDrop {
-        let mut cmd = Command::new("fio");
-        cmd.args(["--name=r", "--rw=randread", "--bs=4k", "--ioengine=libaio", "--direct=1", "--time_based"])
-            .args(["--runtime=120", &format!("--iodepth={depth}"), "--output=/dev/null"])
-            .arg(format!("--filename={}", self.dev.path().display()))
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .arg("--thread"); // jobs as threads: fio's forked job processes call setsid() and outlive a kill
-        KillOnDrop(self.cgroups[i].spawn(cmd).expect("start fio (scripts/setup.sh installs it)"))
+        fio_in(&self.cgroups[i], self.dev.path(), depth, extra)
     }
 
     /// Read IOs cgroup `i` completed on the device so far.
@@ -125,13 +117,32 @@ impl Rig {
     /// one below the rig's parent cgroup — with its contents. (Not the whole hierarchy: other
     /// programs' cgroups come and go meanwhile.)
     pub fn snapshot(&self) -> BTreeMap<PathBuf, String> {
-        let mut out = throttle_snapshot(&self.root.join(self.parent()));
-        for knob in [ThrottleKnob::ReadBps, ThrottleKnob::WriteBps, ThrottleKnob::ReadIops, ThrottleKnob::WriteIops] {
-            let path = self.root.join(knob.file_name());
-            out.insert(path.clone(), std::fs::read_to_string(&path).unwrap());
-        }
-        out
+        snapshot_at(&self.root, &self.parent())
     }
+}
+
+/// [`Rig::snapshot`] of the cgroups below `parent` (relative to the blkio `root`), for a test that
+/// took the rig apart.
+pub fn snapshot_at(root: &Path, parent: &str) -> BTreeMap<PathBuf, String> {
+    let mut out = throttle_snapshot(&root.join(parent));
+    for knob in [ThrottleKnob::ReadBps, ThrottleKnob::WriteBps, ThrottleKnob::ReadIops, ThrottleKnob::WriteIops] {
+        let path = root.join(knob.file_name());
+        out.insert(path.clone(), std::fs::read_to_string(&path).unwrap());
+    }
+    out
+}
+
+/// fio 4 KiB random reads at `depth` from `device` in `cgroup`, `extra` options added; killed on drop.
+pub fn fio_in(cgroup: &BlkioCgroup, device: &Path, depth: u32, extra: &[&str]) -> KillOnDrop {
+    let mut cmd = Command::new("fio");
+    cmd.args(["--name=r", "--rw=randread", "--bs=4k", "--ioengine=libaio", "--direct=1", "--time_based"])
+        .args(["--runtime=120", &format!("--iodepth={depth}"), "--output=/dev/null"])
+        .arg(format!("--filename={}", device.display()))
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .arg("--thread"); // jobs as threads: fio's forked job processes call setsid() and outlive a kill
+    KillOnDrop(cgroup.spawn(cmd).expect("start fio (scripts/setup.sh installs it)"))
 }
 
 /// Every blk-throttle limit file under `dir` (recursively) with its contents.

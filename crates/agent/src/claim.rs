@@ -1,0 +1,255 @@
+//! Which cgroups a running agent controls, registered host-wide, so that a second agent on the same
+//! cgroups refuses to start and names the first: two agents writing the same limits would undo each
+//! other's every period, and each one's revert would restore the other's values.
+//!
+//! Design:
+//! - Each running agent holds an exclusive `flock` on its own file in a registry directory
+//!   ([`REGISTRY_DIR`]; for a user other than root, `ioshare-agents-UID` in the temp directory),
+//!   which names its pid, state directory and rules (each rule's hierarchy root and pattern).
+//!   The kernel releases the lock when the process dies, however it dies: a file whose lock can be
+//!   taken is a dead agent's, and is removed.
+//! - Reading the others and adding one's own file happen under a lock on the directory, so two
+//!   agents starting at once cannot both pass.
+//! - Two agents conflict when, under the same root, a cgroup is matched by a rule of each now, or a
+//!   pattern is the same in both (a cgroup created later would be matched by both).
+//! - Two agents with the same state directory are refused by the recorder (one agent per state file),
+//!   whatever their rules.
+//! - A reload re-registers the agent's new rules the same way ([`Claim::update`]), its own file aside.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use ioshare_host::find_cgroups;
+use serde::{Deserialize, Serialize};
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::hierarchy::Hierarchy;
+use crate::memory::MemoryGuard;
+
+/// Where root's agents register.
+pub const REGISTRY_DIR: &str = "/run/ioshare/agents";
+
+/// What an agent's registry file says.
+#[derive(Debug, Serialize, Deserialize)]
+struct Registered {
+    pid: u32,
+    state_dir: PathBuf,
+    /// (hierarchy root, pattern relative to it) of each rule.
+    rules: Vec<(PathBuf, String)>,
+}
+
+/// A running agent's registration: its file, locked; removed on drop.
+#[derive(Debug)]
+pub struct Claim {
+    path: PathBuf,
+    /// Held open: the lock lives as long as the descriptor.
+    file: File,
+}
+
+impl Claim {
+    /// Registers an agent running `config` on `hierarchy` with state in `state_dir`, in this user's
+    /// registry ([`registry_dir`]); refused if a running agent claims a cgroup its rules match.
+    pub fn register(config: &Config, hierarchy: &Hierarchy, state_dir: &Path) -> Result<Claim> {
+        Claim::register_in(&registry_dir(), rules(config, hierarchy), state_dir)
+    }
+
+    /// Registers `rules` (hierarchy root, pattern) for an agent with state in `state_dir`, in
+    /// `registry`.
+    pub fn register_in(registry: &Path, rules: Vec<(PathBuf, String)>, state_dir: &Path) -> Result<Claim> {
+        std::fs::create_dir_all(registry).map_err(|e| registry_error("cannot create", registry, e))?;
+        let _locked = check_others(registry, &rules, None)?;
+        static SEQUENCE: AtomicU32 = AtomicU32::new(0);
+        let pid = std::process::id();
+        let path = registry.join(format!("{pid}-{}.json", SEQUENCE.fetch_add(1, Ordering::Relaxed)));
+        let mut file = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(|e| registry_error("cannot create", &path, e))?;
+        let me = Registered { pid, state_dir: std::path::absolute(state_dir).unwrap_or_default(), rules };
+        let written = lock(&file, libc::LOCK_EX | libc::LOCK_NB)
+            .and_then(|()| file.write_all(serde_json::to_string(&me).expect("serialises").as_bytes()));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&path);
+            return Err(registry_error("cannot write", &path, e));
+        }
+        Ok(Claim { path, file })
+    }
+
+    /// Registers `config`'s rules instead of those registered (a reload): refused, the registration
+    /// left as it was, if a running agent claims a cgroup they match.
+    pub fn update(&mut self, config: &Config, hierarchy: &Hierarchy) -> Result<()> {
+        self.update_rules(rules(config, hierarchy))
+    }
+
+    /// [`Claim::update`] with the (root, pattern) of each rule.
+    fn update_rules(&mut self, rules: Vec<(PathBuf, String)>) -> Result<()> {
+        let registry = self.path.parent().unwrap_or(Path::new("/"));
+        let _locked = check_others(registry, &rules, Some(&self.path))?;
+        let text = std::fs::read_to_string(&self.path).map_err(|e| registry_error("cannot read", &self.path, e))?;
+        let old: Registered = serde_json::from_str(&text).map_err(|e| Error::Registry(format!("{e}")))?;
+        let me = Registered { rules, ..old };
+        self.file
+            .set_len(0)
+            .and_then(|()| self.file.write_all_at(serde_json::to_string(&me).expect("serialises").as_bytes(), 0))
+            .map_err(|e| registry_error("cannot write", &self.path, e))
+    }
+}
+
+/// The registry error of `action` on `path`.
+fn registry_error(action: &str, path: &Path, e: io::Error) -> Error {
+    Error::Registry(format!("{action} {}: {e}", path.display()))
+}
+
+/// Locks `registry` (held while the returned file lives), removes dead agents' files, and refuses
+/// `rules` if a running agent's — other than the one registered at `own` — overlap them.
+fn check_others(registry: &Path, rules: &[(PathBuf, String)], own: Option<&Path>) -> Result<File> {
+    let dir = File::open(registry).map_err(|e| registry_error("cannot open", registry, e))?;
+    lock(&dir, libc::LOCK_EX).map_err(|e| registry_error("cannot lock", registry, e))?;
+    let entries = std::fs::read_dir(registry).map_err(|e| registry_error("cannot list", registry, e))?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if Some(path.as_path()) == own {
+            continue;
+        }
+        let Ok(file) = File::open(&path) else { continue };
+        if lock(&file, libc::LOCK_SH | libc::LOCK_NB).is_ok() {
+            let _ = std::fs::remove_file(&path); // a dead agent's
+            continue;
+        }
+        let Ok(other) = serde_json::from_reader::<_, Registered>(&file) else { continue };
+        if let Some(cgroup) = overlap(rules, &other.rules) {
+            return Err(Error::AlreadyControlled { cgroup, pid: other.pid, state_dir: other.state_dir });
+        }
+    }
+    Ok(dir)
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// This user's registry: [`REGISTRY_DIR`] for root, `ioshare-agents-UID` in the temp directory
+/// otherwise (an agent of another user cannot write root's cgroups anyway).
+pub fn registry_dir() -> PathBuf {
+    // SAFETY: geteuid(2) cannot fail and touches no memory.
+    match unsafe { libc::geteuid() } {
+        0 => PathBuf::from(REGISTRY_DIR),
+        uid => std::env::temp_dir().join(format!("ioshare-agents-{uid}")),
+    }
+}
+
+/// The (root, pattern) of each rule: IO rules under the hierarchy's root when devices are
+/// configured, memory rules under the memory hierarchy's root.
+fn rules(config: &Config, hierarchy: &Hierarchy) -> Vec<(PathBuf, String)> {
+    let memory_root = MemoryGuard::hierarchy().map(|(root, _)| root);
+    let mut out = Vec::new();
+    for g in &config.groups {
+        if !config.devices.is_empty() {
+            out.push((hierarchy.root.clone(), g.cgroup.clone()));
+        }
+        if let (Some(root), Some(_)) = (&memory_root, g.memory) {
+            out.push((root.clone(), g.cgroup.clone()));
+        }
+    }
+    out
+}
+
+/// The first cgroup both rule sets claim (as a path), if any.
+fn overlap(ours: &[(PathBuf, String)], theirs: &[(PathBuf, String)]) -> Option<PathBuf> {
+    for (root, pattern) in ours {
+        for (their_root, their_pattern) in theirs.iter().filter(|(r, _)| r == root) {
+            if pattern == their_pattern {
+                return Some(their_root.join(pattern));
+            }
+            let mine = find_cgroups(root, pattern);
+            if let Some(c) = find_cgroups(root, their_pattern).into_iter().find(|c| mine.contains(c)) {
+                return Some(root.join(c));
+            }
+        }
+    }
+    None
+}
+
+/// flock(2) on `file`.
+fn lock(file: &File, how: libc::c_int) -> io::Result<()> {
+    // SAFETY: flock(2) on a descriptor `file` owns for the duration of the call.
+    if unsafe { libc::flock(file.as_raw_fd(), how) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cgroup tree of plain directories: `tenants/{a,b}`, `batch/c`.
+    fn tree() -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        for d in ["tenants/a", "tenants/b", "batch/c"] {
+            std::fs::create_dir_all(root.path().join(d)).unwrap();
+        }
+        root
+    }
+
+    #[test]
+    fn overlapping_rules_are_refused_naming_the_first() {
+        let (registry, root) = (tempfile::tempdir().unwrap(), tree());
+        let r = |p: &str| vec![(root.path().to_path_buf(), p.to_string())];
+        let first = Claim::register_in(registry.path(), r("tenants/*"), Path::new("/state/one")).unwrap();
+        for (pattern, cgroup) in [("tenants/b", "tenants/b"), ("tenants/*", "tenants/*")] {
+            let rules = [r(pattern), r("later/*")].concat();
+            let err = Claim::register_in(registry.path(), rules, Path::new("/state/two")).unwrap_err().to_string();
+            let pid = std::process::id();
+            assert!(err.contains(&format!("pid {pid}")) && err.contains("/state/one"), "{err}");
+            assert!(err.contains(cgroup), "{pattern}: {err}");
+        }
+        let _other = Claim::register_in(registry.path(), r("batch/*"), Path::new("/state/three")).unwrap();
+        let _elsewhere =
+            Claim::register_in(registry.path(), vec![("/other".into(), "tenants/*".into())], Path::new("/s")).unwrap();
+        drop(first);
+        let _second = Claim::register_in(registry.path(), r("tenants/a"), Path::new("/state/two")).unwrap();
+        assert_eq!(std::fs::read_dir(registry.path()).unwrap().count(), 3, "the first's file removed");
+    }
+
+    /// A registry file nobody holds locked is a dead agent's: removed, not a conflict.
+    /// A reload's rules are checked against the other agents only, and then are what others see.
+    #[test]
+    fn an_update_is_refused_on_anothers_cgroups_and_then_claims_the_new_ones() {
+        let (registry, root) = (tempfile::tempdir().unwrap(), tree());
+        let r = |p: &str| vec![(root.path().to_path_buf(), p.to_string())];
+        let mut mine = Claim::register_in(registry.path(), r("tenants/a"), Path::new("/state/one")).unwrap();
+        let _other = Claim::register_in(registry.path(), r("batch/*"), Path::new("/state/two")).unwrap();
+        let err = mine.update_rules(r("batch/c")).unwrap_err().to_string();
+        assert!(err.contains("/state/two") && err.contains("batch/c"), "{err}");
+        mine.update_rules(r("tenants/*")).unwrap(); // overlaps only its own registration
+        let err = Claim::register_in(registry.path(), r("tenants/b"), Path::new("/s")).unwrap_err().to_string();
+        assert!(err.contains("/state/one"), "the new rules are registered: {err}");
+        let text = std::fs::read_to_string(&mine.path).unwrap();
+        let registered: Registered = serde_json::from_str(&text).unwrap();
+        assert_eq!((registered.rules, registered.state_dir), (r("tenants/*"), PathBuf::from("/state/one")));
+    }
+
+    #[test]
+    fn a_dead_agents_file_is_removed() {
+        let (registry, root) = (tempfile::tempdir().unwrap(), tree());
+        let rules = vec![(root.path().to_path_buf(), "tenants/*".to_string())];
+        let dead = Registered { pid: 1, state_dir: "/state/dead".into(), rules: rules.clone() };
+        let stale = registry.path().join("1-0.json");
+        std::fs::write(&stale, serde_json::to_string(&dead).unwrap()).unwrap();
+        let claim = Claim::register_in(registry.path(), rules, Path::new("/state/new")).unwrap();
+        assert!(!stale.exists());
+        drop(claim);
+        assert_eq!(std::fs::read_dir(registry.path()).unwrap().count(), 0, "removed on drop");
+    }
+}

@@ -1,0 +1,158 @@
+//! The running agent's shares: refreshed every [`SHARES_EVERY`] from the agent's own activity — the
+//! planner's per-period `active` for the cgroups it tracks (userspace backend), and for every other
+//! cgroup on the paths whether its IO counters moved since the last refresh (at the first refresh,
+//! which has nothing to compare with: [`PresentNow`]).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ioshare_core::iocost::line::DevNum;
+
+use super::host_view::{io_count, Activity, PresentNow};
+use super::Shares;
+use crate::check::Backend;
+use crate::config::Config;
+use crate::hierarchy::Hierarchy;
+
+/// How often the running agent recomputes the shares.
+pub const SHARES_EVERY: Duration = Duration::from_secs(1);
+
+/// What the planner says about the cgroups it tracks: active this period, per device.
+pub type PlannerActivity = HashMap<(DevNum, String), bool>;
+
+/// The shares of the running agent, and the counters they were last judged by.
+#[derive(Debug, Default)]
+pub struct ShareWatch {
+    next: Option<Instant>,
+    counts: HashMap<(DevNum, String), u64>,
+    report: Option<Shares>,
+}
+
+impl ShareWatch {
+    /// Recomputes the shares if [`SHARES_EVERY`] passed since the last time, `now`; `planner` is
+    /// asked only then.
+    pub fn refresh_if_due(
+        &mut self,
+        now: Instant,
+        config: &Config,
+        backend: Backend,
+        hierarchy: &Hierarchy,
+        sys_block: &Path,
+        planner: &dyn Fn() -> PlannerActivity,
+    ) {
+        if self.next.is_some_and(|next| now < next) {
+            return;
+        }
+        self.next = Some(now + SHARES_EVERY);
+        let planner = planner();
+        let mut activity = SinceLast { planner: &planner, last: &self.counts, counts: HashMap::new() };
+        let report = Shares::build(config, backend, hierarchy, sys_block, &mut activity);
+        self.counts = activity.counts;
+        self.report = Some(report);
+    }
+
+    /// The last shares computed.
+    pub fn report(&self) -> Option<&Shares> {
+        self.report.as_ref()
+    }
+}
+
+/// Activity since the last refresh.
+struct SinceLast<'a> {
+    planner: &'a PlannerActivity,
+    last: &'a HashMap<(DevNum, String), u64>,
+    /// The counters read now (only the cgroups looked at: vanished ones are forgotten).
+    counts: HashMap<(DevNum, String), u64>,
+}
+
+impl Activity for SinceLast<'_> {
+    fn active(&mut self, hierarchy: &Hierarchy, dev: DevNum, rel: &str) -> bool {
+        let key = (dev, rel.to_string());
+        if let Some(&a) = self.planner.get(&key) {
+            return a;
+        }
+        let now = io_count(hierarchy, dev, rel);
+        let moved = match self.last.get(&key) {
+            Some(&before) => now > before,
+            None => PresentNow.active(hierarchy, dev, rel),
+        };
+        self.counts.insert(key, now);
+        moved
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use ioshare_core::iocost::line::DevNum;
+    use ioshare_core::{Limits, ModelParams};
+    use ioshare_host::DiskId;
+
+    use super::*;
+    use crate::config::{DeviceConfig, GroupConfig};
+    use crate::hierarchy::Flavor;
+
+    const DEV: DevNum = DevNum { major: 7, minor: 3 };
+
+    /// A v1 cgroup with `procs` and blk-throttle counters of `ios` reads on DEV.
+    fn cgroup(dir: &Path, procs: &str, ios: u64) {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("cgroup.procs"), procs).unwrap();
+        std::fs::write(dir.join("blkio.throttle.io_serviced_recursive"), format!("7:3 Read {ios}\n7:3 Write 0\n"))
+            .unwrap();
+        std::fs::write(dir.join("blkio.throttle.io_service_bytes_recursive"), format!("7:3 Read {}\n", ios * 4096))
+            .unwrap();
+    }
+
+    #[test]
+    fn activity_is_io_since_the_last_refresh_or_the_planners_word() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        cgroup(r, "", 0);
+        cgroup(&r.join("t"), "", 10);
+        cgroup(&r.join("t/web"), "1\n", 10); // managed: the planner decides
+        cgroup(&r.join("t/batch"), "2\n", 0); // unmanaged: processes, no IO yet
+        let config = Config {
+            period: Duration::from_millis(100),
+            devices: vec![DeviceConfig {
+                device: DiskId { dev: DEV, name: "loop3".into() },
+                model: ModelParams::SSD_DFL,
+                qos: None,
+            }],
+            groups: vec![GroupConfig { cgroup: "t/web".into(), weight: 300, limits: Limits::default(), memory: None }],
+            memory_dry_run: false,
+        };
+        let h = Hierarchy { flavor: Flavor::V1, root: r.to_path_buf() };
+        let mut planner = PlannerActivity::new();
+        planner.insert((DEV, "t/web".into()), true);
+        let mut watch = ShareWatch::default();
+        let t0 = Instant::now();
+        let share = |w: &ShareWatch| w.report().unwrap().devices[0].groups[0].share;
+        // First refresh: nothing to compare with, so batch's processes make it active: 300/400.
+        watch.refresh_if_due(t0, &config, Backend::Userspace, &h, r, &|| planner.clone());
+        assert!((share(&watch) - 0.75).abs() < 1e-9, "{:?}", watch.report());
+        // Its counters did not move: idle, web alone under t.
+        watch.refresh_if_due(t0 + SHARES_EVERY, &config, Backend::Userspace, &h, r, &|| planner.clone());
+        assert!((share(&watch) - 1.0).abs() < 1e-9, "{:?}", watch.report());
+        // Not due yet: the report stays as it was even though batch now does IO.
+        cgroup(&r.join("t/batch"), "2\n", 5);
+        watch.refresh_if_due(
+            t0 + SHARES_EVERY + Duration::from_millis(10),
+            &config,
+            Backend::Userspace,
+            &h,
+            r,
+            &|| planner.clone(),
+        );
+        assert!((share(&watch) - 1.0).abs() < 1e-9);
+        watch.refresh_if_due(t0 + 2 * SHARES_EVERY, &config, Backend::Userspace, &h, r, &|| planner.clone());
+        assert!((share(&watch) - 0.75).abs() < 1e-9, "batch's IO counted: {:?}", watch.report());
+        let web = &watch.report().unwrap().devices[0].groups[0];
+        assert!(web.active, "the planner's word for web");
+        planner.insert((DEV, "t/web".into()), false);
+        watch.refresh_if_due(t0 + 3 * SHARES_EVERY, &config, Backend::Userspace, &h, r, &|| planner.clone());
+        assert!(!watch.report().unwrap().devices[0].groups[0].active, "the planner says idle");
+    }
+}
