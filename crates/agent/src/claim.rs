@@ -14,10 +14,12 @@
 //!   pattern is the same in both (a cgroup created later would be matched by both).
 //! - Two agents with the same state directory are refused by the recorder (one agent per state file),
 //!   whatever their rules.
+//! - A reload re-registers the agent's new rules the same way ([`Claim::update`]), its own file aside.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -46,7 +48,7 @@ struct Registered {
 pub struct Claim {
     path: PathBuf,
     /// Held open: the lock lives as long as the descriptor.
-    _file: File,
+    file: File,
 }
 
 impl Claim {
@@ -59,23 +61,8 @@ impl Claim {
     /// Registers `rules` (hierarchy root, pattern) for an agent with state in `state_dir`, in
     /// `registry`.
     pub fn register_in(registry: &Path, rules: Vec<(PathBuf, String)>, state_dir: &Path) -> Result<Claim> {
-        let io = |action: &str, path: &Path, e: io::Error| Error::Registry(format!("{action} {}: {e}", path.display()));
-        std::fs::create_dir_all(registry).map_err(|e| io("cannot create", registry, e))?;
-        let dir = File::open(registry).map_err(|e| io("cannot open", registry, e))?;
-        lock(&dir, libc::LOCK_EX).map_err(|e| io("cannot lock", registry, e))?;
-        let entries = std::fs::read_dir(registry).map_err(|e| io("cannot list", registry, e))?;
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let Ok(file) = File::open(&path) else { continue };
-            if lock(&file, libc::LOCK_SH | libc::LOCK_NB).is_ok() {
-                let _ = std::fs::remove_file(&path); // a dead agent's
-                continue;
-            }
-            let Ok(other) = serde_json::from_reader::<_, Registered>(&file) else { continue };
-            if let Some(cgroup) = overlap(&rules, &other.rules) {
-                return Err(Error::AlreadyControlled { cgroup, pid: other.pid, state_dir: other.state_dir });
-            }
-        }
+        std::fs::create_dir_all(registry).map_err(|e| registry_error("cannot create", registry, e))?;
+        let _locked = check_others(registry, &rules, None)?;
         static SEQUENCE: AtomicU32 = AtomicU32::new(0);
         let pid = std::process::id();
         let path = registry.join(format!("{pid}-{}.json", SEQUENCE.fetch_add(1, Ordering::Relaxed)));
@@ -84,16 +71,64 @@ impl Claim {
             .write(true)
             .truncate(true)
             .open(&path)
-            .map_err(|e| io("cannot create", &path, e))?;
+            .map_err(|e| registry_error("cannot create", &path, e))?;
         let me = Registered { pid, state_dir: std::path::absolute(state_dir).unwrap_or_default(), rules };
         let written = lock(&file, libc::LOCK_EX | libc::LOCK_NB)
             .and_then(|()| file.write_all(serde_json::to_string(&me).expect("serialises").as_bytes()));
         if let Err(e) = written {
             let _ = std::fs::remove_file(&path);
-            return Err(io("cannot write", &path, e));
+            return Err(registry_error("cannot write", &path, e));
         }
-        Ok(Claim { path, _file: file })
+        Ok(Claim { path, file })
     }
+
+    /// Registers `config`'s rules instead of those registered (a reload): refused, the registration
+    /// left as it was, if a running agent claims a cgroup they match.
+    pub fn update(&mut self, config: &Config, hierarchy: &Hierarchy) -> Result<()> {
+        self.update_rules(rules(config, hierarchy))
+    }
+
+    /// [`Claim::update`] with the (root, pattern) of each rule.
+    fn update_rules(&mut self, rules: Vec<(PathBuf, String)>) -> Result<()> {
+        let registry = self.path.parent().unwrap_or(Path::new("/"));
+        let _locked = check_others(registry, &rules, Some(&self.path))?;
+        let text = std::fs::read_to_string(&self.path).map_err(|e| registry_error("cannot read", &self.path, e))?;
+        let old: Registered = serde_json::from_str(&text).map_err(|e| Error::Registry(format!("{e}")))?;
+        let me = Registered { rules, ..old };
+        self.file
+            .set_len(0)
+            .and_then(|()| self.file.write_all_at(serde_json::to_string(&me).expect("serialises").as_bytes(), 0))
+            .map_err(|e| registry_error("cannot write", &self.path, e))
+    }
+}
+
+/// The registry error of `action` on `path`.
+fn registry_error(action: &str, path: &Path, e: io::Error) -> Error {
+    Error::Registry(format!("{action} {}: {e}", path.display()))
+}
+
+/// Locks `registry` (held while the returned file lives), removes dead agents' files, and refuses
+/// `rules` if a running agent's — other than the one registered at `own` — overlap them.
+fn check_others(registry: &Path, rules: &[(PathBuf, String)], own: Option<&Path>) -> Result<File> {
+    let dir = File::open(registry).map_err(|e| registry_error("cannot open", registry, e))?;
+    lock(&dir, libc::LOCK_EX).map_err(|e| registry_error("cannot lock", registry, e))?;
+    let entries = std::fs::read_dir(registry).map_err(|e| registry_error("cannot list", registry, e))?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if Some(path.as_path()) == own {
+            continue;
+        }
+        let Ok(file) = File::open(&path) else { continue };
+        if lock(&file, libc::LOCK_SH | libc::LOCK_NB).is_ok() {
+            let _ = std::fs::remove_file(&path); // a dead agent's
+            continue;
+        }
+        let Ok(other) = serde_json::from_reader::<_, Registered>(&file) else { continue };
+        if let Some(cgroup) = overlap(rules, &other.rules) {
+            return Err(Error::AlreadyControlled { cgroup, pid: other.pid, state_dir: other.state_dir });
+        }
+    }
+    Ok(dir)
 }
 
 impl Drop for Claim {
@@ -188,6 +223,23 @@ mod tests {
     }
 
     /// A registry file nobody holds locked is a dead agent's: removed, not a conflict.
+    /// A reload's rules are checked against the other agents only, and then are what others see.
+    #[test]
+    fn an_update_is_refused_on_anothers_cgroups_and_then_claims_the_new_ones() {
+        let (registry, root) = (tempfile::tempdir().unwrap(), tree());
+        let r = |p: &str| vec![(root.path().to_path_buf(), p.to_string())];
+        let mut mine = Claim::register_in(registry.path(), r("tenants/a"), Path::new("/state/one")).unwrap();
+        let _other = Claim::register_in(registry.path(), r("batch/*"), Path::new("/state/two")).unwrap();
+        let err = mine.update_rules(r("batch/c")).unwrap_err().to_string();
+        assert!(err.contains("/state/two") && err.contains("batch/c"), "{err}");
+        mine.update_rules(r("tenants/*")).unwrap(); // overlaps only its own registration
+        let err = Claim::register_in(registry.path(), r("tenants/b"), Path::new("/s")).unwrap_err().to_string();
+        assert!(err.contains("/state/one"), "the new rules are registered: {err}");
+        let text = std::fs::read_to_string(&mine.path).unwrap();
+        let registered: Registered = serde_json::from_str(&text).unwrap();
+        assert_eq!((registered.rules, registered.state_dir), (r("tenants/*"), PathBuf::from("/state/one")));
+    }
+
     #[test]
     fn a_dead_agents_file_is_removed() {
         let (registry, root) = (tempfile::tempdir().unwrap(), tree());

@@ -133,7 +133,8 @@ impl Config {
     }
 
     /// Reads and validates `file` without measuring: `model = "profile"` takes the model an earlier
-    /// start cached in `cache_dir`, and is refused where there is none (`ioshare agent check`).
+    /// start cached in `cache_dir`, and is refused where there is none (`ioshare agent check`, and a
+    /// running agent's reload: measuring would take the device from the tenants for seconds).
     pub fn load_cached(file: &Path, cache_dir: &Path) -> Result<Config> {
         Config::parse_with(&read(file)?, file, &Cached::new(cache_dir, &NotMeasured))
     }

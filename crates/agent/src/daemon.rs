@@ -14,8 +14,12 @@
 //! - Userspace backend: every period each device's [`DeviceLoop`] plans and writes limits.
 //! - Every period the status is written to the status file and, with a `[metrics]` section, handed
 //!   to the `/metrics` endpoint ([`Metrics`]), bound before anything is written to the host.
+//! - Reload (SIGHUP sets the flag [`run_reloading`](Agent::run_reloading) watches): the
+//!   configuration is read again and applied as a difference ([`reload`]).
 //! - Stop (a signal sets the flag [`run`](Agent::run) watches, or [`Agent::stop`]): the endpoint
 //!   closed, every recorded change reverted, the state and status files removed.
+
+pub mod reload;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -25,7 +29,7 @@ use std::time::{Duration, Instant, SystemTime};
 use ioshare_core::iocost::line::Ctrl;
 use ioshare_core::iocost::qos::QosConfig;
 use ioshare_core::{LinearModel, ModelConfig, Nanos};
-use ioshare_host::{Recorder, Reverted};
+use ioshare_host::{Recorder, Reverted, Written};
 
 use crate::check::{Backend, BackendChoice, Check};
 use crate::claim::Claim;
@@ -62,10 +66,12 @@ pub struct Agent {
     discovered: bool,
     /// Memory isolation, when a rule asks for it.
     memory: Option<MemoryGuard>,
+    /// Reloads asked for so far (SIGHUP).
+    reloads: u64,
     /// Each managed cgroup's share, for the status.
     shares: ShareWatch,
     /// The registration of the cgroups it controls, held while it runs.
-    _claim: Claim,
+    claim: Claim,
     /// The `/metrics` endpoint, when the configuration asks for it.
     metrics: Option<Metrics>,
 }
@@ -106,8 +112,9 @@ impl Agent {
             periods: 0,
             discovered: false,
             memory: None,
+            reloads: 0,
             shares: ShareWatch::default(),
-            _claim: claim,
+            claim,
             metrics,
         };
         let started = MemoryGuard::start(&agent.config, &mut agent.recorder).map(|m| agent.memory = m);
@@ -139,23 +146,33 @@ impl Agent {
     }
 
     fn apply_initial(&mut self) -> Result<()> {
-        for d in &self.config.devices {
-            let dev = d.device.dev;
-            match self.backend {
-                Backend::Kernel => {
-                    let model = ModelConfig { device: Some(dev), ctrl: Ctrl::User, params: d.model };
-                    self.hierarchy.set_root_line(&mut self.recorder, "io.cost.model", dev, &model.to_string())?;
-                    let qos = match d.qos {
-                        Some(params) => QosConfig { device: Some(dev), ctrl: Ctrl::User, params }.to_string(),
-                        None => format!("{dev} enable=1 ctrl=auto"),
-                    };
-                    self.hierarchy.set_root_line(&mut self.recorder, "io.cost.qos", dev, &qos)?;
-                }
-                Backend::Userspace => self.hierarchy.activate_accounting(&mut self.recorder, dev)?,
-            }
+        for d in self.config.devices.clone() {
+            self.apply_device(&d)?;
         }
         self.discover()?;
         self.write_status()
+    }
+
+    /// The device-wide settings of `d`: kernel backend, the root's iocost lines; userspace, the
+    /// root's throttle rule rewritten so that per-cgroup counters are kept.
+    fn apply_device(&mut self, d: &DeviceConfig) -> Result<()> {
+        let dev = d.device.dev;
+        match self.backend {
+            Backend::Kernel => {
+                let model = ModelConfig { device: Some(dev), ctrl: Ctrl::User, params: d.model };
+                let qos = match d.qos {
+                    Some(params) => QosConfig { device: Some(dev), ctrl: Ctrl::User, params }.to_string(),
+                    None => format!("{dev} enable=1 ctrl=auto"),
+                };
+                for (file, line) in [("io.cost.model", model.to_string()), ("io.cost.qos", qos)] {
+                    if self.hierarchy.set_root_line(&mut self.recorder, file, dev, &line)? == Written::Changed {
+                        tracing::info!(file, line = %line, "iocost set");
+                    }
+                }
+            }
+            Backend::Userspace => self.hierarchy.activate_accounting(&mut self.recorder, dev)?,
+        }
+        Ok(())
     }
 
     /// Matches the group patterns again: new cgroups are tracked (kernel backend: their weight and
@@ -182,8 +199,12 @@ impl Agent {
                     for d in &self.config.devices {
                         let dev = d.device.dev;
                         let caps = fixed_caps(d, g, self.config.period);
-                        self.hierarchy.set_weight(&mut self.recorder, rel, dev, g.weight)?;
-                        self.hierarchy.set_throttle(&mut self.recorder, rel, dev, &caps)?;
+                        if self.hierarchy.set_weight(&mut self.recorder, rel, dev, g.weight)? == Written::Changed {
+                            tracing::info!(cgroup = %rel, dev = %dev, weight = g.weight, "weight set");
+                        }
+                        if self.hierarchy.set_throttle(&mut self.recorder, rel, dev, &caps)? == Written::Changed {
+                            tracing::info!(cgroup = %rel, dev = %dev, caps = %caps, "caps set");
+                        }
                     }
                     self.applied.insert(rel.clone(), rule);
                 }
@@ -292,12 +313,34 @@ impl Agent {
     }
 
     /// Runs until `stop` is set, then reverts everything it wrote.
-    pub fn run(mut self, stop: &AtomicBool) -> Result<Reverted> {
+    pub fn run(self, stop: &AtomicBool) -> Result<Reverted> {
+        self.run_loop(stop, None)
+    }
+
+    /// [`run`](Agent::run), and each time `reload` is set (SIGHUP), clears it and applies the
+    /// configuration `load` reads ([`reload`]); a configuration that `load` refuses, or that cannot
+    /// be applied, leaves the running one in force.
+    pub fn run_reloading(
+        self,
+        stop: &AtomicBool,
+        reload: &AtomicBool,
+        load: &dyn Fn() -> Result<Config>,
+    ) -> Result<Reverted> {
+        self.run_loop(stop, Some((reload, load)))
+    }
+
+    fn run_loop(
+        mut self,
+        stop: &AtomicBool,
+        reload: Option<(&AtomicBool, &dyn Fn() -> Result<Config>)>,
+    ) -> Result<Reverted> {
         let mut next_discovery = Instant::now() + DISCOVERY_EVERY;
         let mut next_period = Instant::now() + self.config.period;
         while !stop.load(Ordering::Relaxed) {
             let now = Instant::now();
-            let step = if now >= next_discovery {
+            let step = if let Some((_, load)) = reload.filter(|(flag, _)| flag.swap(false, Ordering::Relaxed)) {
+                self.reload_from(load)
+            } else if now >= next_discovery {
                 next_discovery = next_deadline(next_discovery, DISCOVERY_EVERY, now);
                 self.discover()
             } else if now >= next_period {
@@ -325,6 +368,7 @@ impl Agent {
     pub fn stop(mut self) -> Result<Reverted> {
         drop(self.metrics.take());
         crate::status::Status::remove(&self.state_dir);
+        reload::Outcome::remove(&self.state_dir);
         if let Some(m) = self.memory.take() {
             m.stop()?;
         }
@@ -360,25 +404,6 @@ pub fn revert(state_dir: &Path) -> Result<Option<Reverted>> {
     let reverted = ioshare_host::revert_state_dir(state_dir, &roots)?;
     crate::status::Status::remove(state_dir);
     Ok(reverted)
-}
-
-/// A flag set by SIGTERM or SIGINT (installed once), for [`Agent::run`].
-pub fn stop_on_signals() -> &'static AtomicBool {
-    static STOP: AtomicBool = AtomicBool::new(false);
-    extern "C" fn on_signal(_: libc::c_int) {
-        STOP.store(true, Ordering::Relaxed);
-    }
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe; the sigaction
-    // struct is zero-initialised then filled, as sigaction(2) requires.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
-        libc::sigemptyset(&mut action.sa_mask);
-        for sig in [libc::SIGTERM, libc::SIGINT] {
-            libc::sigaction(sig, &action, std::ptr::null_mut());
-        }
-    }
-    &STOP
 }
 
 #[cfg(test)]

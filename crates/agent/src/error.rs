@@ -39,6 +39,28 @@ pub enum Error {
     /// The metrics endpoint could not start.
     #[error("metrics endpoint: {0}")]
     Metrics(ioshare_observe::Error),
+    /// The log cannot be set up (a bad `--log-level` or `RUST_LOG`).
+    #[error("{0}")]
+    Log(String),
+    /// A reloaded configuration could be read but not applied.
+    #[error(
+        "reload not applied: {error}; {}",
+        if *recovered { "the previous configuration is in force" } else { "nor could the previous one be put back" }
+    )]
+    Reload {
+        /// Why it could not be applied.
+        error: String,
+        /// Whether the previous configuration is in force again.
+        recovered: bool,
+    },
+    /// No agent runs with this state directory (`ioshare agent reload`).
+    #[error("no agent running with state in {}: {reason}", state_dir.display())]
+    NotRunning {
+        /// The state directory asked about.
+        state_dir: PathBuf,
+        /// What says so.
+        reason: String,
+    },
     /// A host operation failed.
     #[error(transparent)]
     Host(#[from] ioshare_host::Error),

@@ -47,6 +47,14 @@ impl Throttle {
     }
 }
 
+impl std::fmt::Display for Throttle {
+    /// `riops=N wiops=N rbps=N wbps=N`, `max` for no limit (as `io.max` writes it).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = |v: u64| if v == 0 { "max".to_string() } else { v.to_string() };
+        write!(f, "riops={} wiops={} rbps={} wbps={}", v(self.riops), v(self.wiops), v(self.rbps), v(self.wbps))
+    }
+}
+
 /// A mounted hierarchy the agent controls cgroups in.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Hierarchy {

@@ -55,7 +55,7 @@ impl IoMix {
         let observer = match Observer::start_with(Some((dev.major, dev.minor)), None, Stages::QueueOnly) {
             Ok(o) => Some(o),
             Err(e) => {
-                eprintln!("ioshare agent: {dev}: charging all IO as random (no sequential/random mix: {e})");
+                tracing::warn!(dev = %dev, "charging all IO as random (no sequential/random mix: {e})");
                 None
             }
         };
@@ -73,7 +73,7 @@ impl IoMix {
         let now = match observer.snapshot() {
             Ok(s) => s,
             Err(e) => {
-                eprintln!("ioshare agent: observer stopped, charging all IO as random from now on: {e}");
+                tracing::warn!("observer stopped, charging all IO as random from now on: {e}");
                 self.observer = None;
                 self.period.clear();
                 return;

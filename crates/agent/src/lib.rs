@@ -16,8 +16,14 @@
 //!                                               // another agent controls a cgroup it matches (claim)
 //!     .metrics_addr()                           // [metrics] listen: /metrics from each period's Status
 //!     .run(&AtomicBool) -> Reverted             // until the flag is set; then reverts everything
+//!     .run_reloading(&stop, &reload, &load)     // and on each reload flag, load() applied as a difference
+//!     .reload(Config) -> Reloaded               // the difference: unwanted settings restored
 //!     .stop() -> Reverted
 //! stop_on_signals() -> &'static AtomicBool      // SIGTERM / SIGINT
+//! reload_on_sighup() -> &'static AtomicBool     // SIGHUP
+//! Config::load_cached(file, cache_dir)          // a reload's read: profiled models from the cache only
+//! daemon::reload::request(state_dir, within) -> Outcome   // `ioshare agent reload`: SIGHUP, wait the answer
+//! logging::init(level, LogFormat)               // tracing on stderr: text or JSON lines
 //! Status::read(state_dir) -> Status             // what `ioshare agent status` prints
 //! ShareCheck::probe(check, &config, choice)     // `agent check --config`: each managed cgroup's share
 //! Shares::check(&config, backend, &hierarchy, sys_block)   // per device, and flags (see [`share`])
@@ -47,19 +53,22 @@ pub mod hierarchy;
 pub mod io_mix;
 pub mod latency;
 pub mod limits;
+pub mod logging;
 pub mod memory;
 pub mod metrics;
 pub mod profile;
 pub mod rules;
 pub mod share;
+pub mod signals;
 pub mod status;
 pub mod userspace;
 
 pub use check::{Backend, BackendChoice, Check};
 pub use config::{default_state_dir, Config};
-pub use daemon::{revert, stop_on_signals, Agent};
+pub use daemon::{revert, Agent};
 pub use error::{Error, Result};
 pub use hierarchy::{Flavor, Hierarchy, Throttle};
 pub use profile::Measure;
 pub use share::{ShareCheck, Shares};
+pub use signals::{reload_on_sighup, stop_on_signals};
 pub use status::Status;

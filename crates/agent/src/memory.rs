@@ -127,6 +127,7 @@ impl MemoryGuard {
         let guard = Guard::start(&guarded, self.v2, self.dry_run).map_err(|e| Error::Memory(e.to_string()))?;
         for c in guard.changes() {
             recorder.note(&c.file, &c.previous, &c.new)?;
+            tracing::info!(file = %c.file.display(), value = %c.new, previous = %c.previous, "memory setting written");
         }
         self.guard = Some(guard);
         // A cgroup still guarded keeps its counts (they only ever grow, as Prometheus counters must).
@@ -163,7 +164,10 @@ impl MemoryGuard {
         };
         let actions = guard.poll(timeout).map_err(|e| Error::Memory(e.to_string()))?;
         for a in actions {
-            eprintln!("ioshare agent: memory: {}", describe(&a));
+            match &a {
+                Action::Reclaimed { .. } => tracing::info!("memory: {}", describe(&a)),
+                Action::Killed { .. } | Action::KernelKilled { .. } => tracing::warn!("memory: {}", describe(&a)),
+            }
             let group = a.group();
             let rel = group.strip_prefix(&self.root).unwrap_or(group).to_string_lossy().into_owned();
             if let Some(line) = self.lines.iter_mut().find(|l| l.cgroup == rel) {
@@ -198,6 +202,11 @@ impl MemoryGuard {
             }
             line.watermarks = line.limit.and_then(|l| settings.watermarks(l)).map(|w| (w.high, w.low));
         }
+    }
+
+    /// Whether the guard in force holds `file` (wrote it and will restore it).
+    pub fn holds(&self, file: &std::path::Path) -> bool {
+        self.guard.as_ref().is_some_and(|g| g.changes().iter().any(|c| c.file == file))
     }
 
     /// The status lines.

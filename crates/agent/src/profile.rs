@@ -12,7 +12,7 @@
 //! whatever sysfs gives to tell one device from another (the disk's WWID or serial, a loop device's
 //! backing file). A cache file whose identity differs (another disk got the same number, a loop device
 //! now over another file) is measured again and replaced; a cache file that cannot be read or written
-//! is not an error (the model is then measured every start, and said so on stderr).
+//! is not an error (the model is then measured every start, and said so in the log).
 //!
 //! [`Measure`] is the seam between reading a configuration and measuring a device: the agent's start
 //! puts the cached `Profiler` behind it ([`Config::load_profiling`](crate::Config::load_profiling)),
@@ -144,8 +144,8 @@ impl Measure for Cached<'_> {
         }
         let model = self.inner.measure(device)?;
         if let Err(e) = self.store(device, &model) {
-            eprintln!(
-                "ioshare agent: could not cache the model of {} in {}: {e} (it will be measured again next start)",
+            tracing::warn!(
+                "could not cache the model of {} in {}: {e} (it will be measured again next start)",
                 device.name,
                 self.dir.display()
             );

@@ -35,7 +35,7 @@ use std::time::Duration;
 use crate::status::{DeviceLine, GroupLine};
 use ioshare_core::iocost::aggregate::Charge;
 use ioshare_core::{Controller, GroupId, GroupSettings, GroupStats, IoCost, Limits, LinearModel, Nanos, Op, QosParams};
-use ioshare_host::{DevNum, DiskStats, Recorder, RwCounts};
+use ioshare_host::{DevNum, DiskStats, Recorder, RwCounts, Written};
 
 use crate::config::DeviceConfig;
 use crate::error::Result;
@@ -165,6 +165,14 @@ impl DeviceLoop {
             name: format!("{rel} ({e})"),
             reason: "not usable as a controller group path",
         })?;
+        let dev = self.cfg.device.dev;
+        match self.groups.get(rel) {
+            None => tracing::info!(cgroup = %rel, dev = %dev, weight, caps = %caps, "cgroup under control"),
+            Some(t) if t.weight != weight || t.caps != *caps => {
+                tracing::info!(cgroup = %rel, dev = %dev, weight, caps = %caps, "weight and caps changed")
+            }
+            Some(_) => {}
+        }
         let t = self.groups.entry(rel.to_string()).or_insert_with(|| Tracked {
             id,
             weight,
@@ -178,6 +186,28 @@ impl DeviceLoop {
         t.caps = caps.clone();
         t.present = true;
         Ok(())
+    }
+
+    /// The device and settings this controller runs with.
+    pub fn config(&self) -> &DeviceConfig {
+        &self.cfg
+    }
+
+    /// Plans every `period` from now on (a reload changed it).
+    pub fn set_period(&mut self, period: Duration) {
+        self.period = period;
+        self.ctl.set_period_us(period.as_micros() as u64);
+    }
+
+    /// Stops tracking the cgroups the last discovery did not find (a reload dropped their rule):
+    /// their limits are no longer planned, and the next match starts them afresh.
+    pub fn forget_absent(&mut self) {
+        self.groups.retain(|rel, t| {
+            if !t.present {
+                tracing::info!(cgroup = %rel, dev = %self.cfg.device.dev, "cgroup no longer controlled");
+            }
+            t.present
+        });
     }
 
     /// Marks every cgroup absent (discovery then marks the ones it finds).
@@ -232,6 +262,7 @@ impl DeviceLoop {
                 continue;
             }
             let Some(stats) = h.usage(rel) else {
+                tracing::info!(cgroup = %rel, dev = %dev, "cgroup gone");
                 t.present = false; // vanished mid-period: not an error
                 continue;
             };
@@ -289,6 +320,7 @@ impl DeviceLoop {
         // 5: limits for the next period.
         let horizon = self.period.as_nanos() as Nanos;
         let stats = self.ctl.stats(now);
+        let mut written = 0;
         for rel in &paths {
             let t = self.groups.get_mut(rel).expect("tracked");
             if !t.present {
@@ -299,10 +331,25 @@ impl DeviceLoop {
             let budget = if alone { None } else { self.ctl.budget(now, t.id, horizon) };
             let throttle = settle(&t.throttle, throttle_for(budget, &t.usage, &model, self.period, &t.caps));
             match h.set_throttle(rec, rel, dev, &throttle)? {
-                ioshare_host::Written::Vanished => t.present = false,
-                _ => t.throttle = throttle,
+                Written::Vanished => t.present = false,
+                Written::Changed => {
+                    tracing::trace!(cgroup = %rel, dev = %dev, limits = %throttle, "limits written");
+                    written += 1;
+                    t.throttle = throttle;
+                }
+                Written::Unchanged => t.throttle = throttle,
             }
         }
+        tracing::debug!(
+            device = %self.cfg.device.name,
+            vrate_pct = stats.device.vrate_pct,
+            busy_level = stats.device.busy_level,
+            read_lat_us = self.verdicts.mean_us[0],
+            write_lat_us = self.verdicts.mean_us[1],
+            groups = paths.len(),
+            limits_written = written,
+            "period"
+        );
         Ok(())
     }
 
@@ -331,8 +378,8 @@ impl DeviceLoop {
         for t in self.groups.values_mut() {
             t.throttle = Throttle::default();
         }
-        eprintln!(
-            "ioshare agent: device {} ({dev}) is gone (detached, removed, or another device at its number): \
+        tracing::warn!(
+            "device {} ({dev}) is gone (detached, removed, or another device at its number): \
              nothing more is written for it; {} setting(s) restored, {} gone with it, {} changed by others \
              left alone; restart the agent to control it again",
             self.cfg.device.name,

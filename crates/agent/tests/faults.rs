@@ -39,10 +39,12 @@ const KILL_ITERATIONS: usize = 20;
 const MODEL: &str = "ssd_dfl rrandiops=20000 rseqiops=20000";
 
 /// The agent, when this binary is started by [`spawn_agent`]; does nothing in a normal test run.
-/// Prints what `ioshare agent run` prints on stderr: an error is one line and exit status 1.
+/// Prints what `ioshare agent run` prints on stderr: an error is one line and exit status 1; the
+/// agent's log at `warn` (its warnings and errors, as `ioshare agent run` logs them).
 #[test]
 fn child_agent() {
     let (Ok(config), Ok(state)) = (std::env::var(CONFIG_ENV), std::env::var(STATE_ENV)) else { return };
+    ioshare_agent::logging::init(Some("warn"), ioshare_agent::logging::LogFormat::Text).unwrap();
     let stop = ioshare_agent::stop_on_signals();
     let run = || -> ioshare_agent::Result<ioshare_host::Reverted> {
         let config = Config::load(config.as_ref())?;
@@ -70,10 +72,12 @@ struct Spawned {
 }
 
 impl Spawned {
-    /// What it printed on stderr so far, without the test harness's lines.
+    /// What it printed on stderr so far, without the test harness's lines: the child's own lines
+    /// (`ioshare agent: …`) and the log's (`TIME LEVEL message`).
     fn log(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        text.lines().filter(|l| l.starts_with("ioshare")).map(|l| format!("{l}\n")).collect()
+        let logged = |l: &str| l.split_whitespace().nth(1).is_some_and(|level| matches!(level, "WARN" | "ERROR"));
+        text.lines().filter(|l| l.starts_with("ioshare") || logged(l)).map(|l| format!("{l}\n")).collect()
     }
 
     /// What it printed besides its start, its stop and the observer's notice that it charges all IO

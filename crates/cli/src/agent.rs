@@ -1,10 +1,10 @@
 //! `ioshare agent check|run|status|revert`: parses, calls ioshare-agent, prints.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Subcommand, ValueEnum};
+use ioshare_agent::logging::LogFormat;
 use ioshare_agent::{Agent, BackendChoice, Check, Config, ShareCheck, Status};
 
 /// The agent's subcommands.
@@ -27,7 +27,8 @@ pub enum Command {
         #[arg(long, default_value = ioshare_agent::profile::DEFAULT_CACHE_DIR)]
         cache_dir: PathBuf,
     },
-    /// Apply a configuration and keep it applied (foreground; SIGTERM/SIGINT revert every change).
+    /// Apply a configuration and keep it applied (foreground; SIGTERM/SIGINT revert every change;
+    /// SIGHUP, or `ioshare agent reload`, reads the configuration again and applies the difference).
     Run {
         /// The TOML configuration (devices, groups); validated whole before anything is written.
         #[arg(long)]
@@ -46,6 +47,13 @@ pub enum Command {
         /// kernel's OOM killer stays in charge).
         #[arg(long)]
         dry_run: bool,
+        /// Log filter: error, warn, info (each change applied to the host), debug (each planning
+        /// period), trace (each limit written), or module=level pairs; default: $RUST_LOG, else info.
+        #[arg(long, value_name = "FILTER")]
+        log_level: Option<String>,
+        /// text: one line per event; json: one JSON object per line (for log collectors).
+        #[arg(long, value_enum, default_value = "text")]
+        log_format: LogFormatArg,
     },
     /// Show the running agent's state: per device vrate, busy level, latency; per cgroup weight,
     /// shares, usage, limits in force, and whether it is donating or limited.
@@ -53,6 +61,14 @@ pub enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// The running agent's --state-dir.
+        #[arg(long, default_value_os_t = ioshare_agent::default_state_dir())]
+        state_dir: PathBuf,
+    },
+    /// Make the running agent read its configuration again (SIGHUP) and print what it did: a bad file
+    /// changes nothing (its error, FILE:LINE, is printed, exit 1); a good one is applied as a
+    /// difference — settings no longer wanted are restored to what they were before the agent.
+    Reload {
         /// The running agent's --state-dir.
         #[arg(long, default_value_os_t = ioshare_agent::default_state_dir())]
         state_dir: PathBuf,
@@ -74,6 +90,15 @@ pub enum BackendArg {
     Kernel,
     /// ioshare's planner writing blk-throttle limits.
     Userspace,
+}
+
+/// `--log-format`.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum LogFormatArg {
+    /// One line per event: time, level, message, key=value fields.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 impl From<BackendArg> for BackendChoice {
@@ -106,37 +131,47 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
                 print!("{report}");
             }
         }
-        Command::Run { config, backend, state_dir, cache_dir, dry_run } => {
-            let tty = std::io::stderr().is_terminal();
-            // model = "profile": the measurement's progress on one line on a terminal, else line by line.
-            let progress = |l: &str| crate::status_line(tty, &format!("ioshare agent: {l}"));
-            let loaded = Config::load_profiling(&config, &cache_dir, ioshare_engine::interrupt::stop_flag(), &progress);
-            crate::clear_status(tty);
+        Command::Run { config, backend, state_dir, cache_dir, dry_run, log_level, log_format } => {
+            let format = match log_format {
+                LogFormatArg::Text => LogFormat::Text,
+                LogFormatArg::Json => LogFormat::Json,
+            };
+            ioshare_agent::logging::init(log_level.as_deref(), format)?;
+            // SIGHUP from here on asks for a reload (its default would end the process while it
+            // measures a device or starts).
+            let reload = ioshare_agent::reload_on_sighup();
+            // model = "profile": the measurement's progress, a log line per run.
+            let progress = |l: &str| tracing::info!("{l}");
+            let config_file = config;
+            let loaded =
+                Config::load_profiling(&config_file, &cache_dir, ioshare_engine::interrupt::stop_flag(), &progress);
             let config = Config { memory_dry_run: dry_run, ..loaded? };
             let stop = ioshare_agent::stop_on_signals();
             let (agent, recovered) = Agent::start(config, backend.into(), &state_dir)?;
             if let Some(r) = recovered {
-                eprintln!("ioshare agent: restored {} setting(s) a previous agent left", r.restored);
+                tracing::info!(restored = r.restored, "restored the settings a previous agent left");
                 for line in r.unreadable {
-                    eprintln!("ioshare agent: could not read the previous agent's state file at {line}");
+                    tracing::warn!("could not read the previous agent's state file at {line}");
                 }
             }
-            eprintln!(
-                "ioshare agent: {} backend in {}; state in {} (Ctrl-C or SIGTERM reverts)",
-                agent.backend().name(),
-                agent.hierarchy().root.display(),
-                state_dir.display()
+            tracing::info!(
+                backend = agent.backend().name(),
+                root = %agent.hierarchy().root.display(),
+                state_dir = %state_dir.display(),
+                "started (Ctrl-C or SIGTERM reverts)"
             );
             if let Some(addr) = agent.metrics_addr() {
-                eprintln!("ioshare agent: serving Prometheus metrics at http://{addr}/metrics");
+                tracing::info!(address = %addr, "serving Prometheus metrics at http://{addr}/metrics");
             }
-            let reverted = agent.run(stop).context("agent stopped")?;
-            eprintln!("ioshare agent: stopped; restored {} setting(s)", reverted.restored);
+            let load = || Ok(Config { memory_dry_run: dry_run, ..Config::load_cached(&config_file, &cache_dir)? });
+            let reverted = agent.run_reloading(stop, reload, &load).context("agent stopped")?;
+            tracing::info!(restored = reverted.restored, "stopped");
             for (c, now) in reverted.changed_by_others {
-                eprintln!(
-                    "ioshare agent: left {} ({}) alone: changed by someone else to '{now}'",
-                    c.path.display(),
-                    c.key
+                tracing::warn!(
+                    file = %c.path.display(),
+                    key = %c.key,
+                    now = %now,
+                    "left alone: changed by someone else since the agent wrote it"
                 );
             }
         }
@@ -147,6 +182,14 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
             } else {
                 print!("{status}");
             }
+        }
+        Command::Reload { state_dir } => {
+            let outcome =
+                ioshare_agent::daemon::reload::request(&state_dir, ioshare_agent::daemon::reload::ANSWER_WITHIN)?;
+            if !outcome.applied {
+                anyhow::bail!("reload refused, the running configuration is kept: {}", outcome.message);
+            }
+            println!("agent pid {} reloaded: {}", outcome.pid, outcome.message);
         }
         Command::Revert { state_dir } => match ioshare_agent::revert(&state_dir)? {
             None => println!("nothing to revert in {}", state_dir.display()),

@@ -126,6 +126,98 @@ fn model_profile_is_measured_at_the_first_start_and_cached_for_the_next() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), cached, "the cache file was kept as it was");
 }
 
+#[test]
+fn reload_without_an_agent_says_so_in_one_line() {
+    let out = ioshare(&["agent", "reload", "--state-dir", "/nonexistent/ioshare"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains("is `ioshare agent run` running"), "{err}");
+
+    // A status left by an agent that is gone (killed): its pid is not signalled.
+    let dir = tempfile::tempdir().unwrap();
+    let mut gone = Command::new("true").spawn().unwrap();
+    gone.wait().unwrap();
+    let status = serde_json::json!({
+        "pid": gone.id(), "backend": "userspace", "root": "/sys/fs/cgroup/blkio", "periods": 3,
+        "updated_unix": 0.0, "devices": []
+    });
+    std::fs::write(dir.path().join("status.json"), status.to_string()).unwrap();
+    let out = ioshare(&["agent", "reload", "--state-dir", dir.path().to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains(&format!("names pid {}, which is gone", gone.id())), "{err}");
+}
+
+/// The real `ioshare agent run --log-format json` on a loop device (no cgroup matched): every line
+/// it logs is a JSON object; `ioshare agent reload` applies a good file (exit 0) and refuses a broken
+/// one with its file and line (exit 1) while the agent runs on.
+#[test]
+fn agent_reload_answers_and_json_logs_are_one_object_per_line() {
+    if ioshare_host::skip_unless_root("agent_reload_answers_and_json_logs_are_one_object_per_line") {
+        return;
+    }
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let backing = dir.path().join("backing");
+    std::fs::write(&backing, vec![0x5a_u8; 16 << 20]).unwrap();
+    let dev = ioshare_host::LoopDevice::attach(&backing, true).unwrap();
+    let config = dir.path().join("agent.toml");
+    let text = format!(
+        "[[devices]]\npath = \"{}\"\nmodel = \"ssd_dfl\"\n\
+         [[groups]]\ncgroup = \"ioshare-agent-cli-{}-none-*\"\nweight = 100\n",
+        dev.path().display(),
+        std::process::id()
+    );
+    std::fs::write(&config, &text).unwrap();
+    let (state, log) = (dir.path().join("state"), dir.path().join("agent.log"));
+    let child = Command::new(env!("CARGO_BIN_EXE_ioshare"))
+        .args(["agent", "run", "--backend", "userspace", "--log-format", "json", "--log-level", "info"])
+        .args(["--config", config.to_str().unwrap(), "--state-dir", state.to_str().unwrap()])
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut agent = KillOnDrop(child);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !state.join("status.json").exists() {
+        assert!(agent.alive(), "the agent stopped: {}", std::fs::read_to_string(&log).unwrap());
+        assert!(std::time::Instant::now() < deadline, "no status after 30 s");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let reload = || ioshare(&["agent", "reload", "--state-dir", state.to_str().unwrap()]);
+
+    std::fs::write(&config, text.replace("weight = 100", "weight = 300")).unwrap();
+    let good = reload();
+    let out = String::from_utf8_lossy(&good.stdout);
+    assert!(good.status.success(), "{out}{}", String::from_utf8_lossy(&good.stderr));
+    assert!(out.starts_with(&format!("agent pid {} reloaded: 0 rule(s) added, 1 changed", agent.0.id())), "{out}");
+
+    std::fs::write(&config, text.replace("weight = 100", "weight = 100000")).unwrap();
+    let bad = reload();
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    let want = format!("{}:6: weight: 100000 is out of range", config.display());
+    assert!(err.contains("the running configuration is kept") && err.contains(&want), "{err}");
+    assert!(agent.alive(), "the agent runs on");
+
+    agent.terminate();
+    assert!(agent.0.wait().unwrap().success(), "SIGTERM stops the agent cleanly");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<serde_json::Value> = logged
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON object ({e}): {l}")))
+        .collect();
+    let message = |m: &str| lines.iter().filter(|l| l["message"].as_str().is_some_and(|s| s.starts_with(m))).count();
+    assert_eq!(message("started"), 1, "{logged}");
+    assert_eq!(message("reloaded: "), 1, "{logged}");
+    assert_eq!(message("stopped"), 1, "{logged}");
+    let refused: Vec<&serde_json::Value> = lines.iter().filter(|l| l["level"] == "WARN").collect();
+    assert_eq!(refused.len(), 1, "{logged}");
+    assert!(refused[0]["message"].as_str().unwrap().contains(&want), "{}", refused[0]);
+    assert!(lines.iter().all(|l| l["timestamp"].is_string() && l["target"].is_string()), "{logged}");
+}
+
 /// `agent check --config --json` on a real cgroup v1 tree: two tenants with processes below one
 /// test-named cgroup, weights 300 and 100, the first with a read bandwidth cap no device reaches.
 #[test]

@@ -313,6 +313,14 @@ fn revert_changes(changes: &[Change], roots: &[PathBuf]) -> Reverted {
     }
     out
 }
+
+impl Change {
+    /// The entry of its file it stands for (the agent's reload tells its own entries apart by it).
+    pub fn entry(&self) -> Entry {
+        entry_of(&self.key, &self.path)
+    }
+}
+
 /// The entry a recorded key of a file stands for.
 fn entry_of(key: &str, path: &Path) -> Entry {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -372,6 +380,23 @@ mod tests {
         assert_eq!(Entry::IoWeightDevice(DEV).current("default 300\n7:3 50\n"), "7:3 50");
         assert_eq!(Entry::IoWeightDevice(DEV).current("default 300\n"), "7:3 default");
         assert_eq!(Entry::IoCost(DEV).current(""), "7:3 ctrl=auto");
+    }
+
+    #[test]
+    fn a_change_names_its_entry() {
+        let change = |path: &str, key: &str| Change {
+            path: PathBuf::from(path),
+            key: key.into(),
+            previous: String::new(),
+            new: String::new(),
+            earlier: None,
+        };
+        assert_eq!(change("/r/a/blkio.throttle.read_iops_device", "7:3").entry(), Entry::Throttle(DEV));
+        assert_eq!(change("/r/a/io.max", "7:3").entry(), Entry::IoMax(DEV));
+        assert_eq!(change("/r/a/io.weight", "7:3").entry(), Entry::IoWeightDevice(DEV));
+        assert_eq!(change("/r/a/io.weight", "default").entry(), Entry::IoWeightDefault);
+        assert_eq!(change("/r/io.cost.qos", "7:3").entry(), Entry::IoCost(DEV));
+        assert_eq!(change("/m/a/memory.limit_in_bytes", "memory").entry(), Entry::Memory);
     }
 
     #[test]
