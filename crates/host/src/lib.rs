@@ -58,6 +58,8 @@
 //!                                                    // on drop: .path() .usage() .set_limit() .spawn()
 //! IoMax (io.max line: FromStr/Display, parse_file/format_file), IoWeight (io.weight file: FromStr/Display)
 //! is_root() -> bool; skip_unless_root(test) -> bool   // prints "skipping <test>: needs root (...)"
+//! ProcessStat::read(pid) -> Option<ProcessStat { state, start_ticks }>   // /proc/PID/stat: exited,
+//!                                                    // stopped, and a reused pid told apart
 //! ```
 //! Errors are [`Error`]: one line each, naming what is wrong and how to fix it.
 //!
@@ -84,6 +86,7 @@ mod loop_device;
 mod loop_sys;
 pub mod memcg;
 mod privilege;
+mod process;
 mod recorder;
 mod scheduler;
 mod sysfs;
@@ -102,4 +105,5 @@ pub use io_weight::{IoWeight, IO_WEIGHT_DEFAULT, IO_WEIGHT_MAX, IO_WEIGHT_MIN};
 pub use ioshare_core::iocost::line::DevNum;
 pub use loop_device::LoopDevice;
 pub use privilege::{is_root, skip_unless_root};
+pub use process::ProcessStat;
 pub use recorder::{check_under, revert_state_dir, Change, Entry, Recorder, Reverted, Written, STATE_FILE};
