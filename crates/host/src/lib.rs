@@ -91,6 +91,9 @@ mod recorder;
 mod scheduler;
 mod sysfs;
 
+#[cfg(test)]
+mod fuzz;
+
 pub use blkio::{remove_stale_cgroups, BlkioCgroup, ThrottleKnob, BFQ_WEIGHT_MAX, BFQ_WEIGHT_MIN};
 pub use blkio_stats::{read_throttle_stats, BlkioStats, DeviceStats, RwCounts};
 pub use block_device::BlockDevice;

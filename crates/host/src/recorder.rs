@@ -265,16 +265,22 @@ fn revert_file(state: &Path, roots: &[PathBuf]) -> Result<Reverted> {
 }
 
 /// The state file's pid and its changes (the last record of an entry carries its latest new line).
-fn read_state(state: &Path) -> Result<Option<(u32, Vec<Change>)>> {
-    let text = match std::fs::read_to_string(state) {
-        Ok(t) => t,
+pub(crate) fn read_state(state: &Path) -> Result<Option<(u32, Vec<Change>)>> {
+    let bytes = match std::fs::read(state) {
+        Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(state_error(state, e)),
     };
+    parse_state(&String::from_utf8_lossy(&bytes))
+        .map_err(|reason| Error::StateFile { path: state.to_path_buf(), reason })
+}
+
+/// The pid and changes a state file's text records; `None` for an empty file. A record that is not
+/// one (cut short by a crash, or damaged) is skipped; a damaged header is an error.
+pub(crate) fn parse_state(text: &str) -> std::result::Result<Option<(u32, Vec<Change>)>, String> {
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let bad = |what: &str| Error::StateFile { path: state.to_path_buf(), reason: what.to_string() };
     let Some(first) = lines.next() else { return Ok(None) };
-    let header: Header = serde_json::from_str(first).map_err(|e| bad(&format!("bad header: {e}")))?;
+    let header: Header = serde_json::from_str(first).map_err(|e| format!("bad header: {e}"))?;
     let mut changes: Vec<Change> = Vec::new();
     for line in lines {
         // A record cut short by a crash is the last line; what it would have written never was.
