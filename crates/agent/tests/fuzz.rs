@@ -194,6 +194,8 @@ fn status() -> impl Strategy<Value = Status> {
     (any::<u32>(), any::<u64>(), 0u32..1 << 30, prop::collection::vec(device, 0..3)).prop_map(
         |(pid, periods, t, devices)| Status {
             pid,
+            pid_start_ticks: Some(u64::from(t) * 7),
+            period_ms: u64::from(t % 10_000),
             backend: "userspace".into(),
             root: "/sys/fs/cgroup/blkio".into(),
             periods,
