@@ -288,6 +288,8 @@ impl Agent {
         };
         Status {
             pid: std::process::id(),
+            pid_start_ticks: crate::status::own_start_ticks(),
+            period_ms: self.config.period.as_millis() as u64,
             backend: self.backend.name().to_string(),
             root: self.hierarchy.root.clone(),
             periods: self.periods,

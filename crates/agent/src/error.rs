@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use ioshare_core::error::printable;
+
 /// An error from loading the configuration, choosing a backend, or applying settings.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -13,8 +15,9 @@ pub enum Error {
         /// The OS's answer.
         reason: std::io::Error,
     },
-    /// A bad key or value in the configuration: `FILE:LINE: key: what is wrong`.
-    #[error("{}:{line}: {key}: {msg}", file.display())]
+    /// A bad key or value in the configuration: `FILE:LINE: key: what is wrong`, key and message
+    /// [`printable`] (they may quote the file).
+    #[error("{}:{line}: {}: {}", file.display(), printable(.key), printable(.msg))]
     Config {
         /// The file.
         file: PathBuf,

@@ -364,6 +364,8 @@ mod tests {
     fn status(groups: &[&str]) -> Status {
         Status {
             pid: 1,
+            pid_start_ticks: None,
+            period_ms: 100,
             backend: Backend::Userspace.name().into(),
             root: "/sys/fs/cgroup/blkio".into(),
             periods: 7,

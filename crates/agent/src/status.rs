@@ -1,15 +1,28 @@
 //! The status file: the running agent rewrites it every period (write to a temporary name, then
 //! rename, so a reader never sees half a file); `ioshare agent status` reads it. No network listener.
+//!
+//! A status outlives its agent when the agent is killed (`kill -9`) or stops working (SIGSTOP, a
+//! hang), so a reader checks it ([`Status::observe`]): the writer's pid must still be a live process
+//! that started when the status says (a pid reused by another process is not the agent), and the
+//! status must be younger than [`Status::stale_after`] — [`STALE_PERIODS`] periods, at least
+//! [`STALE_MIN`]. [`Liveness`] says which of running, exited and stale holds.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime};
 
+use ioshare_host::ProcessStat;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
 /// Name of the status file in the state directory.
 pub const STATUS_FILE: &str = "status.json";
+/// A status not rewritten for this many periods is stale: its agent is stopped or stuck.
+pub const STALE_PERIODS: u32 = 5;
+/// ... and at least this long (short periods, a loaded host).
+pub const STALE_MIN: Duration = Duration::from_secs(3);
 
 /// One cgroup on one device.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -63,6 +76,13 @@ pub struct DeviceLine {
 pub struct Status {
     /// Agent pid.
     pub pid: u32,
+    /// When the agent's process started, clock ticks since boot (`/proc/PID/stat`): tells it from a
+    /// later process given the same pid. `None` in the files of older agents.
+    #[serde(default)]
+    pub pid_start_ticks: Option<u64>,
+    /// The planning period, ms: how often the agent rewrites this file (0 in older agents' files).
+    #[serde(default)]
+    pub period_ms: u64,
     /// Backend name.
     pub backend: String,
     /// Hierarchy root.
@@ -102,6 +122,111 @@ impl Status {
     /// Removes the status file from `dir` (the agent stopped).
     pub fn remove(dir: &Path) {
         let _ = std::fs::remove_file(dir.join(STATUS_FILE));
+    }
+
+    /// How old the status may grow before it is stale: [`STALE_PERIODS`] periods, at least
+    /// [`STALE_MIN`].
+    pub fn stale_after(&self) -> Duration {
+        Duration::from_millis(self.period_ms).saturating_mul(STALE_PERIODS).max(STALE_MIN)
+    }
+
+    /// What the status says of its agent now, on this host (its process as `/proc` shows it).
+    pub fn observe(self) -> Observed {
+        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        let process = ProcessStat::read(self.pid);
+        self.observe_at(process, now)
+    }
+
+    /// What the status says of its agent when its process is `process` (`None`: no such process)
+    /// at Unix time `now_unix`, seconds.
+    pub fn observe_at(self, process: Option<ProcessStat>, now_unix: f64) -> Observed {
+        let age_s = (now_unix - self.updated_unix).max(0.0);
+        let reused = matches!((process, self.pid_start_ticks), (Some(p), Some(t)) if p.start_ticks != t);
+        let (liveness, process_note) = match process {
+            None => (Liveness::Exited, ""),
+            Some(p) if p.exited() => (Liveness::Exited, ""),
+            Some(_) if reused => (Liveness::Exited, " (the pid is another process's now)"),
+            Some(p) if age_s > self.stale_after().as_secs_f64() => {
+                (Liveness::Stale, if p.stopped() { "is stopped" } else { "is alive" })
+            }
+            Some(_) => (Liveness::Running, ""),
+        };
+        Observed { status: self, liveness, age_s, process_note }
+    }
+}
+
+/// This process's start time (`/proc/self/stat`), read once: what the agent writes in its status.
+pub fn own_start_ticks() -> Option<u64> {
+    static START: OnceLock<Option<u64>> = OnceLock::new();
+    *START.get_or_init(ProcessStat::own_start_ticks)
+}
+
+/// Whether the agent that wrote a status is at work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Liveness {
+    /// Its process runs and rewrote the status within [`Status::stale_after`].
+    Running,
+    /// Its process is gone (killed, crashed), or its pid belongs to another process now.
+    Exited,
+    /// Its process is there but has not rewritten the status within [`Status::stale_after`]:
+    /// stopped (SIGSTOP) or stuck.
+    Stale,
+}
+
+/// A status as `ioshare agent status` shows it: with whether its agent is at work, and its age.
+/// Printed, a line saying what is wrong (if anything) comes before the status.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Observed {
+    /// The status as the agent wrote it.
+    #[serde(flatten)]
+    pub status: Status,
+    /// Whether the agent is at work.
+    pub liveness: Liveness,
+    /// Seconds since the agent wrote the status.
+    pub age_s: f64,
+    /// What the process is (stale) or became (exited), for [`Observed::problem`].
+    #[serde(skip)]
+    process_note: &'static str,
+}
+
+impl Observed {
+    /// One line saying that the agent is not at work, and since when; `None` while it runs.
+    pub fn problem(&self) -> Option<String> {
+        let (pid, age) = (self.status.pid, fmt_age(self.age_s));
+        match self.liveness {
+            Liveness::Running => None,
+            Liveness::Exited => {
+                Some(format!("not running: pid {pid} exited{}; status last written {age} ago", self.process_note))
+            }
+            Liveness::Stale => Some(format!(
+                "stale: pid {pid} {}; status last written {age} ago, over {} ({STALE_PERIODS} periods of {} ms, \
+                 at least {} s): the agent is stopped or stuck",
+                self.process_note,
+                fmt_age(self.status.stale_after().as_secs_f64()),
+                self.status.period_ms,
+                STALE_MIN.as_secs()
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Observed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(problem) = self.problem() {
+            writeln!(f, "{problem}; the figures below are the last it wrote\n")?;
+        }
+        write!(f, "{}", self.status)
+    }
+}
+
+/// `secs` for people: `4.2 s`, `12 min 5 s`, `3 h 20 min`.
+fn fmt_age(secs: f64) -> String {
+    let whole = secs as u64;
+    match whole {
+        0..60 => format!("{secs:.1} s"),
+        60..3600 => format!("{} min {} s", whole / 60, whole % 60),
+        _ => format!("{} h {} min", whole / 3600, whole % 3600 / 60),
     }
 }
 
@@ -204,6 +329,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = Status {
             pid: 42,
+            pid_start_ticks: Some(1000),
+            period_ms: 100,
             backend: "userspace".into(),
             root: "/sys/fs/cgroup/blkio".into(),
             periods: 7,
@@ -255,5 +382,80 @@ mod tests {
         assert!(with_shares.to_string().contains("\nshares: each cgroup's part of the device"));
         let e = Status::read(Path::new("/nonexistent")).unwrap_err().to_string();
         assert!(e.contains("ioshare agent run"), "{e}");
+    }
+
+    fn written_at(updated_unix: f64, period_ms: u64) -> Status {
+        Status {
+            pid: 42,
+            pid_start_ticks: Some(1000),
+            period_ms,
+            backend: "userspace".into(),
+            root: "/sys/fs/cgroup/blkio".into(),
+            periods: 190,
+            updated_unix,
+            devices: Vec::new(),
+            memory: Vec::new(),
+            shares: None,
+        }
+    }
+
+    fn process(state: char, start_ticks: u64) -> Option<ProcessStat> {
+        Some(ProcessStat { state, start_ticks })
+    }
+
+    #[test]
+    fn a_fresh_status_of_a_live_agent_is_running() {
+        let seen = written_at(100.0, 100).observe_at(process('S', 1000), 100.5);
+        assert_eq!((seen.liveness, seen.age_s, seen.problem()), (Liveness::Running, 0.5, None));
+        assert!(seen.to_string().starts_with("agent pid 42 (userspace backend"), "{seen}");
+        // Four seconds at a 1 s period is under five periods: still running.
+        assert_eq!(written_at(100.0, 1000).observe_at(process('R', 1000), 104.0).liveness, Liveness::Running);
+        // A clock set back: the age is 0, not negative.
+        assert_eq!(written_at(100.0, 100).observe_at(process('S', 1000), 90.0).age_s, 0.0);
+    }
+
+    #[test]
+    fn a_gone_or_replaced_process_has_exited() {
+        for (proc_, note) in
+            [(None, ""), (process('Z', 1000), ""), (process('S', 2000), " (the pid is another process's now)")]
+        {
+            let seen = written_at(100.0, 100).observe_at(proc_, 112.0);
+            assert_eq!(seen.liveness, Liveness::Exited);
+            let line = format!("not running: pid 42 exited{note}; status last written 12.0 s ago");
+            assert_eq!(seen.problem().as_deref(), Some(line.as_str()));
+            assert!(seen.to_string().starts_with(&line), "{seen}");
+        }
+        // An older agent's status has no start time: the pid alone tells.
+        let old = Status { pid_start_ticks: None, ..written_at(100.0, 100) };
+        assert_eq!(old.observe_at(process('S', 5), 100.1).liveness, Liveness::Running);
+    }
+
+    #[test]
+    fn a_status_older_than_five_periods_and_3_s_is_stale() {
+        let seen = written_at(100.0, 100).observe_at(process('T', 1000), 103.5);
+        assert_eq!(seen.liveness, Liveness::Stale);
+        let problem = seen.problem().unwrap();
+        assert!(
+            problem.starts_with("stale: pid 42 is stopped; status last written 3.5 s ago, over 3.0 s"),
+            "{problem}"
+        );
+        assert!(problem.contains("stopped or stuck"), "{problem}");
+        let slow = written_at(0.0, 2000).observe_at(process('S', 1000), 725.0);
+        assert_eq!(slow.liveness, Liveness::Stale, "over 5 periods of 2 s");
+        assert!(slow.problem().unwrap().contains("pid 42 is alive; status last written 12 min 5 s ago, over 10.0 s"));
+        assert_eq!(fmt_age(12_000.0), "3 h 20 min");
+    }
+
+    #[test]
+    fn json_adds_liveness_and_age_and_older_files_still_read() {
+        let seen = written_at(100.0, 100).observe_at(None, 101.0);
+        let v = serde_json::to_value(&seen).unwrap();
+        assert_eq!(
+            (v["liveness"].as_str(), v["age_s"].as_f64(), v["pid"].as_u64()),
+            (Some("exited"), Some(1.0), Some(42))
+        );
+        let older = r#"{"pid":7,"backend":"kernel","root":"/r","periods":1,"updated_unix":5.0,"devices":[]}"#;
+        let status: Status = serde_json::from_str(older).unwrap();
+        assert_eq!((status.pid_start_ticks, status.period_ms, status.stale_after()), (None, 0, STALE_MIN));
     }
 }

@@ -30,6 +30,8 @@ fn status(n: usize, periods: u64) -> Status {
     let name = |i: usize| format!("kubepods/burstable/pod{i:04x}-5f1c-4c39-9a3e-0242ac120002/container{i}");
     Status {
         pid: 1,
+        pid_start_ticks: None,
+        period_ms: 100,
         backend: Backend::Userspace.name().into(),
         root: "/sys/fs/cgroup/blkio".into(),
         periods,

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Subcommand, ValueEnum};
 use ioshare_agent::logging::LogFormat;
+use ioshare_agent::status::Liveness;
 use ioshare_agent::{Agent, BackendChoice, Check, Config, ShareCheck, Status};
 
 /// The agent's subcommands.
@@ -56,7 +57,9 @@ pub enum Command {
         log_format: LogFormatArg,
     },
     /// Show the running agent's state: per device vrate, busy level, latency; per cgroup weight,
-    /// shares, usage, limits in force, and whether it is donating or limited.
+    /// shares, usage, limits in force, and whether it is donating or limited. Exits 1, saying so
+    /// first, when the agent is not running (its pid exited) or its status is stale (not rewritten
+    /// for 5 periods and 3 s: stopped or stuck); `--json` adds `liveness` and `age_s`.
     Status {
         /// Print JSON instead of a table.
         #[arg(long)]
@@ -176,11 +179,18 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
             }
         }
         Command::Status { json, state_dir } => {
-            let status = Status::read(&state_dir)?;
+            let seen = Status::read(&state_dir)?.observe();
             if json {
-                println!("{}", serde_json::to_string_pretty(&status)?);
+                println!("{}", serde_json::to_string_pretty(&seen)?);
             } else {
-                print!("{status}");
+                print!("{seen}");
+            }
+            match seen.liveness {
+                Liveness::Running => {}
+                Liveness::Exited => anyhow::bail!("the agent is not running (pid {} exited)", seen.status.pid),
+                Liveness::Stale => {
+                    anyhow::bail!("the agent's status is stale (pid {} stopped or stuck)", seen.status.pid)
+                }
             }
         }
         Command::Reload { state_dir } => {

@@ -17,8 +17,9 @@ pub enum Error {
     /// A group that does not exist.
     #[error("unknown group '{0}': configure it first")]
     UnknownGroup(String),
-    /// A malformed kernel-format line (`io.cost.model`, `io.cost.qos`).
-    #[error("invalid {format} '{input}': {reason}")]
+    /// A malformed kernel-format line (`io.cost.model`, `io.cost.qos`) or limit syntax; the input is
+    /// quoted [`printable`].
+    #[error("invalid {format} '{}': {}", printable(.input), printable(.reason))]
     Parse {
         /// Which format (`io.cost.model`, `io.cost.qos`).
         format: &'static str,
@@ -30,6 +31,20 @@ pub enum Error {
     /// A setting the controller cannot honour.
     #[error("invalid setting: {0}")]
     Invalid(String),
+}
+
+/// `text` with its control characters escaped (`\n`, `\u{0}`, `\u{1b}`): quoted in a message, outside
+/// text keeps the message one line that a terminal prints as it is.
+pub fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Result with the core's error.

@@ -87,13 +87,14 @@ pub fn matches(pattern: &str, name: &str) -> bool {
     // Classic wildcard matching with backtracking to the last star.
     let (mut i, mut j, mut star, mut mark) = (0, 0, None, 0);
     while j < n.len() {
-        if i < p.len() && (p[i] == '?' || p[i] == n[j]) {
-            i += 1;
-            j += 1;
-        } else if i < p.len() && p[i] == '*' {
+        // A star first: it is a wildcard even where the name holds a '*' itself.
+        if i < p.len() && p[i] == '*' {
             star = Some(i);
             mark = j;
             i += 1;
+        } else if i < p.len() && (p[i] == '?' || p[i] == n[j]) {
+            i += 1;
+            j += 1;
         } else if let Some(s) = star {
             i = s + 1;
             mark += 1;

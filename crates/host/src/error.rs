@@ -3,6 +3,7 @@
 use std::io;
 use std::path::PathBuf;
 
+use ioshare_core::error::printable;
 use ioshare_core::iocost::line::DevNum;
 
 /// An error from attaching a loop device, managing a cgroup, or parsing a cgroup file format.
@@ -85,7 +86,7 @@ pub enum Error {
         path: PathBuf,
     },
     /// A cgroup name that cannot be used.
-    #[error("invalid cgroup name '{name}': {reason}")]
+    #[error("invalid cgroup name '{}': {reason}", printable(.name))]
     InvalidCgroupName {
         /// The name given.
         name: String,
@@ -156,8 +157,9 @@ pub enum Error {
         /// The kernel's answer.
         source: io::Error,
     },
-    /// A malformed line of a cgroup text format (`io.max`, `io.weight`, `blkio.throttle.io_serviced`).
-    #[error("invalid {format} '{input}': {reason}")]
+    /// A malformed line of a cgroup text format (`io.max`, `io.weight`, `blkio.throttle.io_serviced`);
+    /// the input is quoted [`printable`].
+    #[error("invalid {format} '{}': {}", printable(.input), printable(.reason))]
     Parse {
         /// Which format.
         format: &'static str,
@@ -175,7 +177,7 @@ pub enum Error {
         state: PathBuf,
     },
     /// The state file cannot be read.
-    #[error("cannot read state file {}: {reason} (inspect it, then remove it to start afresh)", path.display())]
+    #[error("cannot read state file {}: {} (inspect it, then remove it to start afresh)", path.display(), printable(.reason))]
     StateFile {
         /// The state file.
         path: PathBuf,

@@ -49,9 +49,11 @@ pub struct Change {
     pub earlier: Option<String>,
 }
 
+/// The journal's first line: the writer's pid.
 #[derive(Serialize, Deserialize)]
-struct Header {
-    pid: u32,
+pub(crate) struct Header {
+    /// The writer's pid.
+    pub(crate) pid: u32,
 }
 
 /// What a state file holds.
@@ -121,7 +123,7 @@ fn decode(line: &[u8]) -> std::result::Result<&str, &'static str> {
 }
 
 /// A line of the journal: `value`'s JSON after its CRC-32.
-fn encode<T: Serialize>(value: &T) -> String {
+pub(crate) fn encode<T: Serialize>(value: &T) -> String {
     let json = serde_json::to_string(value).expect("records serialise");
     format!("{:08x} {json}\n", crc32(json.as_bytes()))
 }

@@ -65,6 +65,8 @@
 //!                                                    // on drop: .path() .usage() .set_limit() .spawn()
 //! IoMax (io.max line: FromStr/Display, parse_file/format_file), IoWeight (io.weight file: FromStr/Display)
 //! is_root() -> bool; skip_unless_root(test) -> bool   // prints "skipping <test>: needs root (...)"
+//! ProcessStat::read(pid) -> Option<ProcessStat { state, start_ticks }>   // /proc/PID/stat: exited,
+//!                                                    // stopped, and a reused pid told apart
 //! ```
 //! Errors are [`Error`]: one line each, naming what is wrong and how to fix it.
 //!
@@ -94,9 +96,13 @@ mod loop_device;
 mod loop_sys;
 pub mod memcg;
 mod privilege;
+mod process;
 mod recorder;
 mod scheduler;
 mod sysfs;
+
+#[cfg(test)]
+mod fuzz;
 
 pub use blkio::{remove_stale_cgroups, BlkioCgroup, ThrottleKnob, BFQ_WEIGHT_MAX, BFQ_WEIGHT_MIN};
 pub use blkio_stats::{read_throttle_stats, BlkioStats, DeviceStats, RwCounts};
@@ -115,4 +121,5 @@ pub use ioshare_core::iocost::line::DevNum;
 pub use journal::{Change, STATE_FILE};
 pub use loop_device::LoopDevice;
 pub use privilege::{is_root, skip_unless_root};
+pub use process::ProcessStat;
 pub use recorder::{check_under, revert_state_dir, Entry, Recorder, Reverted, Written, REWRITE_SLACK};

@@ -352,8 +352,9 @@ fn vanished(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENODEV)
 }
 
+/// Whether `pid` is a live process: a zombie (killed, its parent has not reaped it yet) is not.
 fn process_alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
+    crate::ProcessStat::read(pid).is_some_and(|p| !p.exited())
 }
 
 /// Refuses `path` unless it lies below one of `roots` (no `..`, relative or out-of-tree paths).
@@ -430,6 +431,25 @@ mod tests {
         assert_eq!(recovered.unwrap().restored, 1);
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "max");
         rec.revert().unwrap();
+    }
+
+    /// A writer killed with `kill -9` whose parent has not reaped it yet (a zombie) is gone: its
+    /// state file may be reverted (found running `ioshare agent revert` right after a `kill -9`).
+    #[test]
+    fn a_zombie_writer_is_not_alive() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id();
+        assert!(process_alive(pid));
+        child.kill().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while crate::ProcessStat::read(pid).is_some_and(|p| !p.exited()) {
+            assert!(std::time::Instant::now() < deadline, "no zombie after 10 s");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(crate::ProcessStat::read(pid).is_some(), "not reaped yet: a zombie");
+        assert!(!process_alive(pid));
+        child.wait().unwrap();
+        assert!(!process_alive(pid));
     }
 
     /// Plain files stand in for kernel files: record, change again, revert, and a crash's recovery.

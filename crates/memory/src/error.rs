@@ -1,5 +1,7 @@
 //! Errors of the memory guard: one line each, naming what is wrong and how to fix it.
 
+use ioshare_core::error::printable;
+
 /// An error from validating settings or acting on a memory cgroup.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -13,9 +15,10 @@ pub enum Error {
         /// The allowed range.
         range: &'static str,
     },
-    /// A size that is not a byte count.
+    /// A size that is not a byte count (quoted [`printable`]).
     #[error(
-        "memory.limit = '{0}' is not a size: use bytes or a number with K, M, G or T (powers of 1024), e.g. \"2G\""
+        "memory.limit = '{}' is not a size: use bytes or a number with K, M, G or T (powers of 1024), e.g. \"2G\"",
+        printable(.0)
     )]
     Size(String),
     /// Early reclaim needs a limit to compute its watermarks from.

@@ -14,10 +14,13 @@
 //! run_tests_in_lab(test, filter, lab_args) -> Option<LabRun>; in_lab(); IN_LAB_ENV
 //!                                            // a test binary's own tests run again in the lab guest
 //! v1_host() -> Capabilities                  // a hybrid cgroup v1 host as root, written out
+//! fuzz::{config, cases, text, lossy_text, number, token, mutated, lines, is_clear, EDGE_*}
+//!                                            // the parsers' fuzz targets: cases, inputs, property
 //! ```
 
 mod child;
 mod fixtures;
+pub mod fuzz;
 mod lab;
 
 pub use child::KillOnDrop;

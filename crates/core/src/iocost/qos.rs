@@ -63,7 +63,7 @@ impl QosParams {
         let (ppm, lat) =
             if self.rlat_us >= self.wlat_us { (self.rppm, self.rlat_us) } else { (self.wppm, self.wlat_us) };
         let multi = if ppm != 0 { ((1_000_000 - ppm as u64) / 50_000).max(2) } else { 2 };
-        (multi * lat).clamp(MIN_PERIOD_US, MAX_PERIOD_US)
+        multi.saturating_mul(lat).clamp(MIN_PERIOD_US, MAX_PERIOD_US)
     }
 }
 

@@ -51,6 +51,11 @@ impl OomControl {
     }
 }
 
+/// The counter `key` in the text of a `memory.stat` file (`key value` lines), if present.
+pub(crate) fn stat_value(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
 fn bad_oom(line: &str) -> Error {
     parse_error("memory.oom_control", line, "expected 'key number' lines")
 }
@@ -113,8 +118,7 @@ impl Memcg {
 
     /// A counter of `memory.stat` (e.g. `total_cache`, `total_rss`, `total_pgmajfault`), if present.
     pub fn stat(&self, key: &str) -> Result<Option<u64>> {
-        let text = sysfs::read(&self.dir.join("memory.stat"))?;
-        Ok(text.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok()))
+        Ok(stat_value(&sysfs::read(&self.dir.join("memory.stat"))?, key))
     }
 
     /// The processes in this cgroup itself (not its descendants), from `cgroup.procs`.

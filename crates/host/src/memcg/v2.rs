@@ -79,7 +79,9 @@ impl Pressure {
     pub fn parse(text: &str) -> Result<Pressure> {
         let mut out = Pressure::default();
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let bad = || parse_error("memory.pressure", line, "expected 'some|full avg10=N ... total=N' lines");
+            let bad = || {
+                parse_error("memory.pressure", line, "expected 'some|full avg10=N ... total=N' lines, avg10 0..=100")
+            };
             let mut words = line.split_whitespace();
             let slot = match words.next() {
                 Some("some") => &mut out.some,
@@ -88,7 +90,8 @@ impl Pressure {
             };
             for (key, value) in words.filter_map(|w| w.split_once('=')) {
                 match key {
-                    "avg10" => slot.avg10 = value.parse().map_err(|_| bad())?,
+                    // A share of time: NaN, infinities and values outside 0..=100 are not one.
+                    "avg10" => slot.avg10 = value.parse().ok().filter(|v| (0.0..=100.0).contains(v)).ok_or_else(bad)?,
                     "total" => slot.total_us = value.parse().map_err(|_| bad())?,
                     _ => {}
                 }
