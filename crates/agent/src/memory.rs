@@ -156,6 +156,7 @@ impl MemoryGuard {
             if let Some(line) = self.lines.iter_mut().find(|l| l.cgroup == rel) {
                 match &a {
                     Action::Killed { .. } => line.oom_kills += u64::from(!self.dry_run),
+                    Action::VictimGone { .. } => {}
                     Action::Reclaimed { from, to, took, .. } => {
                         line.last_reclaim = Some((from.saturating_sub(*to), took.as_secs_f64() * 1e3))
                     }
@@ -206,6 +207,12 @@ fn describe(a: &Action) -> String {
             if *dry_run { "would kill" } else { "killed" },
             rss >> 20,
             victim.display()
+        ),
+        Action::VictimGone { group, victim, pid } => format!(
+            "OOM in {}: the victim in {}{} went before the kill; nothing killed",
+            group.display(),
+            victim.display(),
+            pid.map_or(String::new(), |p| format!(" (pid {p})"))
         ),
         Action::Reclaimed { group, from, to, took } => {
             format!("reclaimed {} MiB in {} ({took:?})", from.saturating_sub(*to) >> 20, group.display())
