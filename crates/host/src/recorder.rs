@@ -9,6 +9,11 @@
 //!   `(path, key, previous, new)` to the state file, synced, *before* writing the kernel file. A crash
 //!   at any point therefore leaves a state file that restores at least everything written. Later
 //!   values of an entry are appended unsynced (a killed process loses nothing in the page cache).
+//! - The state file stays as large as what it must restore, however long the agent runs and however
+//!   many cgroups come and go: [`Recorder::forget_vanished`] drops the entries whose file vanished
+//!   with its cgroup (nothing to restore there), and once the records appended since the file was
+//!   last written whole outnumber twice its entries, it is written whole again (to a temporary
+//!   name, synced, renamed over the old one: a crash leaves one or the other).
 //! - Later writes to the same entry keep the first previous value and update the new one; writing the
 //!   value an entry already holds is skipped (only changes are written).
 //! - The state file holds the writer's pid. [`Recorder::open`] refuses a state file of a live process
@@ -26,6 +31,7 @@
 //!
 //! The state file is JSON lines: a header `{"pid":N}` then one record per change.
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Component, Path, PathBuf};
@@ -127,6 +133,9 @@ pub struct Reverted {
     pub changed_by_others: Vec<(Change, String)>,
 }
 
+/// Records appended beyond twice the entries before the state file is written whole again.
+const REWRITE_SLACK: usize = 1024;
+
 /// The recording writer: owns the state file of one agent.
 #[derive(Debug)]
 pub struct Recorder {
@@ -134,6 +143,10 @@ pub struct Recorder {
     file: File,
     roots: Vec<PathBuf>,
     changes: Vec<Change>,
+    /// Where each entry (file, key) is in `changes`.
+    index: HashMap<(PathBuf, String), usize>,
+    /// Records in the state file beyond one per entry.
+    superseded: usize,
 }
 
 impl Recorder {
@@ -158,7 +171,8 @@ impl Recorder {
             .map_err(|e| sysfs::file_error("create".into(), &state, e))?;
         let header = serde_json::to_string(&Header { pid: std::process::id() }).expect("header serialises");
         writeln!(file, "{header}").and_then(|()| file.sync_data()).map_err(|e| state_error(&state, e))?;
-        Ok((Recorder { state, file, roots, changes: Vec::new() }, recovered))
+        let recorder = Recorder { state, file, roots, changes: Vec::new(), index: HashMap::new(), superseded: 0 };
+        Ok((recorder, recovered))
     }
 
     /// The changes recorded so far, oldest first.
@@ -178,27 +192,80 @@ impl Recorder {
         if same_setting(entry, &current, line) {
             return Ok(Written::Unchanged);
         }
-        let key = entry.key();
-        let change = match self.changes.iter().position(|c| c.path == path && c.key == key) {
-            Some(i) => {
-                self.changes[i].new = line.to_string();
-                self.changes[i].clone()
+        self.record(path, entry.key(), current, line)?;
+        let written = match sysfs::write_raw(path, line) {
+            Ok(()) => Written::Changed,
+            Err(e) if vanished(&e) => Written::Vanished,
+            Err(e) => return Err(sysfs::file_error(format!("write '{line}' to"), path, e)),
+        };
+        self.rewrite_if_long()?;
+        Ok(written)
+    }
+
+    /// Appends the record of entry (`path`, `key`) now set to `new`: a new entry (its `previous`
+    /// line first recorded) synced, a later value of a known one not.
+    fn record(&mut self, path: &Path, key: String, previous: String, new: &str) -> Result<()> {
+        let (change, known) = match self.index.get(&(path.to_path_buf(), key.clone())) {
+            Some(&i) => {
+                self.changes[i].new = new.to_string();
+                self.superseded += 1;
+                (&self.changes[i], true)
             }
             None => {
-                let c = Change { path: path.to_path_buf(), key, previous: current, new: line.to_string() };
-                self.changes.push(c.clone());
-                c
+                self.index.insert((path.to_path_buf(), key.clone()), self.changes.len());
+                self.changes.push(Change { path: path.to_path_buf(), key, previous, new: new.to_string() });
+                (self.changes.last().expect("just pushed"), false)
             }
         };
-        let record = serde_json::to_string(&change).expect("change serialises");
+        let record = serde_json::to_string(change).expect("change serialises");
         writeln!(self.file, "{record}")
-            .and_then(|()| self.file.sync_data())
-            .map_err(|e| state_error(&self.state, e))?;
-        match sysfs::write_raw(path, line) {
-            Ok(()) => Ok(Written::Changed),
-            Err(e) if vanished(&e) => Ok(Written::Vanished),
-            Err(e) => Err(sysfs::file_error(format!("write '{line}' to"), path, e)),
+            .and_then(|()| if known { Ok(()) } else { self.file.sync_data() })
+            .map_err(|e| state_error(&self.state, e))
+    }
+
+    /// Drops the entries whose file is gone (its cgroup was removed: nothing there to restore),
+    /// rewriting the state file without them; how many were dropped.
+    pub fn forget_vanished(&mut self) -> Result<usize> {
+        let before = self.changes.len();
+        // A cgroup's files go with its directory, and only with it: one look per directory.
+        let mut dirs: HashMap<PathBuf, bool> = HashMap::new();
+        self.changes.retain(|c| {
+            let dir = c.path.parent().unwrap_or(&c.path);
+            *dirs.entry(dir.to_path_buf()).or_insert_with(|| dir.exists())
+        });
+        let dropped = before - self.changes.len();
+        if dropped > 0 {
+            self.index = self.changes.iter().enumerate().map(|(i, c)| ((c.path.clone(), c.key.clone()), i)).collect();
+            self.rewrite()?;
         }
+        Ok(dropped)
+    }
+
+    /// Writes the state file whole once superseded records outnumber twice its entries.
+    fn rewrite_if_long(&mut self) -> Result<()> {
+        if self.superseded > 2 * self.changes.len() + REWRITE_SLACK {
+            self.rewrite()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the header and one record per entry to a temporary file, syncs it and renames it over
+    /// the state file; later records are appended to it.
+    fn rewrite(&mut self) -> Result<()> {
+        let tmp = self.state.with_extension("state.tmp");
+        let mut text = serde_json::to_string(&Header { pid: std::process::id() }).expect("header serialises") + "\n";
+        for c in &self.changes {
+            text += &(serde_json::to_string(c).expect("change serialises") + "\n");
+        }
+        let mut file = File::create(&tmp).map_err(|e| state_error(&tmp, e))?;
+        file.write_all(text.as_bytes()).and_then(|()| file.sync_data()).map_err(|e| state_error(&tmp, e))?;
+        std::fs::rename(&tmp, &self.state).map_err(|e| state_error(&self.state, e))?;
+        if let Some(dir) = self.state.parent() {
+            File::open(dir).and_then(|d| d.sync_all()).map_err(|e| state_error(dir, e))?;
+        }
+        self.file = file;
+        self.superseded = 0;
+        Ok(())
     }
 
     /// Journals a change someone else wrote (the memory guard): `path` held `previous` and now holds
@@ -206,20 +273,13 @@ impl Recorder {
     pub fn note(&mut self, path: &Path, previous: &str, new: &str) -> Result<()> {
         check_under(path, &self.roots)?;
         let key = Entry::Memory.key();
-        let change = match self.changes.iter().position(|c| c.path == path && c.key == key) {
-            Some(i) if self.changes[i].new == new => return Ok(()),
-            Some(i) => {
-                self.changes[i].new = new.to_string();
-                self.changes[i].clone()
+        if let Some(&i) = self.index.get(&(path.to_path_buf(), key.clone())) {
+            if self.changes[i].new == new {
+                return Ok(());
             }
-            None => {
-                let c = Change { path: path.to_path_buf(), key, previous: previous.to_string(), new: new.to_string() };
-                self.changes.push(c.clone());
-                c
-            }
-        };
-        let record = serde_json::to_string(&change).expect("change serialises");
-        writeln!(self.file, "{record}").and_then(|()| self.file.sync_data()).map_err(|e| state_error(&self.state, e))
+        }
+        self.record(path, key, previous.to_string(), new)?;
+        self.rewrite_if_long()
     }
 
     /// Writes `entry`'s current line back to `path` unchanged (nothing to record): some kernel files
