@@ -381,3 +381,42 @@ impl DeviceLoop {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ioshare_core::ModelParams;
+    use ioshare_host::{DevNum, DiskId};
+
+    /// 5 000 cgroups come and go, 10 alive at a time: the controller holds the live groups and at
+    /// most `RENEW_AT` others, each live cgroup's id names its group, and the vrate survives.
+    #[test]
+    fn the_controller_is_renewed_over_the_live_groups() {
+        let device = DiskId { dev: DevNum { major: 7, minor: 250 }, name: "loop250".into() };
+        let qos = QosParams { min_ppm: 10_000, max_ppm: 10_000_000, ..PINNED_QOS };
+        let cfg = DeviceConfig { device, model: ModelParams::SSD_DFL, qos: Some(qos) };
+        let mut d = DeviceLoop::new(cfg, Duration::from_millis(100));
+        d.ctl.set_vrate_pct(60.0);
+        let (mut most, mut renewed) = (0, 0);
+        for i in 0..5000u32 {
+            d.mark_all_absent();
+            for k in i.saturating_sub(9)..=i {
+                d.track(0, &format!("t/c{k}"), 100 + k % 7, &Limits::default(), true).unwrap();
+            }
+            let held = d.ctl.stats(0).groups.len();
+            d.drop_absent(0).unwrap();
+            renewed += usize::from(d.ctl.stats(0).groups.len() < held);
+            most = most.max(held);
+            assert_eq!(d.groups.len(), (i + 1).min(10) as usize);
+        }
+        // The live 10, their parent `t`, and up to RENEW_AT + 1 of vanished cgroups.
+        assert!(most <= 10 + 1 + RENEW_AT + 1, "the controller held {most} groups");
+        assert!(renewed >= 4, "renewed {renewed} times");
+        let stats = d.ctl.stats(0);
+        for (rel, t) in &d.groups {
+            assert_eq!(stats.groups[t.id.index()].path, *rel);
+            assert_eq!(stats.groups[t.id.index()].weight, t.weight);
+        }
+        assert!((d.ctl.vrate_pct() - 60.0).abs() < 0.01, "vrate carried over: {}", d.ctl.vrate_pct());
+    }
+}
