@@ -50,6 +50,7 @@
 //! Recorder::open(state_dir, roots) -> (Recorder, Option<Reverted>)  // the one recording writer:
 //!     .set(path, Entry, line) -> Written             // previous line stored (synced) before the write
 //!     .touch(path, Entry)  .revert() -> Reverted     // a killed writer's state reverted at open
+//!     .forget_vanished() -> usize                    // entries of removed cgroups dropped
 //! revert_state_dir(dir, roots) -> Option<Reverted>   // `ioshare agent revert`
 //! memcg::v1::Memcg (v1 memory: usage, limit, oom_control, eventfds), memcg::v2::Memcg (v2 memory:
 //!     current, max, high, events, pressure + PSI triggers, oom.group, reclaim), memcg::v2::PollFile
