@@ -8,7 +8,9 @@
 //! - Every [`DISCOVERY_EVERY`] the group patterns are matched again, so a cgroup created later (a
 //!   container starting) is tracked within that time; the first rule that matches a cgroup wins, and
 //!   a match nested below another match is skipped (its IO is already counted in its ancestor's
-//!   recursive counters). A cgroup that vanished is dropped without error.
+//!   recursive counters). A cgroup that vanished is dropped without error, and so are its entries
+//!   in the state file (nothing is left to restore there): under churn — containers by the
+//!   thousand — what the agent holds stays proportional to the cgroups alive.
 //! - Kernel backend: the root's `io.cost.model`/`io.cost.qos` per device at start, `io.weight` and
 //!   `io.max` (fixed caps) per cgroup as it is found; the kernel does the rest.
 //! - Userspace backend: every period each device's [`DeviceLoop`] plans and writes limits.
@@ -183,7 +185,9 @@ impl Agent {
         for d in &mut self.devices {
             d.mark_all_absent();
         }
+        let applied = self.applied.len();
         self.applied.retain(|rel, _| found.contains_key(rel));
+        let mut gone = applied - self.applied.len();
         for (rel, &rule) in &found {
             let g = &self.config.groups[rule];
             match self.backend {
@@ -210,11 +214,18 @@ impl Agent {
                 }
             }
         }
-        self.discovered = true;
-        match self.memory.as_mut() {
-            Some(m) => m.discover(&self.config, &mut self.recorder),
-            None => Ok(()),
+        for d in &mut self.devices {
+            gone += d.drop_absent(now)?;
         }
+        self.discovered = true;
+        if let Some(m) = self.memory.as_mut() {
+            m.discover(&self.config, &mut self.recorder)?;
+        }
+        // (The memory guard does not say which of its groups went: looked at every time.)
+        if gone > 0 || self.memory.is_some() {
+            self.recorder.forget_vanished()?;
+        }
+        Ok(())
     }
 
     /// One planning period (userspace backend; the kernel backend only refreshes its status).

@@ -14,13 +14,23 @@
 //! place (a cgroup's first IO has no predecessor) counts as random, as does everything when the
 //! observer cannot run (not root, no BTF, programs refused): then the backend charges all IO as
 //! random, as it did before, and says why once in the log.
+//!
+//! The observer's table holds a fixed number of (device, cgroup, direction) series, never freed: on
+//! a host where containers come and go by the thousand it fills with series of removed cgroups —
+//! each read every period, so the reading costs more and more — and then the IO of new ones is no
+//! longer seen (the observer counts it as dropped). So once series of removed cgroups number
+//! [`STALE_SERIES`] and as many as the live ones, or the table overflowed with at least half of it
+//! stale, the mix starts a fresh observer (an empty table; one period without a mix) and logs it.
+//! When the live cgroups alone fill the table, it logs once that IO it cannot place is charged as
+//! random. (Whether a series' cgroup is gone is looked up every [`STALE_CHECK_EVERY`] new series.)
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 
 use ioshare_core::iocost::aggregate::aggregate_cost;
 use ioshare_core::iocost::model::RANDIO_PAGES;
 use ioshare_core::{CostModel, Op};
-use ioshare_host::DevNum;
+use ioshare_host::{Capabilities, DevNum};
 use ioshare_observe::{Observer, Snapshot, Stage, Stages};
 
 /// Seek histogram buckets `0..SEQ_BUCKETS` hold distances up to 16 MiB (`RANDIO_PAGES` 4 KiB pages):
@@ -31,6 +41,13 @@ pub const SEQ_BUCKETS: usize = {
     (64 - (sectors - 1).leading_zeros()) as usize + 2
 };
 
+/// Series of removed cgroups (and at least as many as the live ones) in the observer's table that
+/// make the mix start a fresh observer.
+pub const STALE_SERIES: usize = 256;
+
+/// New series in the table between two looks at which of its cgroups are gone.
+pub const STALE_CHECK_EVERY: usize = 64;
+
 /// IOs within 16 MiB of the previous one, and all IOs with a predecessor, in one period.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Counts {
@@ -38,28 +55,63 @@ struct Counts {
     total: u64,
 }
 
+/// What the mix keeps of a snapshot: per (cgroup id, direction), the cgroup's path and its counts
+/// so far; and the IOs the observer dropped so far.
+#[derive(Debug, Default)]
+struct Reading {
+    series: HashMap<(u64, Op), (String, Counts)>,
+    dropped: u64,
+}
+
+impl Reading {
+    fn of(snapshot: &Snapshot) -> Reading {
+        let mut series = HashMap::new();
+        for e in &snapshot.entries {
+            let op = match e.op {
+                ioshare_observe::Op::Read => Op::Read,
+                ioshare_observe::Op::Write => Op::Write,
+                ioshare_observe::Op::Other => continue,
+            };
+            let seek = &e.stage(Stage::Q).seek;
+            let counts = Counts { sequential: seek.buckets.iter().take(SEQ_BUCKETS).sum(), total: seek.count() };
+            series.insert((e.cgroup_id, op), (e.cgroup.clone(), counts));
+        }
+        Reading { series, dropped: snapshot.counters.dropped_stats_full }
+    }
+}
+
 /// The observer of one device and the mix it saw in the last period.
 #[derive(Debug)]
 pub struct IoMix {
+    dev: DevNum,
     observer: Option<Observer>,
-    last: Option<Snapshot>,
+    /// The last reading (`None` before the first of an observer): per series, its cgroup's path
+    /// and counts so far (only what the mix needs of a snapshot, which holds every histogram).
+    last: Option<Reading>,
     /// Per (cgroup path in the blkio/io hierarchy, direction): the last period's counts.
     period: HashMap<(String, Op), Counts>,
+    /// The hierarchy the observer names cgroups in (to tell removed ones).
+    root: Option<PathBuf>,
+    /// Whether a table full of live cgroups was logged.
+    full_logged: bool,
+    /// Series in the table at the last look at which cgroups are gone.
+    checked_series: usize,
 }
 
 impl IoMix {
     /// Watches device `dev`; when the observer cannot run, logs why once and charges all IO as random.
     pub fn start(dev: DevNum) -> IoMix {
-        // Only Q: the mix needs Q's seek distances, not the other stages or latencies (a quarter of the
-        // observer's cost per IO).
-        let observer = match Observer::start_with(Some((dev.major, dev.minor)), None, Stages::QueueOnly) {
-            Ok(o) => Some(o),
-            Err(e) => {
-                tracing::warn!(dev = %dev, "charging all IO as random (no sequential/random mix: {e})");
-                None
-            }
-        };
-        IoMix { observer, last: None, period: HashMap::new() }
+        let caps = Capabilities::probe();
+        let root = caps.blkio_v1.or(caps.cgroup_v2);
+        IoMix {
+            dev,
+            observer: observe(dev),
+            last: None,
+            period: HashMap::new(),
+            root,
+            full_logged: false,
+            checked_series: 0,
+        }
     }
 
     /// Whether the observer runs (else every share is 0).
@@ -80,21 +132,56 @@ impl IoMix {
             }
         };
         self.period.clear();
+        if self.renew_if_stale(&now) {
+            return;
+        }
+        let now = Reading::of(&now);
         if let Some(last) = &self.last {
-            for e in now.since(last).entries {
-                let op = match e.op {
-                    ioshare_observe::Op::Read => Op::Read,
-                    ioshare_observe::Op::Write => Op::Write,
-                    ioshare_observe::Op::Other => continue,
-                };
-                let seek = &e.stage(Stage::Q).seek;
-                let (sequential, total) = (seek.buckets.iter().take(SEQ_BUCKETS).sum::<u64>(), seek.count());
-                let c = self.period.entry((e.cgroup, op)).or_default();
-                c.sequential += sequential;
-                c.total += total;
+            for (key, (cgroup, c)) in &now.series {
+                let before = last.series.get(key).map_or(Counts::default(), |(_, c)| *c);
+                let p = self.period.entry((cgroup.clone(), key.1)).or_default();
+                p.sequential += c.sequential.saturating_sub(before.sequential);
+                p.total += c.total.saturating_sub(before.total);
             }
         }
         self.last = Some(now);
+    }
+
+    /// Starts a fresh observer when the table holds too many series of removed cgroups (see the
+    /// module comment): true when it did (no mix this period). Logs a table full of live cgroups.
+    fn renew_if_stale(&mut self, now: &Snapshot) -> bool {
+        let series = now.entries.len();
+        let dropped = now.counters.dropped_stats_full;
+        let overflowed = self.last.as_ref().is_some_and(|l| dropped > l.dropped);
+        if !overflowed && series < self.checked_series + STALE_CHECK_EVERY {
+            return false;
+        }
+        self.checked_series = series;
+        let removed = |cgroup: &str| {
+            cgroup.starts_with('#')
+                || self.root.as_ref().is_some_and(|r| !r.join(cgroup.trim_start_matches('/')).exists())
+        };
+        let stale = now.entries.iter().filter(|e| removed(&e.cgroup)).count();
+        let live = series - stale;
+        if stale >= STALE_SERIES.max(live) || (overflowed && 2 * stale >= series) {
+            tracing::info!(
+                dev = %self.dev,
+                "the observer's table holds {series} series, {stale} of removed cgroups ({dropped} IOs not seen): started afresh"
+            );
+            self.observer = None; // its maps are freed before the new ones are made
+            self.observer = observe(self.dev);
+            self.last = None;
+            self.checked_series = 0;
+            return true;
+        }
+        if overflowed && !self.full_logged {
+            self.full_logged = true;
+            tracing::warn!(
+                dev = %self.dev,
+                "the observer's table is full ({live} series of live cgroups): IO it cannot place is charged as random"
+            );
+        }
+        false
     }
 
     /// The share (0..=1) of cgroup `rel`'s (and its descendants') IOs in direction `op` that were
@@ -117,6 +204,19 @@ impl IoMix {
     /// period, charged by its observed mix ([`mixed_cost`]).
     pub fn charge<M: CostModel>(&self, model: &M, rel: &str, op: Op, ios: u64, bytes: u64) -> u64 {
         mixed_cost(model, op, ios, bytes, self.sequential_share(rel, op))
+    }
+}
+
+/// An observer of the bios queued to device `dev`, or `None` (logged why).
+fn observe(dev: DevNum) -> Option<Observer> {
+    // Only Q: the mix needs Q's seek distances, not the other stages or latencies (a quarter of the
+    // observer's cost per IO).
+    match Observer::start_with(Some((dev.major, dev.minor)), None, Stages::QueueOnly) {
+        Ok(o) => Some(o),
+        Err(e) => {
+            tracing::warn!(dev = %dev, "charging all IO as random (no sequential/random mix: {e})");
+            None
+        }
     }
 }
 
@@ -164,7 +264,15 @@ mod tests {
 
     #[test]
     fn a_cgroup_share_includes_its_descendants_only() {
-        let mut mix = IoMix { observer: None, last: None, period: HashMap::new() };
+        let mut mix = IoMix {
+            dev: DevNum { major: 7, minor: 0 },
+            observer: None,
+            last: None,
+            period: HashMap::new(),
+            root: None,
+            full_logged: false,
+            checked_series: 0,
+        };
         let counts = |sequential, total| Counts { sequential, total };
         mix.period.insert(("/t/a".into(), Op::Read), counts(90, 100));
         mix.period.insert(("/t/a/child".into(), Op::Read), counts(10, 100));

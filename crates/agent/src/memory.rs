@@ -165,7 +165,7 @@ impl MemoryGuard {
         let actions = guard.poll(timeout).map_err(|e| Error::Memory(e.to_string()))?;
         for a in actions {
             match &a {
-                Action::Reclaimed { .. } => tracing::info!("memory: {}", describe(&a)),
+                Action::Reclaimed { .. } | Action::VictimGone { .. } => tracing::info!("memory: {}", describe(&a)),
                 Action::Killed { .. } | Action::KernelKilled { .. } => tracing::warn!("memory: {}", describe(&a)),
             }
             let group = a.group();
@@ -173,6 +173,7 @@ impl MemoryGuard {
             if let Some(line) = self.lines.iter_mut().find(|l| l.cgroup == rel) {
                 match &a {
                     Action::Killed { .. } => line.oom_kills += u64::from(!self.dry_run),
+                    Action::VictimGone { .. } => {}
                     Action::Reclaimed { from, to, took, .. } => {
                         let freed = from.saturating_sub(*to);
                         line.last_reclaim = Some((freed, took.as_secs_f64() * 1e3));
@@ -231,6 +232,12 @@ fn describe(a: &Action) -> String {
             if *dry_run { "would kill" } else { "killed" },
             rss >> 20,
             victim.display()
+        ),
+        Action::VictimGone { group, victim, pid } => format!(
+            "OOM in {}: the victim in {}{} went before the kill; nothing killed",
+            group.display(),
+            victim.display(),
+            pid.map_or(String::new(), |p| format!(" (pid {p})"))
         ),
         Action::Reclaimed { group, from, to, took } => {
             format!("reclaimed {} MiB in {} ({took:?})", from.saturating_sub(*to) >> 20, group.display())

@@ -15,7 +15,14 @@
 //! 4. run the planner ([`ioshare_core::Controller::tick`]): hweights, donation, vrate;
 //! 5. turn each group's budget for the next period into blk-throttle limits ([`crate::limits`]),
 //!    keeping those in force when they are within a few percent; the recorder writes only values
-//!    that changed.
+//!    that changed, and limits the same as last period's are looked at again (a file someone
+//!    else changed set back) only every [`RECHECK_EVERY`] periods.
+//!
+//! Cgroups come and go (containers); the controller never forgets a group, so once the groups of
+//! cgroups that are gone outnumber [`RENEW_AT`] and four times the live ones, the device's
+//! controller is renewed: a fresh one over the live groups, at the vrate the old one had (limits in
+//! force are kept; donation and debt start afresh, as for a group found at start). What the agent
+//! holds per device stays proportional to the cgroups alive.
 //!
 //! The device must stay the one configured: each period first compares its identity (the kernel's
 //! `diskseq`, new for each disk and each loop attachment) with the one at the first period. A device
@@ -68,6 +75,14 @@ struct Tracked {
     present: bool,
 }
 
+/// Groups of vanished cgroups the controller may hold (beyond four per live one) before it is
+/// renewed.
+pub const RENEW_AT: usize = 1024;
+
+/// Periods between two looks at the files of limits that did not change (each look reads four files
+/// per cgroup).
+pub const RECHECK_EVERY: u64 = 10;
+
 /// Share of a period the device must have had IO in flight to count as busy.
 pub const DEVICE_BUSY: f64 = 0.9;
 /// Share of its fair part of a busy device's work a group must get to count as competing for it.
@@ -113,6 +128,22 @@ fn held_back(t: &Throttle, usage: &[DirUsage; 2], secs: f64, share: f64) -> bool
     at(usage[0].ios, t.riops) || at(usage[1].ios, t.wiops) || at(usage[0].bytes, t.rbps) || at(usage[1].bytes, t.wbps)
 }
 
+/// A controller for `cfg`'s device with `qos`, planning every `period`.
+fn controller(cfg: &DeviceConfig, qos: QosParams, period: Duration) -> IoCost {
+    let mut ctl = IoCost::new(LinearModel::new(cfg.model), qos);
+    ctl.set_period_us(period.as_micros() as u64);
+    ctl
+}
+
+/// Creates (or updates) cgroup `rel`'s group in `ctl` with `weight`.
+fn configure(ctl: &mut IoCost, now: Nanos, rel: &str, weight: u32) -> Result<GroupId> {
+    let settings = GroupSettings { weight, limits: Limits::default() };
+    Ok(ctl.configure(now, rel, &settings).map_err(|e| ioshare_host::Error::InvalidCgroupName {
+        name: format!("{rel} ({e})"),
+        reason: "not usable as a controller group path",
+    })?)
+}
+
 /// The controller of one device.
 #[derive(Debug)]
 pub struct DeviceLoop {
@@ -126,6 +157,10 @@ pub struct DeviceLoop {
     last_elapsed_s: f64,
     verdicts: Verdicts,
     groups: HashMap<String, Tracked>,
+    /// Groups the controller holds for cgroups no longer tracked.
+    retired: usize,
+    /// Periods planned.
+    plans: u64,
     mix: IoMix,
     /// The device's identity at the first period ([`disk_identity`]).
     identity: Option<String>,
@@ -137,14 +172,15 @@ impl DeviceLoop {
     /// A controller for `cfg`'s device planning every `period`.
     pub fn new(cfg: DeviceConfig, period: Duration) -> Self {
         let qos = cfg.qos.unwrap_or(PINNED_QOS);
-        let mut ctl = IoCost::new(LinearModel::new(cfg.model), qos);
-        ctl.set_period_us(period.as_micros() as u64);
+        let ctl = controller(&cfg, qos, period);
         let mix = IoMix::start(cfg.device.dev);
         DeviceLoop {
             mix,
             cfg,
             qos,
             ctl,
+            retired: 0,
+            plans: 0,
             period,
             last_disk: None,
             last_plan: None,
@@ -160,11 +196,7 @@ impl DeviceLoop {
     /// cgroup (created since the agent started) is charged for all its IO, one found at start only
     /// for IO from now on.
     pub fn track(&mut self, now: Nanos, rel: &str, weight: u32, caps: &Limits, fresh: bool) -> Result<()> {
-        let settings = GroupSettings { weight, limits: Limits::default() };
-        let id = self.ctl.configure(now, rel, &settings).map_err(|e| ioshare_host::Error::InvalidCgroupName {
-            name: format!("{rel} ({e})"),
-            reason: "not usable as a controller group path",
-        })?;
+        let id = configure(&mut self.ctl, now, rel, weight)?;
         let dev = self.cfg.device.dev;
         match self.groups.get(rel) {
             None => tracing::info!(cgroup = %rel, dev = %dev, weight, caps = %caps, "cgroup under control"),
@@ -215,6 +247,31 @@ impl DeviceLoop {
         for t in self.groups.values_mut() {
             t.present = false;
         }
+    }
+
+    /// Stops tracking the cgroups still marked absent (gone since the last discovery), renewing the
+    /// controller when it holds too many such groups (see the module comment); how many were dropped.
+    pub fn drop_absent(&mut self, now: Nanos) -> Result<usize> {
+        let before = self.groups.len();
+        self.groups.retain(|_, t| t.present);
+        let dropped = before - self.groups.len();
+        self.retired += dropped;
+        if self.retired > RENEW_AT.max(4 * self.groups.len()) {
+            self.renew(now)?;
+        }
+        Ok(dropped)
+    }
+
+    /// Replaces the controller by a fresh one holding only the live groups, at the same vrate.
+    fn renew(&mut self, now: Nanos) -> Result<()> {
+        let mut ctl = controller(&self.cfg, self.qos, self.period);
+        ctl.set_vrate_pct(self.ctl.vrate_pct());
+        for (rel, t) in &mut self.groups {
+            t.id = configure(&mut ctl, now, rel, t.weight)?;
+        }
+        self.ctl = ctl;
+        self.retired = 0;
+        Ok(())
     }
 
     /// One planning period at `now` (see the module comment). `sys_block` is `/sys/block`.
@@ -321,6 +378,8 @@ impl DeviceLoop {
         let horizon = self.period.as_nanos() as Nanos;
         let stats = self.ctl.stats(now);
         let mut written = 0;
+        self.plans += 1;
+        let recheck = self.plans % RECHECK_EVERY == 0;
         for rel in &paths {
             let t = self.groups.get_mut(rel).expect("tracked");
             if !t.present {
@@ -330,6 +389,9 @@ impl DeviceLoop {
             let alone = g.hweight_active >= 0.999;
             let budget = if alone { None } else { self.ctl.budget(now, t.id, horizon) };
             let throttle = settle(&t.throttle, throttle_for(budget, &t.usage, &model, self.period, &t.caps));
+            if throttle == t.throttle && !recheck {
+                continue;
+            }
             match h.set_throttle(rec, rel, dev, &throttle)? {
                 Written::Vanished => t.present = false,
                 Written::Changed => {
@@ -444,5 +506,44 @@ impl DeviceLoop {
             model: Some(self.cfg.model),
             groups,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ioshare_core::ModelParams;
+    use ioshare_host::{DevNum, DiskId};
+
+    /// 5 000 cgroups come and go, 10 alive at a time: the controller holds the live groups and at
+    /// most `RENEW_AT` others, each live cgroup's id names its group, and the vrate survives.
+    #[test]
+    fn the_controller_is_renewed_over_the_live_groups() {
+        let device = DiskId { dev: DevNum { major: 7, minor: 250 }, name: "loop250".into() };
+        let qos = QosParams { min_ppm: 10_000, max_ppm: 10_000_000, ..PINNED_QOS };
+        let cfg = DeviceConfig { device, model: ModelParams::SSD_DFL, qos: Some(qos) };
+        let mut d = DeviceLoop::new(cfg, Duration::from_millis(100));
+        d.ctl.set_vrate_pct(60.0);
+        let (mut most, mut renewed) = (0, 0);
+        for i in 0..5000u32 {
+            d.mark_all_absent();
+            for k in i.saturating_sub(9)..=i {
+                d.track(0, &format!("t/c{k}"), 100 + k % 7, &Limits::default(), true).unwrap();
+            }
+            let held = d.ctl.stats(0).groups.len();
+            d.drop_absent(0).unwrap();
+            renewed += usize::from(d.ctl.stats(0).groups.len() < held);
+            most = most.max(held);
+            assert_eq!(d.groups.len(), (i + 1).min(10) as usize);
+        }
+        // The live 10, their parent `t`, and up to RENEW_AT + 1 of vanished cgroups.
+        assert!(most <= 10 + 1 + RENEW_AT + 1, "the controller held {most} groups");
+        assert!(renewed >= 4, "renewed {renewed} times");
+        let stats = d.ctl.stats(0);
+        for (rel, t) in &d.groups {
+            assert_eq!(stats.groups[t.id.index()].path, *rel);
+            assert_eq!(stats.groups[t.id.index()].weight, t.weight);
+        }
+        assert!((d.ctl.vrate_pct() - 60.0).abs() < 0.01, "vrate carried over: {}", d.ctl.vrate_pct());
     }
 }

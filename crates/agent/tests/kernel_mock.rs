@@ -76,7 +76,8 @@ fn kernel_backend_writes_model_qos_weights_and_caps_then_reverts() {
     // Stop: every entry gets the line that restores what it held (the kernel's syntax for "as
     // before": per-device weight override removed, no io.max limit, iocost parameters back to auto).
     let reverted = agent.stop().unwrap();
-    assert_eq!(reverted.vanished, 2, "the removed cgroup's two files");
+    assert_eq!(reverted.vanished, 0, "the removed cgroup's two entries were forgotten when it went");
+    assert_eq!(reverted.restored, 4, "io.cost.model, io.cost.qos, web's io.weight and io.max");
     assert_eq!(read("tenants/web/io.weight"), format!("{dev} default"));
     assert_eq!(read("tenants/web/io.max"), format!("{dev} rbps=max wbps=max riops=max wiops=max"));
     assert_eq!(read("io.cost.model"), format!("{dev} ctrl=auto"));

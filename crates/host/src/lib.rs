@@ -55,6 +55,7 @@
 //!     .set(path, Entry, line) -> Written             // previous line stored (synced) before the write
 //!     .touch(path, Entry)  .revert() -> Reverted     // a killed writer's state reverted at open
 //!     .revert_where(|c| ..) -> Reverted              // part of it (a device gone), forgotten after
+//!     .forget_vanished() -> usize                    // entries of removed cgroups dropped
 //!                                                    // state file: checksummed lines, atomic rewrites
 //! revert_state_dir(dir, roots) -> Option<Reverted>   // `ioshare agent revert`; .unreadable names
 //!                                                    // the lines of a damaged state file

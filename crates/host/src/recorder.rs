@@ -185,6 +185,23 @@ impl Recorder {
         Written::Vanished
     }
 
+    /// Drops the entries whose cgroup directory is gone (nothing there to restore: a cgroup's files
+    /// go with its directory), rewriting the journal without them; how many were dropped. Called
+    /// as cgroups come and go, so the state file stays the size of what the agent controls.
+    pub fn forget_vanished(&mut self) -> Result<usize> {
+        let before = self.changes.len();
+        let mut dirs: std::collections::HashMap<PathBuf, bool> = std::collections::HashMap::new();
+        self.changes.retain(|c| {
+            let dir = c.path.parent().unwrap_or(&c.path);
+            *dirs.entry(dir.to_path_buf()).or_insert_with(|| dir.exists())
+        });
+        let dropped = before - self.changes.len();
+        if dropped > 0 {
+            self.journal = JournalFile::create(&self.dir, std::process::id(), &self.changes)?;
+        }
+        Ok(dropped)
+    }
+
     /// Journals a change someone else wrote (the memory guard): `path` held `previous` and now holds
     /// `new`; revert writes `previous` back ([`Entry::Memory`]).
     pub fn note(&mut self, path: &Path, previous: &str, new: &str) -> Result<()> {

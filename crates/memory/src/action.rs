@@ -1,5 +1,5 @@
-//! What a memory guard did, for logs and `agent status`: a kill by priority, a reclaim round, or a
-//! kill the kernel's own OOM killer made. Both hierarchies' guards and the kill walk report it.
+//! What a memory guard did, for logs and `agent status`: a kill by priority, a victim that went
+//! before the kill, a reclaim round, or a kill the kernel's own OOM killer made. Both hierarchies' guards and the kill walk report it.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -19,6 +19,16 @@ pub enum Action {
         rss: u64,
         /// True in a dry run: nothing was killed.
         dry_run: bool,
+    },
+    /// The victim chosen to end an OOM in `group` went before the kill: its process exited by
+    /// itself, or its cgroup was removed, between the choice and the kill. Nothing was killed.
+    VictimGone {
+        /// The group under OOM.
+        group: PathBuf,
+        /// The group the victim was chosen in.
+        victim: PathBuf,
+        /// The process chosen (`None`: its cgroup was gone before its processes were read).
+        pid: Option<u32>,
     },
     /// Background reclaim ran in `group`.
     Reclaimed {
@@ -44,9 +54,10 @@ impl Action {
     /// The guarded group the action concerns.
     pub fn group(&self) -> &Path {
         match self {
-            Action::Killed { group, .. } | Action::Reclaimed { group, .. } | Action::KernelKilled { group, .. } => {
-                group
-            }
+            Action::Killed { group, .. }
+            | Action::VictimGone { group, .. }
+            | Action::Reclaimed { group, .. }
+            | Action::KernelKilled { group, .. } => group,
         }
     }
 }

@@ -13,6 +13,12 @@
 //!   starts no sooner than [`RECLAIM_INTERVAL`] and the previous round's duration after the
 //!   previous one ended, so a group that refills its cache as fast as it is reclaimed gets at most
 //!   half of a core of reclaim, never a spinning one.
+//! - **Kill.** Always `SIGKILL` (a process that ignores or handles `SIGTERM` is killed all the same),
+//!   and only to a process still in the victim's cgroup, through a pidfd ([`crate::kill`]); a victim
+//!   that went between the choice and the kill is counted ([`Guard::victims_gone`]), not replaced
+//!   by another until the group is looked at again.
+//! - **Vanishing groups.** A guarded group removed while guarded (a container stopping) ends its
+//!   OOM handling and its reclaim quietly: never an error of [`Guard::poll`].
 //! - **Restore.** [`Guard::restore`] (and dropping the guard) writes back every value changed,
 //!   newest first, so the kernel's own killer works again everywhere it was paused; if the process
 //!   dies instead (a `kill -9`), the journal's watchdog writes the same values back.
@@ -48,6 +54,7 @@ pub struct Guard {
     ranks: Ranks,
     dry_run: bool,
     kills: u64,
+    gone: u64,
 }
 
 impl Guard {
@@ -62,7 +69,7 @@ impl Guard {
             settings.validate()?;
         }
         let ranks = Ranks::of(groups.iter().map(|(dir, settings)| (dir.as_path(), settings)));
-        let mut guard = Guard { groups: Vec::new(), journal: Journal::default(), ranks, dry_run, kills: 0 };
+        let mut guard = Guard { groups: Vec::new(), journal: Journal::default(), ranks, dry_run, kills: 0, gone: 0 };
         for (mut watch, (_, settings)) in watches.into_iter().zip(groups) {
             watch.start(settings, dry_run, &mut guard.journal)?;
             guard.groups.push(Guarded { watch, last_reclaim: None });
@@ -90,6 +97,7 @@ impl Guard {
             polled = rest;
             let done = g.watch.after_wait(own, &self.ranks, self.dry_run)?;
             self.kills += done.iter().filter(|a| matches!(a, Action::Killed { dry_run: false, .. })).count() as u64;
+            self.gone += done.iter().filter(|a| matches!(a, Action::VictimGone { .. })).count() as u64;
             actions.extend(done);
         }
         for g in &mut self.groups {
@@ -109,6 +117,12 @@ impl Guard {
     /// Processes killed so far.
     pub fn kills(&self) -> u64 {
         self.kills
+    }
+
+    /// Victims that went (exited by themselves, or their cgroup was removed) between the choice and
+    /// the kill so far.
+    pub fn victims_gone(&self) -> u64 {
+        self.gone
     }
 
     /// Every file the guard changed so far, oldest first.

@@ -3,10 +3,19 @@
 //! (or all of them when the group is one unit, `oom_group`), and wait for the kernel to see it gone,
 //! so the next snapshot's usage is current.
 //!
+//! The kill is `SIGKILL`, never `SIGTERM`: a process short of memory must not be asked (it may
+//! ignore the request, or allocate to handle it). It goes through a pidfd and only to a process
+//! still in the victim's cgroup: the cgroup's process list is read before the kill, and a process
+//! that exits meanwhile frees its pid, which the kernel may give to a new process anywhere. So the
+//! pid is pinned first (`pidfd_open`), then checked to be in the victim's cgroup still, then
+//! signalled through the pidfd: a victim that exited by itself, or whose cgroup was removed, between
+//! the choice and the kill is reported as [`Action::VictimGone`], and nobody else is signalled.
+//!
 //! [`MemoryGroup`] is what the walk needs of a cgroup — usage, processes, children; each hierarchy's
 //! module ([`crate::hierarchy::v1`], [`crate::hierarchy::v2`]) implements it for its view of a cgroup.
 
 use std::collections::HashMap;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -71,7 +80,9 @@ pub fn snapshot<G: MemoryGroup>(root: &G, ranks: &Ranks) -> Result<Node> {
 
 /// Chooses the next victim below `group` and kills it (in a dry run only reports it): its largest
 /// process, or every process when it is a whole group. `failed` collects groups with nothing left to
-/// kill, so repeated calls move on. `None` when nothing below `group` can be killed.
+/// kill, so repeated calls move on. `None` when nothing below `group` can be killed, or `group` is
+/// gone; [`Action::VictimGone`] when the victim went between the choice and the kill (its memory is
+/// freed anyway: the caller looks again before choosing another).
 pub fn kill_next<G: MemoryGroup>(
     group: &G,
     ranks: &Ranks,
@@ -79,12 +90,15 @@ pub fn kill_next<G: MemoryGroup>(
     dry_run: bool,
 ) -> Result<Option<Action>> {
     loop {
-        let tree = snapshot(group, ranks)?;
+        // The group out of memory was removed: nothing left to relieve.
+        let Ok(tree) = snapshot(group, ranks) else { return Ok(None) };
         let Some(victim) = choose_victim(&tree, &|p: &Path| failed.iter().any(|f| f == p)) else {
             return Ok(None);
         };
-        let victim_cg = G::open(&victim.path)?;
-        let mut procs = processes_by_size(&victim_cg)?;
+        let gone = |pid| Action::VictimGone { group: group.dir().to_path_buf(), victim: victim.path.clone(), pid };
+        // Its cgroup removed since the snapshot: its processes are gone with it.
+        let Ok(victim_cg) = G::open(&victim.path) else { return Ok(Some(gone(None))) };
+        let Ok(mut procs) = processes_by_size(&victim_cg) else { return Ok(Some(gone(None))) };
         if !ranks.whole.contains(&victim.path) {
             procs.truncate(1);
         }
@@ -93,31 +107,79 @@ pub fn kill_next<G: MemoryGroup>(
             continue;
         };
         let rss = procs.iter().map(|&(_, r)| r).sum();
-        let action =
-            Action::Killed { group: group.dir().to_path_buf(), victim: victim.path.clone(), pid, rss, dry_run };
-        if !dry_run {
-            for &(pid, _) in &procs {
-                kill(pid)?;
-            }
-            for &(pid, _) in &procs {
-                wait_gone(&victim_cg, pid);
+        if dry_run {
+            let action =
+                Action::Killed { group: group.dir().to_path_buf(), victim: victim.path.clone(), pid, rss, dry_run };
+            return Ok(Some(action));
+        }
+        let mut killed = Vec::new();
+        for &(pid, rss) in &procs {
+            if kill_in(&victim_cg, pid)? {
+                killed.push((pid, rss));
             }
         }
+        let Some(&(first, _)) = killed.first() else { return Ok(Some(gone(Some(pid)))) };
+        for &(pid, _) in &killed {
+            wait_gone(&victim_cg, pid);
+        }
+        let rss = killed.iter().map(|&(_, r)| r).sum();
+        let action =
+            Action::Killed { group: group.dir().to_path_buf(), victim: victim.path.clone(), pid: first, rss, dry_run };
         return Ok(Some(action));
     }
 }
 
-/// SIGKILL to `pid`; a process that exited meanwhile (ESRCH) is not an error.
-fn kill(pid: u32) -> Result<()> {
-    // SAFETY: kill(2) with a pid read from the cgroup; a pid that has exited meanwhile fails with
-    // ESRCH, which the next snapshot sees as a process gone.
+/// SIGKILL to process `pid` of cgroup `g`, if it is still there (see the module notes): `false`
+/// when it exited, or left `g`, before the kill.
+fn kill_in<G: MemoryGroup>(g: &G, pid: u32) -> Result<bool> {
+    let failed = |source| Error::Kill { pid, source };
+    // SAFETY: pidfd_open(2) takes a pid and flags; a non-negative result is a new descriptor we own.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        let e = std::io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ESRCH) => Ok(false),
+            // A kernel without pidfds (before 5.3): checked, then killed by pid.
+            Some(libc::ENOSYS) => kill_by_pid(g, pid),
+            _ => Err(failed(e)),
+        };
+    }
+    // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    // The pidfd names one process for good; if that process is in the victim's cgroup, it is the
+    // one chosen (or one started there since: the same group's).
+    if !g.pids().is_ok_and(|p| p.contains(&pid)) {
+        return Ok(false);
+    }
+    // SAFETY: pidfd_send_signal(2) on a pidfd we own, with no siginfo and no flags.
+    let sent = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            libc::SIGKILL,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if sent != 0 {
+        let e = std::io::Error::last_os_error();
+        return if e.raw_os_error() == Some(libc::ESRCH) { Ok(false) } else { Err(failed(e)) };
+    }
+    Ok(true)
+}
+
+/// [`kill_in`] without pidfds: the check and the kill are not atomic (a pid freed and reused in
+/// between is possible, if unlikely, within microseconds).
+fn kill_by_pid<G: MemoryGroup>(g: &G, pid: u32) -> Result<bool> {
+    if !g.pids().is_ok_and(|p| p.contains(&pid)) {
+        return Ok(false);
+    }
+    // SAFETY: kill(2) with a pid just read from the victim's cgroup.
     if unsafe { libc::kill(pid as i32, libc::SIGKILL) } != 0 {
         let e = std::io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::ESRCH) {
-            return Err(Error::Kill { pid, source: e });
-        }
+        return if e.raw_os_error() == Some(libc::ESRCH) { Ok(false) } else { Err(Error::Kill { pid, source: e }) };
     }
-    Ok(())
+    Ok(true)
 }
 
 /// The processes of `g` itself with their resident sets in bytes, largest first.

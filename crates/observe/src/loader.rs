@@ -4,6 +4,7 @@
 //! refuses them, the raw_tp twins of the same code are loaded instead. Classic tracepoints are not
 //! used (they need tracefs mounted), nor kprobes/fentry (unavailable on the kernels this targets).
 
+use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::time::Instant;
@@ -174,6 +175,10 @@ impl Observer {
     pub fn snapshot(&mut self) -> Result<Snapshot> {
         let maps = &self.skel.maps;
         let mut entries = Vec::new();
+        // Device names by number, looked up once per snapshot (not once per series); the cgroup
+        // hierarchy walked at most once.
+        let mut devices: HashMap<u32, String> = HashMap::new();
+        self.names.next_reading();
         for raw_key in maps.slots.keys() {
             let slot = maps
                 .slots
@@ -189,7 +194,7 @@ impl Observer {
                 .map_err(|e| Error::Map { map: "stats", reason: e.to_string() })?
                 .unwrap_or_default();
             let value: obs_value = from_bytes(&sum_per_cpu(&per_cpu), "stats")?;
-            entries.push(entry(&mut self.names, &key, &value));
+            entries.push(entry(&mut self.names, &mut devices, &key, &value));
         }
         entries.sort_by(|a, b| (&a.device, &a.cgroup, a.op).cmp(&(&b.device, &b.cgroup, b.op)));
         let cost = self.run_stats.as_ref().map(|_| self.cost());
@@ -299,11 +304,14 @@ fn from_bytes<T: Copy + Default>(bytes: &[u8], map: &'static str) -> Result<T> {
     Ok(value)
 }
 
-fn entry(names: &mut CgroupNames, key: &obs_key, value: &obs_value) -> Entry {
+fn entry(names: &mut CgroupNames, devices: &mut HashMap<u32, String>, key: &obs_key, value: &obs_value) -> Entry {
     let (major, minor) = (key.dev >> 20, key.dev & 0xfffff);
     let device = format!("{major}:{minor}");
     Entry {
-        device_name: device_name(major, minor).unwrap_or_else(|| device.clone()),
+        device_name: devices
+            .entry(key.dev)
+            .or_insert_with(|| device_name(major, minor).unwrap_or_else(|| device.clone()))
+            .clone(),
         device,
         cgroup_id: key.cgroup,
         cgroup: names.name(key.cgroup),

@@ -24,6 +24,9 @@ pub struct CgroupNames {
     /// Ids not found by a rescan (removed cgroups): not looked for again, so a removed cgroup's
     /// leftover counts do not cost a walk of the hierarchy at every reading.
     gone: HashSet<u64>,
+    /// Whether the hierarchy was walked in this reading already: where cgroups come and go by the
+    /// thousand, one reading meets many new ids, and one walk names them all.
+    rescanned: bool,
 }
 
 impl CgroupNames {
@@ -36,13 +39,21 @@ impl CgroupNames {
         names
     }
 
-    /// The path of cgroup `id`, rescanning the hierarchy once if the id is new.
+    /// Starts a new reading: the first new id of it rescans the hierarchy.
+    pub fn next_reading(&mut self) {
+        self.rescanned = false;
+    }
+
+    /// The path of cgroup `id`, rescanning the hierarchy if the id is new (once per reading).
     pub fn name(&mut self, id: u64) -> String {
         if id == 0 {
             return "-".to_string();
         }
         if !self.paths.contains_key(&id) && !self.gone.contains(&id) {
-            self.rescan();
+            if !self.rescanned {
+                self.rescan();
+                self.rescanned = true;
+            }
             if !self.paths.contains_key(&id) {
                 self.gone.insert(id);
             }

@@ -21,9 +21,11 @@
 //!   agent turns it into blk-throttle limits.
 //! - [`IoCost::set_period_us`]: the agent plans at its own cadence (blk-throttle enforces in 100 ms
 //!   slices), not at the period the latency targets would give.
+//! - [`IoCost::set_vrate_pct`]: a driver that renews its controller (the agent does, to let go of
+//!   the groups of cgroups that are gone: a controller never forgets a group) carries the vrate over.
 //! - [`aggregate_cost`]: the absolute cost of `ios` IOs totalling `bytes`, each at the average size.
 
-use super::model::CostModel;
+use super::model::{CostModel, VTIME_PER_USEC};
 use super::tree::{before, cost_to_abs_cost};
 use super::IoCost;
 use crate::io::{GroupId, Nanos, Op, NSEC_PER_USEC};
@@ -54,6 +56,16 @@ impl<M: CostModel> IoCost<M> {
     pub fn set_period_us(&mut self, period_us: u64) {
         self.period_us = period_us.clamp(1_000, 10_000_000);
         self.timer_slack_ns = self.period_us * NSEC_PER_USEC / 100;
+        self.refresh_margins();
+    }
+
+    /// Sets the base vrate to `pct` percent, within the QoS bounds (a renewed controller starts
+    /// where the one it replaces was, not at 100%).
+    pub fn set_vrate_pct(&mut self, pct: f64) {
+        let lo = self.vrate_min.max(1);
+        let rate = (pct.max(0.0) / 100.0 * VTIME_PER_USEC as f64).round() as u64;
+        self.vtime_base_rate = rate.max(lo).min(self.vrate_max.max(lo));
+        self.vtime_rate = self.vtime_base_rate;
         self.refresh_margins();
     }
 
@@ -257,6 +269,23 @@ mod tests {
         assert_eq!(c.budget(0, a, PERIOD), None);
         c.charge_period(0, &[Charge { group: a, abs_cost: 0, limited: false }]);
         assert_eq!(c.budget(0, a, PERIOD), None, "zero cost does not activate");
+    }
+
+    /// A renewed controller carries the vrate over: budgets shrink with it; the QoS bounds hold.
+    #[test]
+    fn a_carried_vrate_sets_the_budgets_within_the_bounds() {
+        let (mut c, a, _) = controller();
+        c.charge_period(0, &[Charge { group: a, abs_cost: 1, limited: false }]);
+        let full = c.budget(0, a, PERIOD).unwrap();
+        c.set_vrate_pct(60.0);
+        assert!((c.vrate_pct() - 60.0).abs() < 0.01, "{}", c.vrate_pct());
+        let slowed = c.budget(0, a, PERIOD).unwrap();
+        // The budget is the margin left plus the clock's advance over the period: the advance is
+        // 60% of a period's device time now.
+        let less = (full - slowed) as f64 / period_vtime() as f64;
+        assert!((less - 0.4).abs() < 1e-3, "budget {slowed} at 60%, {full} at 100%");
+        c.set_vrate_pct(1e9);
+        assert_eq!(c.vrate_pct(), 10_000.0, "clamped to the QoS maximum");
     }
 
     #[test]

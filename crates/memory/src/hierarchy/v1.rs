@@ -54,12 +54,23 @@ impl EventfdWatch {
         Ok(EventfdWatch { memcg: Memcg::at(dir)?, limit: None, oom: None, above_high: None })
     }
 
+    /// Whether the group is still out of memory: under OOM with less than [`OOM_ROOM`] free. A group
+    /// removed meanwhile (its notification fires on removal) is not.
+    fn short_of_memory(&self) -> bool {
+        let m = &self.memcg;
+        let free = match (m.limit(), m.usage()) {
+            (Ok(limit), Ok(usage)) => limit.saturating_sub(usage),
+            _ => return false,
+        };
+        m.oom_control().is_ok_and(|c| c.under_oom) && free < OOM_ROOM
+    }
+
     /// Kills by priority until the group is out of OOM (or, in a dry run, reports the first choice).
     fn end_oom(&self, ranks: &Ranks, dry_run: bool) -> Result<Vec<Action>> {
         let m = &self.memcg;
         let mut actions = Vec::new();
         let mut failed: Vec<PathBuf> = Vec::new();
-        while dry_run || (m.oom_control()?.under_oom && m.limit()?.saturating_sub(m.usage()?) < OOM_ROOM) {
+        while dry_run || self.short_of_memory() {
             let Some(action) = kill_next(m, ranks, &mut failed, dry_run)? else { break };
             actions.push(action);
             if dry_run {
@@ -127,7 +138,8 @@ impl GroupWatch for EventfdWatch {
     fn reclaim(&self) -> Result<Option<(u64, u64)>> {
         let Some((_, marks)) = self.above_high else { return Ok(None) };
         let m = &self.memcg;
-        let from = m.usage()?;
+        // A group removed meanwhile has nothing to reclaim.
+        let Ok(from) = m.usage() else { return Ok(None) };
         if from <= marks.high {
             return Ok(None);
         }
@@ -138,19 +150,22 @@ impl GroupWatch for EventfdWatch {
             match m.set_limit(step) {
                 Ok(()) => {}
                 Err(ioshare_host::Error::LimitBelowUsage { .. }) => break, // nothing more reclaimable
+                Err(_) if !m.path().exists() => return Ok(None),           // removed mid-round
                 Err(e) => {
                     let _ = m.set_limit(limit);
                     return Err(e.into());
                 }
             }
-            let now = m.usage()?;
+            let Ok(now) = m.usage() else { return Ok(None) };
             if now >= usage {
                 break;
             }
             usage = now;
         }
-        m.set_limit(limit)?;
-        Ok(Some((from, usage)))
+        match m.set_limit(limit) {
+            Err(_) if !m.path().exists() => Ok(None),
+            done => done.map(|()| Some((from, usage))).map_err(Into::into),
+        }
     }
 }
 

@@ -92,7 +92,7 @@ impl PressureWatch {
         // group still over the mark stalls again, which fires the trigger again one window later
         // (as oomd waits after each kill). A dry run leaves `memory.high` alone, so the kernel acts at
         // `memory.max` first: its `oom` event is when the guard would have chosen.
-        if m.current()? >= o.act_at || (dry_run && oom) {
+        if m.current().is_ok_and(|c| c >= o.act_at) || (dry_run && oom) {
             actions.extend(kill_next(m, ranks, &mut Vec::new(), dry_run)?);
         }
         Ok(actions)
@@ -170,8 +170,12 @@ impl GroupWatch for PressureWatch {
         let mut usage = from;
         while usage >= marks.low {
             let step = (usage - marks.low + 1).min(RECLAIM_STEP);
-            let complete = m.reclaim(step)?;
-            let now = m.current()?;
+            let complete = match m.reclaim(step) {
+                Ok(complete) => complete,
+                Err(_) if !m.path().exists() => return Ok(None), // removed mid-round
+                Err(e) => return Err(e.into()),
+            };
+            let Ok(now) = m.current() else { return Ok(None) };
             if !complete || now >= usage {
                 usage = now;
                 break;

@@ -180,6 +180,22 @@ pub fn holder(g: &Group, mib: u64) -> KillOnDrop {
     KillOnDrop(g.spawn(cmd))
 }
 
+/// A process in `g` holding `mib` MiB that ignores SIGTERM (`SIG_IGN` survives `exec`).
+pub fn holder_ignoring_sigterm(g: &Group, mib: u64) -> KillOnDrop {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--ignored", "--exact", "common::hold_memory_child", "--test-threads=1"]);
+    cmd.env(HOLD_ENV, mib.to_string()).stdout(Stdio::null()).stderr(Stdio::null());
+    // SAFETY: signal(2) is async-signal-safe; the hook runs in the forked child before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGTERM, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    KillOnDrop(g.spawn(cmd))
+}
+
 /// A process in `g` leaking `mib_per_s` MiB per second up to `mib` MiB.
 pub fn leaker(g: &Group, mib: u64, mib_per_s: u64) -> KillOnDrop {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
