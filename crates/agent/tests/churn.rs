@@ -41,6 +41,8 @@ const READER_ENV: &str = "IOSHARE_CHURN_READER";
 #[test]
 fn churn_agent_child() {
     let (Ok(config), Ok(state)) = (std::env::var(CONFIG_ENV), std::env::var(STATE_ENV)) else { return };
+    // The agent logs through `tracing`; its observer renewals (info) are what the test reads.
+    ioshare_agent::logging::init(Some("info"), ioshare_agent::logging::LogFormat::Text).unwrap();
     let stop = ioshare_agent::stop_on_signals();
     let config = Config::load(config.as_ref()).unwrap();
     let (agent, _) = Agent::start(config, BackendChoice::Userspace, state.as_ref()).unwrap();
