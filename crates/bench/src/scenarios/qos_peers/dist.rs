@@ -48,7 +48,8 @@ impl Dist {
 
     /// Share of IOs (0..=1) whose latency satisfies `pred`.
     pub fn share(&self, pred: impl Fn(f64) -> bool) -> f64 {
-        self.points.iter().filter(|p| pred(p.0)).map(|p| p.1).sum::<f64>() / self.total()
+        // A fold from +0.0: an empty float sum is -0.0, which would print as "-0.0%".
+        self.points.iter().filter(|p| pred(p.0)).fold(0.0, |sum, p| sum + p.1) / self.total()
     }
 
     /// The summary the tables print.
@@ -98,6 +99,7 @@ mod tests {
         assert_eq!(d.quantile(0.51), 50_000.0);
         assert!((d.mean() - 25_005.0).abs() < 1e-9);
         assert_eq!(d.share(|us| us < 1_000.0), 0.5);
+        assert!(d.share(|us| us > 1e9).is_sign_positive());
         let l = d.latency();
         assert_eq!((l.p90, l.max), (50_000.0, 50_000.0));
         // Three points a decade apart from 10 µs to 50 ms: flat at 50% until the last.

@@ -5,7 +5,8 @@
 //! Six rows per case, in pairs:
 //! - QEMU's block throttle (`util/throttle.c`, a leaky bucket), for real: fio in the lab guest on a disk
 //!   QEMU throttles (`scripts/lab --throttle iops-total=…`); beside it ioshare's `leaky-bucket` in the
-//!   engine on this machine's real IO (the suite's target), and in the simulator (virtual time);
+//!   engine on real IO (a loop device over memory, [`memdev`]; the suite's target where none can be
+//!   made), and in the simulator (virtual time);
 //! - librbd's QoS (`TokenBucketThrottle`, a token bucket refilled on a 50 ms tick), for real: fio's rbd
 //!   engine against the one-node cluster of `scripts/ceph`, `rbd_qos_iops_limit`/`_burst`/
 //!   `_burst_seconds` set on the image; beside it ioshare's `token-bucket`, engine and simulator.
@@ -30,6 +31,7 @@
 //! the emulator's overhead.
 
 pub mod dist;
+mod memdev;
 mod peers;
 mod record;
 
@@ -39,9 +41,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use ioshare_core::{Limits, ModelParams, NSEC_PER_SEC};
 use ioshare_engine::report::{LatencyUs, RunReport, TenantReport};
 use ioshare_engine::run::{run, RunOptions};
+use ioshare_engine::target::Target;
 use ioshare_sim::{ControllerSpec, DeviceSpec, Job, Rw, Simulation};
 
 use self::dist::Dist;
+use self::memdev::MemoryDevice;
 use self::record::Recording;
 use crate::calibrate::Calibration;
 use crate::controllers::ControllerKind;
@@ -265,17 +269,29 @@ impl Scenario for QosPeers {
         let seconds = (ctx.opts.duration / NSEC_PER_SEC).max(MIN_SECONDS);
         let stopped = || stop.load(Ordering::Relaxed);
         let mut rows = Vec::new();
+        let memory = MemoryDevice::new();
+        let (target, depth, device_note) = match &memory {
+            Ok(m) => {
+                (&m.target, 0, format!("engine rows: on {} over a sparse file in /dev/shm", m.target.path().display()))
+            }
+            Err(why) => (
+                ctx.target,
+                ctx.calibration.device_depth,
+                format!("engine rows: on the suite's target (no memory-backed loop device: {why})"),
+            ),
+        };
         for algo in [Algo::Leaky, Algo::Token] {
             for case in CASES {
                 if stopped() {
                     break;
                 }
                 progress(&format!("{} {}: engine", algo.ioshare().name(), case.name));
-                let measured = Ok(engine(ctx, algo, &case, seconds, stop)?);
+                let measured = Ok(engine(target, depth, ctx.calibration, algo, &case, seconds, stop)?);
                 rows.push(Row { case, algo, who: Who::Engine, measured });
                 rows.push(Row { case, algo, who: Who::Sim, measured: simulate(algo, &case, seconds) });
             }
         }
+        drop(memory);
         for case in CASES {
             if stopped() {
                 break;
@@ -290,17 +306,27 @@ impl Scenario for QosPeers {
                 rows.push(Row { case: *case, algo: Algo::Token, who: Who::Real, measured: run.map(from_fio) });
             }
         }
-        Ok(report(&rows, seconds, stopped()))
+        let mut report = report(&rows, seconds, stopped());
+        report.notes.insert(0, device_note);
+        Ok(report)
     }
 }
 
-/// ioshare's limiter on real IO: the engine on the suite's target, every IO's latency recorded.
-fn engine(ctx: &Context, algo: Algo, case: &Case, seconds: u64, stop: &AtomicBool) -> Result<Measured> {
+/// ioshare's limiter on real IO: the engine on `target` (with `device_depth` slots, 0 = unlimited),
+/// every IO's latency recorded.
+fn engine(
+    target: &Target,
+    device_depth: u32,
+    cal: &Calibration,
+    algo: Algo,
+    case: &Case,
+    seconds: u64,
+    stop: &AtomicBool,
+) -> Result<Measured> {
     let tenants = [reader(case.name, 100, IODEPTH).limited(case.limits())];
-    let mut ctl = Recording::new(algo.ioshare().build(ctx.calibration));
-    let opts =
-        RunOptions { warmup: 0, device_depth: ctx.calibration.device_depth, ..RunOptions::new(seconds * NSEC_PER_SEC) };
-    let report = run(ctx.target, &tenants, &mut ctl, &opts, stop)?;
+    let mut ctl = Recording::new(algo.ioshare().build(cal));
+    let opts = RunOptions { warmup: 0, device_depth, ..RunOptions::new(seconds * NSEC_PER_SEC) };
+    let report = run(target, &tenants, &mut ctl, &opts, stop)?;
     let dist = ctl.dist();
     Ok(Measured { iops: report.tenants[0].iops, lat: dist.latency(), dist })
 }
