@@ -176,6 +176,29 @@ mod tests {
     }
 
     #[test]
+    fn curves_are_drawn_one_panel_per_pair_instead_of_the_time_series() {
+        use crate::report::Curve;
+        let curve = |panel: &str, name: &str| Curve {
+            panel: panel.into(),
+            name: name.into(),
+            points: vec![(0.1, 50.0), (50.0, 100.0)],
+        };
+        let mut report =
+            scenario_report("qos-peers", vec![run(Side::Reference, "librbd-qos", (5000.0, 1.0), (0.0, 0.0))]);
+        report.curves = vec![
+            curve("token — steady", "librbd-qos"),
+            curve("token — steady", "token-bucket"),
+            curve("leaky — steady", "qemu"),
+        ];
+        let svg = scenario(&report);
+        assert!(svg.contains(">qos-peers — latency distributions (share of IOs at or below)</text>"), "{svg}");
+        assert!(svg.contains(">token — steady</text>") && svg.contains(">leaky — steady</text>"));
+        assert!(svg.contains(">latency (ms)</text>") && svg.contains(">token-bucket</text>"));
+        assert_eq!(svg.matches("<path").count(), 3, "a line per curve");
+        assert!(!svg.contains(": IOPS</text>"), "no time series");
+    }
+
+    #[test]
     fn the_work_conserving_chart_puts_each_controller_against_the_frontier() {
         // Solo p99 100 µs, capacity 10 000 IOPS; the neighbour at QD 1 and 2 uses 40% and 80% of the
         // leftover at 1.5× and 3× the solo p99.
