@@ -4,7 +4,7 @@
 # tenants), clang, libelf-dev, zlib1g-dev and pkg-config (observe's BPF programs and libbpf), e2fsprogs
 # (file-system tests), QEMU and a static busybox (the cgroup-v2 lab guest), and Prometheus (observe's
 # acceptance test starts its own server on a free localhost port; installed without recommends, so no
-# node exporter runs) — and the lab guest's kernel (extracted into a cache by scripts/lab --setup: not
+# node exporter runs), Ceph's monitor, manager and OSD (scripts/ceph: a one-node cluster on loopback) — and the lab guest's kernel (extracted into a cache by scripts/lab --setup: not
 # installed on this host, its bootloader untouched) — and a Kubernetes control plane for the Kubernetes
 # tests (kube-apiserver, kubectl and etcd built once from the Go module proxy into ~/.cache/ioshare-k8s by
 # scripts/k8s --setup; Go >= 1.24 must be installed).
@@ -32,6 +32,8 @@ apt_install() {
 
 apt_install -- fio clang libelf-dev zlib1g-dev pkg-config e2fsprogs qemu-system-x86 busybox-static jq openssl
 apt_install --no-install-recommends -- prometheus
+# A one-node Ceph cluster for librbd's real QoS (scripts/ceph; fio's rbd engine links librbd already).
+apt_install --no-install-recommends -- ceph-mon ceph-mgr ceph-osd ceph-common
 
 # Without the guest kernel only the lab's tests skip (with this reason), so a failure here is a warning.
 "$(dirname "$0")/lab" --setup || echo "setup: warning: the lab guest is not ready (see above); its tests will skip" >&2

@@ -226,6 +226,7 @@ mod tests {
             verdict: Verdict::default(),
             notes: vec![],
             observed: vec![],
+            curves: vec![],
         };
         let rows = rows(&[report]);
         assert_eq!(rows.len(), 1, "only the cases present");

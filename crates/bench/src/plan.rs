@@ -253,7 +253,15 @@ pub fn run_plan(
     };
     let (observed, observe_notes) = ctx.take_observed();
     notes.extend(observe_notes);
-    Ok(ScenarioReport { name: sc.name().into(), description: sc.description().into(), runs, verdict, notes, observed })
+    Ok(ScenarioReport {
+        name: sc.name().into(),
+        description: sc.description().into(),
+        runs,
+        verdict,
+        notes,
+        observed,
+        curves: Vec::new(),
+    })
 }
 
 /// Judges every run but the references; `paired` holds each ioshare row's figure against no

@@ -22,4 +22,19 @@ pub struct ScenarioReport {
     /// What the eBPF observer saw per run (with `--observe`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub observed: Vec<RunObserved>,
+    /// Latency distributions the scenario's chart draws, one panel per [`Curve::panel`] (the
+    /// `qos-peers` scenario: each real program beside ioshare's restatement of it); empty elsewhere.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub curves: Vec<Curve>,
+}
+
+/// One latency distribution of a run, as its cumulative curve.
+#[derive(Clone, Debug, Serialize)]
+pub struct Curve {
+    /// The chart panel it belongs to (curves of one panel share its axes).
+    pub panel: String,
+    /// Who ran (the legend).
+    pub name: String,
+    /// (latency ms, % of IOs at or below it), by latency.
+    pub points: Vec<(f64, f64)>,
 }

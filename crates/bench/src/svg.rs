@@ -23,6 +23,9 @@ const MIN_P99X_SPAN: (f64, f64) = (1.0, 2.0);
 
 /// The chart of one scenario: an SVG page.
 pub fn scenario(report: &ScenarioReport) -> String {
+    if !report.curves.is_empty() {
+        return distributions(report);
+    }
     let frontier = frontier_chart(report);
     let top = HEADER + if frontier.is_some() { FRONTIER_H } else { 0.0 };
     let mut canvas = Canvas::new(WIDTH, top + ROW_H * report.runs.len() as f64 + 10.0);
@@ -37,6 +40,34 @@ pub fn scenario(report: &ScenarioReport) -> String {
         run_chart(run, "IOPS", Axis::linear("IOPS"), |s| s.iops).draw(&mut canvas, Rect::new(0.0, y, half, ROW_H));
         run_chart(run, "p99 latency", Axis::linear("p99 latency").unit("µs"), |s| s.p99_us)
             .draw(&mut canvas, Rect::new(half, y, half, ROW_H));
+    }
+    canvas.finish()
+}
+
+/// A scenario's latency distributions ([`crate::report::Curve`]s), two panels a row, one panel per `panel` name:
+/// the share of IOs at or below each latency (log scale, ms), every curve of a panel on its axes.
+fn distributions(report: &ScenarioReport) -> String {
+    let mut panels: Vec<&str> = Vec::new();
+    for c in &report.curves {
+        if !panels.contains(&c.panel.as_str()) {
+            panels.push(&c.panel);
+        }
+    }
+    let half = WIDTH / 2.0;
+    let rows = panels.len().div_ceil(2);
+    let mut canvas = Canvas::new(WIDTH, HEADER + ROW_H * 1.5 * rows as f64 + 10.0);
+    let title = format!("{} — latency distributions (share of IOs at or below)", report.name);
+    canvas.text(10.0, 26.0, &title, TextStyle::new(18.0));
+    for (i, panel) in panels.iter().enumerate() {
+        let curves = report.curves.iter().filter(|c| c.panel == *panel);
+        let chart = LineChart {
+            title: (*panel).to_string(),
+            x: Axis::log("latency").unit("ms"),
+            y: Axis::linear("IOs at or below").unit("%").range(0.0, 100.0),
+            series: curves.map(|c| Series::new(&c.name, c.points.clone())).collect(),
+        };
+        let (col, row) = (i % 2, i / 2);
+        chart.draw(&mut canvas, Rect::new(half * col as f64, HEADER + ROW_H * 1.5 * row as f64, half, ROW_H * 1.5));
     }
     canvas.finish()
 }
@@ -121,6 +152,7 @@ mod tests {
             verdict: Verdict::default(),
             notes: Vec::new(),
             observed: Vec::new(),
+            curves: Vec::new(),
         }
     }
 
@@ -141,6 +173,29 @@ mod tests {
         assert_eq!(svg.matches(">saturating</text>").count(), 4, "each panel's legend names each tenant");
         assert_eq!(svg.matches("<path").count(), 8, "a line per tenant per panel");
         assert!(!svg.contains("frontier") && !svg.contains("<circle"), "no sweep, no frontier chart");
+    }
+
+    #[test]
+    fn curves_are_drawn_one_panel_per_pair_instead_of_the_time_series() {
+        use crate::report::Curve;
+        let curve = |panel: &str, name: &str| Curve {
+            panel: panel.into(),
+            name: name.into(),
+            points: vec![(0.1, 50.0), (50.0, 100.0)],
+        };
+        let mut report =
+            scenario_report("qos-peers", vec![run(Side::Reference, "librbd-qos", (5000.0, 1.0), (0.0, 0.0))]);
+        report.curves = vec![
+            curve("token — steady", "librbd-qos"),
+            curve("token — steady", "token-bucket"),
+            curve("leaky — steady", "qemu"),
+        ];
+        let svg = scenario(&report);
+        assert!(svg.contains(">qos-peers — latency distributions (share of IOs at or below)</text>"), "{svg}");
+        assert!(svg.contains(">token — steady</text>") && svg.contains(">leaky — steady</text>"));
+        assert!(svg.contains(">latency (ms)</text>") && svg.contains(">token-bucket</text>"));
+        assert_eq!(svg.matches("<path").count(), 3, "a line per curve");
+        assert!(!svg.contains(": IOPS</text>"), "no time series");
     }
 
     #[test]

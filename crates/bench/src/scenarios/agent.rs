@@ -114,6 +114,7 @@ impl Scenario for HostAgent {
             },
             notes: Vec::new(),
             observed: Vec::new(),
+            curves: Vec::new(),
         };
         let Some(peers) = peers else { return Ok(report) };
         let device = peers.device().to_path_buf();
@@ -309,6 +310,7 @@ mod tests {
             verdict: Verdict::not_judged(),
             notes: Vec::new(),
             observed: Vec::new(),
+            curves: Vec::new(),
         };
         judge_all(&BenchOptions::default(), D, &["agent"], &mut report);
         report

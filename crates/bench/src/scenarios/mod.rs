@@ -8,6 +8,7 @@ pub mod limits;
 pub mod mixed_cost;
 pub mod overhead;
 pub mod proportional;
+pub mod qos_peers;
 pub mod work_conserving;
 
 use crate::scenario::Scenario;
@@ -21,6 +22,7 @@ pub const ALL: &[&dyn Scenario] = &[
     &overhead::Overhead,
     &donation::Donation,
     &agent::HostAgent,
+    &qos_peers::QosPeers,
 ];
 
 /// The scenario called `name`.
@@ -41,7 +43,7 @@ mod tests {
     fn scenarios_are_found_by_their_unique_names() {
         assert_eq!(
             names(),
-            ["proportional", "work-conserving", "mixed-cost", "limits", "overhead", "donation", "agent"]
+            ["proportional", "work-conserving", "mixed-cost", "limits", "overhead", "donation", "agent", "qos-peers"]
         );
         for n in names() {
             assert_eq!(by_name(n).unwrap().name(), n);
