@@ -26,7 +26,7 @@
 
 pub mod reload;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
@@ -47,7 +47,7 @@ use crate::metrics::Metrics;
 use crate::pods::Pods;
 use crate::share::watch::{PlannerActivity, ShareWatch};
 use crate::status::{DeviceLine, GroupLine, Status};
-use crate::targets::{inner_weights, planned, targets, PodRef, Target};
+use crate::targets::{targets, userspace_plan, PodRef, Target};
 use crate::userspace::DeviceLoop;
 
 /// How often the group patterns are matched again.
@@ -67,6 +67,11 @@ pub struct Agent {
     applied: BTreeMap<String, Target>,
     /// What the last discovery found to apply, cgroup by cgroup.
     targets: BTreeMap<String, Target>,
+    /// Every cgroup the last discovery wants written (the targets, and the userspace backend's
+    /// leaves below pods): what a reload or a release keeps.
+    managed: BTreeSet<String>,
+    /// The pod (and container) of each managed cgroup a pod owns, for the status and metrics.
+    named: BTreeMap<String, PodRef>,
     /// This node's pods, with a `[kubernetes]` section.
     pods: Option<Pods>,
     state_dir: PathBuf,
@@ -120,6 +125,8 @@ impl Agent {
             devices,
             applied: BTreeMap::new(),
             targets: BTreeMap::new(),
+            managed: BTreeSet::new(),
+            named: BTreeMap::new(),
             pods,
             state_dir: state_dir.to_path_buf(),
             sys_block: sys_block.to_path_buf(),
@@ -209,14 +216,21 @@ impl Agent {
         let applied = self.applied.len();
         self.applied.retain(|rel, _| found.contains_key(rel));
         let mut gone = applied - self.applied.len();
+        let mut managed: BTreeSet<String> = found.keys().cloned().collect();
+        let mut named: BTreeMap<String, PodRef> =
+            found.iter().filter_map(|(rel, t)| Some((rel.clone(), t.pod()?.clone()))).collect();
         match self.backend {
             Backend::Userspace => {
-                for (rel, t) in planned(&found) {
+                let (leaves, inner) = userspace_plan(&self.hierarchy.root, &found);
+                for l in &leaves {
                     for d in &mut self.devices {
-                        d.track(now, rel, t.weight, &t.limits, self.discovered)?;
+                        d.track(now, &l.rel, l.weight, l.limits, self.discovered)?;
+                    }
+                    managed.insert(l.rel.clone());
+                    if let Some(p) = l.pod {
+                        named.insert(l.rel.clone(), p.clone());
                     }
                 }
-                let inner = inner_weights(&found);
                 for d in &mut self.devices {
                     d.set_inner_weights(now, &inner)?;
                 }
@@ -244,6 +258,8 @@ impl Agent {
             gone += d.drop_absent(now)?;
         }
         self.targets = found;
+        self.managed = managed;
+        self.named = named;
         self.discovered = true;
         let exact = self.memory_asks();
         if self.memory.is_none() && !exact.is_empty() {
@@ -346,10 +362,7 @@ impl Agent {
             devices,
             memory: self.memory.as_ref().map(|m| m.lines().to_vec()).unwrap_or_default(),
             shares: self.shares.report().cloned(),
-            kubernetes: self.pods.as_ref().map(|p| {
-                let named = self.targets.iter().filter_map(|(rel, t)| Some((rel.clone(), t.pod()?.clone())));
-                p.status(named.collect::<BTreeMap<String, PodRef>>())
-            }),
+            kubernetes: self.pods.as_ref().map(|p| p.status(&self.named, &|rel| self.targets.contains_key(rel))),
         }
     }
 

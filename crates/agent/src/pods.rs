@@ -144,8 +144,9 @@ impl Pods {
         &self.targets
     }
 
-    /// What `agent status` shows of the source; `cgroups` are the controlled cgroups' pods.
-    pub fn status(&self, cgroups: BTreeMap<String, PodRef>) -> KubeStatus {
+    /// What `agent status` shows of the source; `cgroups` are the managed cgroups' pods, and
+    /// `controlled` says whether a pod's cgroup is under control (it exists and is applied).
+    pub fn status(&self, cgroups: &BTreeMap<String, PodRef>, controlled: &dyn Fn(&str) -> bool) -> KubeStatus {
         let findings = self
             .states
             .pods
@@ -163,7 +164,24 @@ impl Pods {
             None | Some(Connection::Reachable) => "listing".to_string(),
             Some(Connection::Unreachable(why)) => format!("unreachable ({why}): the last known pods stay in force"),
         };
-        KubeStatus { node: self.source.node().to_string(), api_server, pods: self.states.pods.len(), cgroups, findings }
+        let pods = self
+            .states
+            .pods
+            .values()
+            .map(|p| {
+                let cgroup = p.cgroup.as_ref().map(|c| c.to_string_lossy().into_owned());
+                PodLine {
+                    pod: format!("{}/{}", p.namespace, p.name),
+                    qos: p.qos.to_string(),
+                    controlled: cgroup.as_deref().is_some_and(controlled),
+                    cgroup,
+                    weight: p.settings.weight,
+                    limits: p.settings.limits.to_string(),
+                    memory_priority: p.settings.memory.map(|m| m.priority),
+                }
+            })
+            .collect();
+        KubeStatus { node: self.source.node().to_string(), api_server, pods, cgroups: cgroups.clone(), findings }
     }
 }
 
@@ -202,6 +220,25 @@ pub struct PodFinding {
     pub message: String,
 }
 
+/// One pod of the node in the status file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodLine {
+    /// `namespace/name`.
+    pub pod: String,
+    /// Its QoS class.
+    pub qos: String,
+    /// Its cgroup, relative to the hierarchy's root (`None`: its UID cannot name one).
+    pub cgroup: Option<String>,
+    /// Whether its cgroup exists and is under control (else kubelet has not made it yet).
+    pub controlled: bool,
+    /// The weight it gets.
+    pub weight: u32,
+    /// Its fixed caps (`none` when it has none).
+    pub limits: String,
+    /// Its memory priority, when it has memory settings.
+    pub memory_priority: Option<u8>,
+}
+
 /// The pod source in the status file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KubeStatus {
@@ -209,8 +246,8 @@ pub struct KubeStatus {
     pub node: String,
     /// `reachable`, `listing`, or `unreachable (why): ...`.
     pub api_server: String,
-    /// Pods known on the node.
-    pub pods: usize,
+    /// The pods known on the node.
+    pub pods: Vec<PodLine>,
     /// Each controlled cgroup's pod (and container).
     pub cgroups: BTreeMap<String, PodRef>,
     /// What pods asked for that was not taken as asked.

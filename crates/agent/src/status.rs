@@ -323,7 +323,26 @@ impl fmt::Display for Status {
             write!(f, "\n{shares}")?;
         }
         if let Some(k) = &self.kubernetes {
-            writeln!(f, "\nkubernetes: node {}, API server {}, {} pod(s)", k.node, k.api_server, k.pods)?;
+            writeln!(f, "\nkubernetes: node {}, API server {}, {} pod(s)", k.node, k.api_server, k.pods.len())?;
+            if !k.pods.is_empty() {
+                writeln!(f, "  {:<40} {:<10} {:>6} {:<24} {:>4}  cgroup", "pod", "qos", "weight", "limits", "prio")?;
+            }
+            for p in &k.pods {
+                writeln!(
+                    f,
+                    "  {:<40} {:<10} {:>6} {:<24} {:>4}  {}",
+                    p.pod,
+                    p.qos,
+                    p.weight,
+                    p.limits,
+                    p.memory_priority.map_or("-".to_string(), |v| v.to_string()),
+                    match (&p.cgroup, p.controlled) {
+                        (Some(c), true) => c.clone(),
+                        (Some(c), false) => format!("{c} (not made yet)"),
+                        (None, _) => "- (not controlled)".to_string(),
+                    }
+                )?;
+            }
             for finding in &k.findings {
                 writeln!(f, "  {}: {}: {}", finding.pod, finding.reason, finding.message)?;
             }

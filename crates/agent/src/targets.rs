@@ -19,8 +19,15 @@
 //! like any other; the userspace planner gives the node that weight in its tree
 //! ([`crate::userspace::DeviceLoop::set_inner_weights`]) without charging it, as its IO is its
 //! children's. The planner charges each leaf's recursive counters, so it plans only the outermost
-//! leaves ([`planned`]): a container with settings of its own inside a pod with settings is
-//! weighed by the kernel's iocost (v2) but, under the userspace backend, planned as part of its pod.
+//! leaves ([`planned`]).
+//!
+//! On cgroup v1 blk-throttle is not hierarchical: a limit on a pod's cgroup does not hold the IO its
+//! containers issue from the cgroups below it (measured here: a pod limited to 10 IOPS did 34 000).
+//! So the userspace backend plans a pod as an inner node of its weight and each of the cgroups
+//! kubelet made in it (the containers', the sandbox's) as a leaf below it ([`userspace_plan`]): a
+//! container's own settings where it has them, else the default weight and the pod's fixed caps —
+//! which on v1 then bind each container, not the pod as a whole. The kernel backend (v2) writes
+//! the pod's cgroup itself, and its iocost and `io.max` are hierarchical.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -115,9 +122,62 @@ pub fn planned(targets: &BTreeMap<String, Target>) -> impl Iterator<Item = (&Str
     })
 }
 
-/// The inner targets' weights (the userspace planner's tree nodes that are not charged).
-pub fn inner_weights(targets: &BTreeMap<String, Target>) -> BTreeMap<String, u32> {
-    targets.iter().filter(|(_, t)| t.inner).map(|(rel, t)| (rel.clone(), t.weight)).collect()
+/// A cgroup the userspace planner charges and limits.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Leaf<'a> {
+    /// Its path, relative to the hierarchy's root.
+    pub rel: String,
+    /// Its weight among its siblings.
+    pub weight: u32,
+    /// Its fixed caps.
+    pub limits: &'a Limits,
+    /// The pod it belongs to, if any.
+    pub pod: Option<&'a PodRef>,
+}
+
+/// What the userspace backend plans (see the module comment): the leaves it charges, and the
+/// weights of the inner nodes above them (QoS class cgroups, pods with cgroups in them).
+pub fn userspace_plan<'a>(
+    root: &Path,
+    targets: &'a BTreeMap<String, Target>,
+) -> (Vec<Leaf<'a>>, BTreeMap<String, u32>) {
+    let mut inner: BTreeMap<String, u32> =
+        targets.iter().filter(|(_, t)| t.inner).map(|(rel, t)| (rel.clone(), t.weight)).collect();
+    let mut leaves = Vec::new();
+    for (rel, t) in planned(targets) {
+        let children = match t.pod() {
+            Some(p) if p.container.is_none() => subdirs(&root.join(rel)),
+            _ => Vec::new(),
+        };
+        if children.is_empty() {
+            leaves.push(Leaf { rel: rel.clone(), weight: t.weight, limits: &t.limits, pod: t.pod() });
+            continue;
+        }
+        inner.insert(rel.clone(), t.weight);
+        for child in children {
+            let rel = format!("{rel}/{child}");
+            let own = targets.get(&rel);
+            leaves.push(Leaf {
+                weight: own.map_or(ioshare_core::WEIGHT_DEFAULT, |o| o.weight),
+                limits: own.map_or(&t.limits, |o| &o.limits),
+                pod: own.and_then(Target::pod).or(t.pod()),
+                rel,
+            });
+        }
+    }
+    (leaves, inner)
+}
+
+/// The names of the directories in `dir` (none when it cannot be read).
+fn subdirs(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut out: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    out.sort();
+    out
 }
 
 #[cfg(test)]
@@ -167,6 +227,22 @@ mod tests {
         assert_eq!(t["kubepods/besteffort/poda/c1"].pod().unwrap().to_string(), "ns/a/c1");
         let leaves: Vec<&str> = planned(&t).map(|(r, _)| r.as_str()).collect();
         assert_eq!(leaves, ["kubepods/besteffort/poda", "kubepods/besteffort/podb", "sys"], "c1 is planned in its pod");
-        assert_eq!(inner_weights(&t), BTreeMap::from([("kubepods/besteffort".to_string(), 50)]));
+
+        // The userspace backend: a pod with cgroups in it is an inner node, its cgroups the leaves.
+        std::fs::create_dir(root.path().join("kubepods/besteffort/poda/pause")).unwrap();
+        let (leaves, inner) = userspace_plan(root.path(), &t);
+        let leaves: Vec<(&str, u32, String)> =
+            leaves.iter().map(|l| (l.rel.as_str(), l.weight, l.pod.map_or(String::new(), |p| p.to_string()))).collect();
+        assert_eq!(
+            leaves,
+            [
+                ("kubepods/besteffort/poda/c1", 300, "ns/a/c1".to_string()),
+                ("kubepods/besteffort/poda/pause", 100, "ns/a".to_string()),
+                ("kubepods/besteffort/podb", 100, "ns/b".to_string()),
+                ("sys", 10, String::new()),
+            ]
+        );
+        let inner: Vec<(&str, u32)> = inner.iter().map(|(r, w)| (r.as_str(), *w)).collect();
+        assert_eq!(inner, [("kubepods/besteffort", 50), ("kubepods/besteffort/poda", 200)]);
     }
 }

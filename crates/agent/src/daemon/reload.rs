@@ -266,7 +266,7 @@ impl Agent {
     /// Restores every recorded setting the current state does not want (see the module comment).
     pub(super) fn release_unwanted(&mut self) -> Result<Reverted> {
         let root = self.hierarchy.root.clone();
-        let managed: BTreeSet<PathBuf> = self.targets.keys().map(|rel| self.hierarchy.dir(rel)).collect();
+        let managed: BTreeSet<PathBuf> = self.managed.iter().map(|rel| self.hierarchy.dir(rel)).collect();
         let devices: Vec<_> = self.config.devices.iter().map(|d| d.device.dev).collect();
         let memory = self.memory.as_ref();
         let wanted = |c: &Change| match c.entry() {
