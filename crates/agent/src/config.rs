@@ -98,7 +98,7 @@ struct RawConfig {
     #[serde(default)]
     groups: Vec<Spanned<RawGroup>>,
     metrics: Option<RawMetrics>,
-    kubernetes: Option<Spanned<KubernetesConfig>>,
+    kubernetes: Option<KubernetesConfig>,
 }
 
 #[derive(Deserialize)]
@@ -267,7 +267,7 @@ impl Config {
         for (i, offset) in to_measure {
             devices[i].model = measurer.measure(&devices[i].device).map_err(|m| err(offset, "model", m))?;
         }
-        let kubernetes = raw.kubernetes.map(Spanned::into_inner);
+        let kubernetes = raw.kubernetes;
         Ok(Config {
             period: Duration::from_millis(period_ms),
             devices,
@@ -414,6 +414,20 @@ mod tests {
             let e = parse(&with(m)).unwrap_err().to_string();
             assert!(e.starts_with(expect), "expected '{expect}', got '{e}'");
         }
+    }
+
+    #[test]
+    fn a_kubernetes_section_makes_the_groups_optional_and_is_checked_whole() {
+        let dev = some_device();
+        let base = format!("[[devices]]\npath = \"{dev}\"\nmodel = \"ssd_dfl\"\n");
+        let c = parse(&format!("{base}[kubernetes]\nnode_name = \"n1\"\n")).unwrap();
+        assert!(c.groups.is_empty());
+        assert_eq!(c.kubernetes.unwrap().node_name.as_deref(), Some("n1"));
+        let e = parse(&base).unwrap_err().to_string();
+        assert!(e.contains("no [[groups]] table and no [kubernetes] section"), "{e}");
+        let e = parse(&format!("{base}[kubernetes.qos.burstable]\nweight = 0\n")).unwrap_err().to_string();
+        assert!(e.starts_with("agent.toml:") && e.contains("kubernetes.qos.burstable.weight"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
     }
 
     #[test]

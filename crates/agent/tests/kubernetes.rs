@@ -481,3 +481,20 @@ fn the_agent_works_with_its_cluster_role_and_without_one_fails_in_one_line() {
     assert!(e.contains("rbac.yaml"), "{e}");
     assert!(Status::read(state.path()).is_err(), "nothing written");
 }
+
+#[test]
+fn the_config_maps_agent_config_is_one_the_agent_accepts() {
+    // packaging/kubernetes/configmap.yaml's agent.toml (its block, unindented), with this machine's
+    // first block device for the nodes' disk and a built-in model for "profile" (which would
+    // measure it).
+    let yaml = std::fs::read_to_string(manifest("configmap.yaml")).unwrap();
+    let (_, block) = yaml.split_once("agent.toml: |\n").expect("data.agent.toml");
+    let text: String = block.lines().map(|l| l.strip_prefix("    ").unwrap_or(l)).collect::<Vec<_>>().join("\n");
+    let dev = std::fs::read_dir("/sys/block").unwrap().flatten().next().expect("a block device");
+    let dev = std::fs::read_to_string(dev.path().join("dev")).unwrap();
+    let text = text.replace("/dev/nvme0n1", dev.trim()).replace("model = \"profile\"", "model = \"ssd_dfl\"");
+    let config = Config::parse(&text, Path::new("agent.toml")).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let k = config.kubernetes.expect("a [kubernetes] section");
+    assert!(config.groups.is_empty(), "the pods are the groups");
+    assert_eq!((k.qos.len(), k.blockio_classes.len(), k.policies.len()), (3, 2, 1));
+}
