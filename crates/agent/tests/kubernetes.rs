@@ -498,3 +498,81 @@ fn the_config_maps_agent_config_is_one_the_agent_accepts() {
     assert!(config.groups.is_empty(), "the pods are the groups");
     assert_eq!((k.qos.len(), k.blockio_classes.len(), k.policies.len()), (3, 2, 1));
 }
+
+/// This process's CPU time (user + system), seconds, and resident memory, bytes.
+fn own_usage() -> (f64, u64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let fields: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split_whitespace().collect();
+    let cpu = (fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap()) / 100.0; // USER_HZ
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: u64 =
+        status.lines().find_map(|l| l.strip_prefix("VmRSS:")).unwrap().trim().trim_end_matches(" kB").parse().unwrap();
+    (cpu, kb * 1024)
+}
+
+/// The acceptance benchmark: 1 000 pods on the node (API objects, their cgroups laid out), the
+/// agent controlling all of them; its CPU while nothing changes and the memory it added.
+/// `cargo test --release -p ioshare-agent --test kubernetes -- --ignored --nocapture` (root).
+#[test]
+#[ignore = "benchmark: about a minute and a half; run with --ignored --nocapture"]
+fn a_thousand_pods_through_the_agent() {
+    const PODS: usize = 1000;
+    if skip_unless_root("a_thousand_pods_through_the_agent") {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let Some(k8s) = K8s::start() else { return };
+    let (ns, node_name) = (unique("thousand"), unique("node"));
+    k8s.namespace(&ns, &[], &[]);
+    let items: Vec<serde_json::Value> = (0..PODS)
+        .map(|i| {
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("p{i}"), "namespace": ns,
+                             "annotations": {"io.ioshare.dev/weight": format!("{}", 1 + i % 1000)}},
+                "spec": {"nodeName": node_name, "automountServiceAccountToken": false,
+                         "containers": [{"name": "app", "image": "busybox"}]}
+            })
+        })
+        .collect();
+    for chunk in items.chunks(250) {
+        let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": chunk}).to_string();
+        k8s.try_kubectl(&["create", "-f", "-"], Some(&list)).unwrap();
+    }
+    let uids = k8s.kubectl(&["-n", &ns, "get", "pods", "-o", "jsonpath={.items[*].metadata.uid}"]);
+    let mut node = Node::new("kube-thousand");
+    for uid in uids.split_whitespace() {
+        node.start(uid);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let dev = small_device(dir.path());
+    let state = tempfile::tempdir().unwrap();
+    let cfg = config(state.path(), dev.path(), "ssd_dfl", None, (&k8s.kubeconfig, &node_name, &node), "");
+    let (_, rss0) = own_usage();
+    let start = Instant::now();
+    let (took, cpu, rss) = with_agent(cfg, state.path(), || {
+        let all = wait_for(Duration::from_secs(120), || {
+            Status::read(state.path()).is_ok_and(|s| {
+                s.kubernetes.is_some_and(|k| k.pods.len() == PODS && k.pods.iter().all(|p| p.controlled))
+            })
+        });
+        assert!(all.is_some(), "all {PODS} pods under control");
+        let took = start.elapsed();
+        std::thread::sleep(Duration::from_secs(2));
+        let (cpu0, _) = own_usage();
+        std::thread::sleep(Duration::from_secs(10));
+        let (cpu1, rss) = own_usage();
+        (took, (cpu1 - cpu0) / 10.0, rss)
+    });
+    let added = rss.saturating_sub(rss0);
+    eprintln!(
+        "{PODS} pods through the agent: all under control {:.1} s after start; steady state {:.2}% of a core, \
+         {:.1} MiB added to the process; load {}",
+        took.as_secs_f64(),
+        cpu * 100.0,
+        added as f64 / (1 << 20) as f64,
+        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
+    );
+    assert!(added < 64 << 20, "memory added {added}");
+    assert!(cpu < 0.02, "steady-state CPU {:.3} of a core", cpu);
+}
