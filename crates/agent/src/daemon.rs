@@ -47,7 +47,7 @@ use crate::metrics::Metrics;
 use crate::pods::Pods;
 use crate::share::watch::{PlannerActivity, ShareWatch};
 use crate::status::{DeviceLine, GroupLine, Status};
-use crate::targets::{targets, userspace_plan, PodRef, Target};
+use crate::targets::{targets, userspace_plan, Owner, PodRef, Target};
 use crate::userspace::DeviceLoop;
 
 /// How often the group patterns are matched again.
@@ -211,8 +211,12 @@ impl Agent {
         for d in &mut self.devices {
             d.mark_all_absent();
         }
-        // A target that went while its cgroup stays: restore what was written to it (below).
-        let released = self.targets.keys().any(|rel| !found.contains_key(rel) && self.hierarchy.dir(rel).is_dir());
+        // A pod's target that went while its cgroup stays (the pod deleted before kubelet removed its
+        // cgroup): restore what was written to it (below). A rule's goes only at a reload, which
+        // restores what it no longer wants itself.
+        let released = self.targets.iter().any(|(rel, t)| {
+            !matches!(t.owner, Owner::Rule(_)) && !found.contains_key(rel) && self.hierarchy.dir(rel).is_dir()
+        });
         let applied = self.applied.len();
         self.applied.retain(|rel, _| found.contains_key(rel));
         let mut gone = applied - self.applied.len();
