@@ -421,6 +421,35 @@ mod tests {
     const DB: &str = r#"cgroup="tenants/db""#;
 
     #[test]
+    fn a_pods_cgroups_carry_its_namespace_pod_and_container() {
+        let pod = |container: Option<&str>| crate::targets::PodRef {
+            namespace: "shop".into(),
+            pod: "web-0".into(),
+            container: container.map(Into::into),
+        };
+        let mut s = status(&["kubepods/podu1", "kubepods/podu1/c1", "tenants/db"]);
+        s.kubernetes = Some(crate::pods::KubeStatus {
+            node: "n1".into(),
+            api_server: "reachable".into(),
+            pods: vec![],
+            cgroups: [("kubepods/podu1".to_string(), pod(None)), ("kubepods/podu1/c1".to_string(), pod(Some("app")))]
+                .into(),
+            findings: vec![],
+        });
+        let m = serve();
+        m.publish(s);
+        let text = scrape(&m);
+        for line in [
+            r#"ioshare_cgroup_weight{device="loop3",cgroup="kubepods/podu1",namespace="shop",pod="web-0"} 200"#,
+            r#"ioshare_cgroup_weight{device="loop3",cgroup="kubepods/podu1/c1",namespace="shop",pod="web-0",container="app"} 200"#,
+            r#"ioshare_cgroup_weight{device="loop3",cgroup="tenants/db"} 200"#,
+            r#"ioshare_memory_usage_bytes{cgroup="kubepods/podu1",namespace="shop",pod="web-0"} 314572800"#,
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+    }
+
+    #[test]
     fn every_series_of_the_status_is_exposed_in_base_units() {
         let m = serve();
         assert_eq!(scrape(&m), "", "nothing before the first status");
