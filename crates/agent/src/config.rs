@@ -19,7 +19,11 @@
 //!
 //! [metrics]                        # optional: serve Prometheus metrics ([`crate::metrics`])
 //! listen = "127.0.0.1:9436"        # HOST:PORT, or a bare PORT (127.0.0.1); no section: no endpoint
+//!
+//! [kubernetes]                     # optional: pods bound to this node declare their own settings
+//! node_name = "node-1"             # (see ioshare_kube::config for every key; [`crate::pods`])
 //! ```
+//! With a `[kubernetes]` section the `[[groups]]` may be left out: the pods are the groups.
 //!
 //! Every error is one line, `FILE:LINE: key: what is wrong`: TOML syntax and unknown keys from the
 //! parser's span, values from the span of the value (each field is `toml::Spanned`). Devices with
@@ -33,6 +37,7 @@ use std::time::Duration;
 use ioshare_core::iocost::qos::QosConfig;
 use ioshare_core::{Limits, ModelConfig, ModelParams, QosParams, WEIGHT_DEFAULT, WEIGHT_MAX, WEIGHT_MIN};
 use ioshare_host::{check_pattern, DiskId};
+use ioshare_kube::KubernetesConfig;
 use ioshare_memory::MemorySettings;
 use serde::Deserialize;
 use toml::Spanned;
@@ -80,6 +85,8 @@ pub struct Config {
     pub memory_dry_run: bool,
     /// Where to serve Prometheus metrics (`None`: nowhere).
     pub metrics: Option<SocketAddr>,
+    /// The pods of this node as a source of groups (`None`: no `[kubernetes]` section).
+    pub kubernetes: Option<KubernetesConfig>,
 }
 
 #[derive(Deserialize)]
@@ -91,6 +98,7 @@ struct RawConfig {
     #[serde(default)]
     groups: Vec<Spanned<RawGroup>>,
     metrics: Option<RawMetrics>,
+    kubernetes: Option<KubernetesConfig>,
 }
 
 #[derive(Deserialize)]
@@ -173,8 +181,12 @@ impl Config {
         if raw.devices.is_empty() {
             return Err(err(0, "devices", "no [[devices]] table: name at least one device to control".into()));
         }
-        if raw.groups.is_empty() {
-            return Err(err(0, "groups", "no [[groups]] table: name at least one cgroup pattern".into()));
+        if raw.groups.is_empty() && raw.kubernetes.is_none() {
+            return Err(err(
+                0,
+                "groups",
+                "no [[groups]] table and no [kubernetes] section: name at least one cgroup pattern".into(),
+            ));
         }
         let mut devices: Vec<DeviceConfig> = Vec::new();
         // Devices to measure once the rest is valid: (index in `devices`, offset of the model value).
@@ -255,7 +267,15 @@ impl Config {
         for (i, offset) in to_measure {
             devices[i].model = measurer.measure(&devices[i].device).map_err(|m| err(offset, "model", m))?;
         }
-        Ok(Config { period: Duration::from_millis(period_ms), devices, groups, memory_dry_run: false, metrics })
+        let kubernetes = raw.kubernetes;
+        Ok(Config {
+            period: Duration::from_millis(period_ms),
+            devices,
+            groups,
+            memory_dry_run: false,
+            metrics,
+            kubernetes,
+        })
     }
 }
 
@@ -394,6 +414,20 @@ mod tests {
             let e = parse(&with(m)).unwrap_err().to_string();
             assert!(e.starts_with(expect), "expected '{expect}', got '{e}'");
         }
+    }
+
+    #[test]
+    fn a_kubernetes_section_makes_the_groups_optional_and_is_checked_whole() {
+        let dev = some_device();
+        let base = format!("[[devices]]\npath = \"{dev}\"\nmodel = \"ssd_dfl\"\n");
+        let c = parse(&format!("{base}[kubernetes]\nnode_name = \"n1\"\n")).unwrap();
+        assert!(c.groups.is_empty());
+        assert_eq!(c.kubernetes.unwrap().node_name.as_deref(), Some("n1"));
+        let e = parse(&base).unwrap_err().to_string();
+        assert!(e.contains("no [[groups]] table and no [kubernetes] section"), "{e}");
+        let e = parse(&format!("{base}[kubernetes.qos.burstable]\nweight = 0\n")).unwrap_err().to_string();
+        assert!(e.starts_with("agent.toml:") && e.contains("kubernetes.qos.burstable.weight"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
     }
 
     #[test]

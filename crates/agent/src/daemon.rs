@@ -8,7 +8,10 @@
 //! - Every [`DISCOVERY_EVERY`] the group patterns are matched again, so a cgroup created later (a
 //!   container starting) is tracked within that time; the first rule that matches a cgroup wins, and
 //!   a match nested below another match is skipped (its IO is already counted in its ancestor's
-//!   recursive counters). A cgroup that vanished is dropped without error, and so are its entries
+//!   recursive counters). With a `[kubernetes]` section the pods' updates are drained first and
+//!   their cgroups join the rules' matches as one list of [`Target`]s ([`crate::targets`],
+//!   [`crate::pods`]); a target that went while its cgroup stayed (a pod deleted before kubelet
+//!   removed its cgroup) has what was written to it restored. A cgroup that vanished is dropped without error, and so are its entries
 //!   in the state file (nothing is left to restore there): under churn — containers by the
 //!   thousand — what the agent holds stays proportional to the cgroups alive.
 //! - Kernel backend: the root's `io.cost.model`/`io.cost.qos` per device at start, `io.weight` and
@@ -23,26 +26,28 @@
 
 pub mod reload;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use ioshare_core::iocost::line::Ctrl;
 use ioshare_core::iocost::qos::QosConfig;
-use ioshare_core::{LinearModel, ModelConfig, Nanos};
+use ioshare_core::{Limits, LinearModel, ModelConfig, Nanos};
 use ioshare_host::{Recorder, Reverted, Written};
 
 use crate::check::{Backend, BackendChoice, Check};
 use crate::claim::Claim;
-use crate::config::{Config, DeviceConfig, GroupConfig};
+use crate::config::{Config, DeviceConfig};
 use crate::error::Result;
 use crate::hierarchy::{Hierarchy, Throttle};
 use crate::limits::throttle_for;
 use crate::memory::MemoryGuard;
 use crate::metrics::Metrics;
+use crate::pods::Pods;
 use crate::share::watch::{PlannerActivity, ShareWatch};
 use crate::status::{DeviceLine, GroupLine, Status};
+use crate::targets::{targets, userspace_plan, Owner, PodRef, Target};
 use crate::userspace::DeviceLoop;
 
 /// How often the group patterns are matched again.
@@ -58,8 +63,17 @@ pub struct Agent {
     hierarchy: Hierarchy,
     recorder: Recorder,
     devices: Vec<DeviceLoop>,
-    /// Kernel backend: cgroups applied, with their rule.
-    applied: BTreeMap<String, usize>,
+    /// Kernel backend: cgroups applied, with what was applied.
+    applied: BTreeMap<String, Target>,
+    /// What the last discovery found to apply, cgroup by cgroup.
+    targets: BTreeMap<String, Target>,
+    /// Every cgroup the last discovery wants written (the targets, and the userspace backend's
+    /// leaves below pods): what a reload or a release keeps.
+    managed: BTreeSet<String>,
+    /// The pod (and container) of each managed cgroup a pod owns, for the status and metrics.
+    named: BTreeMap<String, PodRef>,
+    /// This node's pods, with a `[kubernetes]` section.
+    pods: Option<Pods>,
     state_dir: PathBuf,
     sys_block: PathBuf,
     start: Instant,
@@ -96,6 +110,8 @@ impl Agent {
         sys_block: &Path,
     ) -> Result<(Agent, Option<Reverted>)> {
         let metrics = config.metrics.map(Metrics::serve).transpose()?;
+        // Before anything is written: a source that cannot work stops the start with its line.
+        let pods = config.kubernetes.as_ref().map(|k| Pods::start(k, &hierarchy.root)).transpose()?;
         let mut roots = vec![hierarchy.root.clone()];
         roots.extend(MemoryGuard::hierarchy().map(|(root, _)| root).filter(|r| *r != hierarchy.root));
         let claim = Claim::register(&config, &hierarchy, state_dir)?;
@@ -108,6 +124,10 @@ impl Agent {
             recorder,
             devices,
             applied: BTreeMap::new(),
+            targets: BTreeMap::new(),
+            managed: BTreeSet::new(),
+            named: BTreeMap::new(),
+            pods,
             state_dir: state_dir.to_path_buf(),
             sys_block: sys_block.to_path_buf(),
             start: Instant::now(),
@@ -119,7 +139,8 @@ impl Agent {
             claim,
             metrics,
         };
-        let started = MemoryGuard::start(&agent.config, &mut agent.recorder).map(|m| agent.memory = m);
+        let exact = agent.memory_asks();
+        let started = MemoryGuard::start(&agent.config, &exact, &mut agent.recorder).map(|m| agent.memory = m);
         match started.and_then(|()| agent.apply_initial()) {
             Ok(()) => Ok((agent, recovered)),
             Err(e) => {
@@ -177,55 +198,93 @@ impl Agent {
         Ok(())
     }
 
-    /// Matches the group patterns again: new cgroups are tracked (kernel backend: their weight and
-    /// caps written now), vanished ones dropped.
+    /// Matches the group patterns again and takes the pods' updates: new cgroups are tracked
+    /// (kernel backend: their weight and caps written now), vanished ones dropped, and what was
+    /// written to a cgroup no longer wanted restored. Fails when the pod source ended for good.
     pub fn discover(&mut self) -> Result<()> {
-        let found = crate::rules::matched(&self.hierarchy.root, &self.config.groups);
+        if let Some(p) = self.pods.as_mut() {
+            p.drain()?;
+        }
+        let pods = self.pods.as_ref().map_or(&[][..], |p| p.targets());
+        let found = targets(&self.hierarchy.root, &self.config.groups, pods);
         let now = self.now();
         for d in &mut self.devices {
             d.mark_all_absent();
         }
+        // A pod's target that went while its cgroup stays (the pod deleted before kubelet removed its
+        // cgroup): restore what was written to it (below). A rule's goes only at a reload, which
+        // restores what it no longer wants itself.
+        let released = self.targets.iter().any(|(rel, t)| {
+            !matches!(t.owner, Owner::Rule(_)) && !found.contains_key(rel) && self.hierarchy.dir(rel).is_dir()
+        });
         let applied = self.applied.len();
         self.applied.retain(|rel, _| found.contains_key(rel));
         let mut gone = applied - self.applied.len();
-        for (rel, &rule) in &found {
-            let g = &self.config.groups[rule];
-            match self.backend {
-                Backend::Userspace => {
+        let mut managed: BTreeSet<String> = found.keys().cloned().collect();
+        let mut named: BTreeMap<String, PodRef> =
+            found.iter().filter_map(|(rel, t)| Some((rel.clone(), t.pod()?.clone()))).collect();
+        match self.backend {
+            Backend::Userspace => {
+                let (leaves, inner) = userspace_plan(&self.hierarchy.root, &found);
+                for l in &leaves {
                     for d in &mut self.devices {
-                        d.track(now, rel, g.weight, &g.limits, self.discovered)?;
+                        d.track(now, &l.rel, l.weight, l.limits, self.discovered)?;
+                    }
+                    managed.insert(l.rel.clone());
+                    if let Some(p) = l.pod {
+                        named.insert(l.rel.clone(), p.clone());
                     }
                 }
-                Backend::Kernel => {
-                    if self.applied.get(rel) == Some(&rule) {
+                for d in &mut self.devices {
+                    d.set_inner_weights(now, &inner)?;
+                }
+            }
+            Backend::Kernel => {
+                for (rel, t) in &found {
+                    if self.applied.get(rel) == Some(t) {
                         continue;
                     }
                     for d in &self.config.devices {
                         let dev = d.device.dev;
-                        let caps = fixed_caps(d, g, self.config.period);
-                        if self.hierarchy.set_weight(&mut self.recorder, rel, dev, g.weight)? == Written::Changed {
-                            tracing::info!(cgroup = %rel, dev = %dev, weight = g.weight, "weight set");
+                        let caps = fixed_caps(d, &t.limits, self.config.period);
+                        if self.hierarchy.set_weight(&mut self.recorder, rel, dev, t.weight)? == Written::Changed {
+                            tracing::info!(cgroup = %rel, dev = %dev, weight = t.weight, "weight set");
                         }
                         if self.hierarchy.set_throttle(&mut self.recorder, rel, dev, &caps)? == Written::Changed {
                             tracing::info!(cgroup = %rel, dev = %dev, caps = %caps, "caps set");
                         }
                     }
-                    self.applied.insert(rel.clone(), rule);
+                    self.applied.insert(rel.clone(), t.clone());
                 }
             }
         }
         for d in &mut self.devices {
             gone += d.drop_absent(now)?;
         }
+        self.targets = found;
+        self.managed = managed;
+        self.named = named;
         self.discovered = true;
-        if let Some(m) = self.memory.as_mut() {
-            m.discover(&self.config, &mut self.recorder)?;
+        let exact = self.memory_asks();
+        if self.memory.is_none() && !exact.is_empty() {
+            self.memory = MemoryGuard::start(&self.config, &exact, &mut self.recorder)?;
+        } else if let Some(m) = self.memory.as_mut() {
+            m.discover(&self.config, &exact, &mut self.recorder)?;
         }
         // (The memory guard does not say which of its groups went: looked at every time.)
         if gone > 0 || self.memory.is_some() {
             self.recorder.forget_vanished()?;
         }
+        if released {
+            self.release_unwanted()?;
+        }
         Ok(())
+    }
+
+    /// The pods' memory settings, by cgroup (the memory guard takes those that exist).
+    fn memory_asks(&self) -> Vec<(String, ioshare_memory::MemorySettings)> {
+        let pods = self.pods.as_ref().map_or(&[][..], |p| p.targets());
+        pods.iter().filter_map(|(rel, t)| Some((rel.clone(), t.memory?))).collect()
     }
 
     /// One planning period (userspace backend; the kernel backend only refreshes its status).
@@ -279,12 +338,11 @@ impl Agent {
                     groups: self
                         .applied
                         .iter()
-                        .map(|(rel, &rule)| {
-                            let g = &self.config.groups[rule];
-                            let caps = fixed_caps(d, g, self.config.period);
+                        .map(|(rel, t)| {
+                            let caps = fixed_caps(d, &t.limits, self.config.period);
                             GroupLine {
                                 cgroup: rel.clone(),
-                                weight: g.weight,
+                                weight: t.weight,
                                 hweight_active: 0.0,
                                 hweight_inuse: 0.0,
                                 usage_share: 0.0,
@@ -308,6 +366,7 @@ impl Agent {
             devices,
             memory: self.memory.as_ref().map(|m| m.lines().to_vec()).unwrap_or_default(),
             shares: self.shares.report().cloned(),
+            kubernetes: self.pods.as_ref().map(|p| p.status(&self.named, &|rel| self.targets.contains_key(rel))),
         }
     }
 
@@ -401,10 +460,10 @@ fn next_deadline(due: Instant, every: Duration, now: Instant) -> Instant {
     }
 }
 
-/// Kernel backend: the blk-throttle caps of rule `g` on device `d` — its fixed limits only (the
-/// kernel's iocost does the sharing).
-fn fixed_caps(d: &DeviceConfig, g: &GroupConfig, period: Duration) -> Throttle {
-    throttle_for(None, &Default::default(), &LinearModel::new(d.model), period, &g.limits)
+/// Kernel backend: the blk-throttle caps of fixed `limits` on device `d` (the kernel's iocost does
+/// the sharing).
+fn fixed_caps(d: &DeviceConfig, limits: &Limits, period: Duration) -> Throttle {
+    throttle_for(None, &Default::default(), &LinearModel::new(d.model), period, limits)
 }
 
 /// Reverts what a killed agent recorded in `state_dir` (`ioshare agent revert`); `None` if there

@@ -39,6 +39,9 @@ pub enum Error {
     /// The memory guard could not start or act.
     #[error("memory guard: {0}")]
     Memory(String),
+    /// The pod source cannot start or work (one line from ioshare-kube, `kubernetes: ...`).
+    #[error("{0}")]
+    Kubernetes(String),
     /// The metrics endpoint could not start.
     #[error("metrics endpoint: {0}")]
     Metrics(ioshare_observe::Error),

@@ -56,11 +56,13 @@ pub mod limits;
 pub mod logging;
 pub mod memory;
 pub mod metrics;
+pub mod pods;
 pub mod profile;
 pub mod rules;
 pub mod share;
 pub mod signals;
 pub mod status;
+pub mod targets;
 pub mod userspace;
 
 pub use check::{Backend, BackendChoice, Check};

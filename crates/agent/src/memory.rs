@@ -76,11 +76,15 @@ impl MemoryGuard {
         }
     }
 
-    /// A guard over the config's memory rules, or `None` when no rule has one; every change it makes
-    /// is journaled in `recorder`. Fails when rules have memory settings but the host has no memory
-    /// controller.
-    pub fn start(config: &Config, recorder: &mut Recorder) -> Result<Option<MemoryGuard>> {
-        if !config.groups.iter().any(|g| g.memory.is_some()) {
+    /// A guard over the config's memory rules and the `exact` cgroups (relative paths: pods' cgroups,
+    /// guarded where they exist), or `None` when none asks for it; every change it makes is journaled
+    /// in `recorder`. Fails when memory settings are asked for but the host has no memory controller.
+    pub fn start(
+        config: &Config,
+        exact: &[(String, MemorySettings)],
+        recorder: &mut Recorder,
+    ) -> Result<Option<MemoryGuard>> {
+        if !config.groups.iter().any(|g| g.memory.is_some()) && exact.is_empty() {
             return Ok(None);
         }
         let (root, v2) = Self::hierarchy().ok_or_else(|| {
@@ -97,13 +101,20 @@ impl MemoryGuard {
             guard: None,
             lines: Vec::new(),
         };
-        g.discover(config, recorder)?;
+        g.discover(config, exact, recorder)?;
         Ok(Some(g))
     }
 
-    /// Matches the memory rules again; restarts the guard when the set of cgroups changed.
-    pub fn discover(&mut self, config: &Config, recorder: &mut Recorder) -> Result<()> {
-        let mut found: Vec<(String, MemorySettings)> = Vec::new();
+    /// Matches the memory rules again, takes the `exact` cgroups that exist (before the rules'
+    /// matches: a pod's settings win its cgroup); restarts the guard when the set of cgroups changed.
+    pub fn discover(
+        &mut self,
+        config: &Config,
+        exact: &[(String, MemorySettings)],
+        recorder: &mut Recorder,
+    ) -> Result<()> {
+        let mut found: Vec<(String, MemorySettings)> =
+            exact.iter().filter(|(rel, _)| self.root.join(rel).is_dir()).cloned().collect();
         for rule in &config.groups {
             let Some(settings) = rule.memory else { continue };
             for rel in find_cgroups(&self.root, &rule.cgroup) {

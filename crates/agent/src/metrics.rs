@@ -21,8 +21,8 @@
 //!
 //! Cgroup labels are always `cgroup` (path below the hierarchy's root), `namespace`, `pod` and
 //! `container` — the last three empty (so not written: to Prometheus an empty label is no label)
-//! until a Kubernetes source names a cgroup's pod; queries and dashboards keep working when they are
-//! filled. With the kernel backend the kernel plans: the
+//! unless the pod source ([`crate::pods`]) names the cgroup's pod (and container, for a container's
+//! own cgroup) in the status. With the kernel backend the kernel plans: the
 //! planner's series (vrate, hweights, usage, donation, debt, latency) are left out.
 
 use std::fmt;
@@ -38,7 +38,6 @@ use prometheus_client::registry::Registry;
 
 use crate::check::Backend;
 use crate::error::{Error, Result};
-use crate::memory::MemoryLine;
 use crate::status::{DeviceLine, GroupLine, Status};
 
 /// The status the endpoint serves (`None` until the first is published).
@@ -98,8 +97,17 @@ struct CgroupLabels<'a> {
 }
 
 impl<'a> CgroupLabels<'a> {
-    fn of(cgroup: &'a str) -> Self {
-        CgroupLabels { cgroup, namespace: "", pod: "", container: "" }
+    /// The labels of `cgroup`, with its pod's names when the status says a pod owns it.
+    fn of(s: &'a Status, cgroup: &'a str) -> Self {
+        match s.kubernetes.as_ref().and_then(|k| k.cgroups.get(cgroup)) {
+            Some(p) => CgroupLabels {
+                cgroup,
+                namespace: &p.namespace,
+                pod: &p.pod,
+                container: p.container.as_deref().unwrap_or(""),
+            },
+            None => CgroupLabels { cgroup, namespace: "", pod: "", container: "" },
+        }
     }
 }
 
@@ -137,8 +145,8 @@ fn encode(enc: &mut DescriptorEncoder, s: &Status) -> fmt::Result {
     // The kernel backend's status has no planner state (the kernel plans): leave those series out.
     let planner = s.backend == Backend::Userspace.name();
     encode_devices(enc, &s.devices, planner)?;
-    encode_groups(enc, &s.devices, planner)?;
-    encode_memory(enc, &s.memory)
+    encode_groups(enc, s, planner)?;
+    encode_memory(enc, s)
 }
 
 fn encode_devices(enc: &mut DescriptorEncoder, devices: &[DeviceLine], planner: bool) -> fmt::Result {
@@ -202,8 +210,8 @@ fn encode_devices(enc: &mut DescriptorEncoder, devices: &[DeviceLine], planner: 
     )
 }
 
-fn encode_groups(enc: &mut DescriptorEncoder, devices: &[DeviceLine], planner: bool) -> fmt::Result {
-    let all = || devices.iter().flat_map(|d| d.groups.iter().map(move |g| (io_labels(d, g), g)));
+fn encode_groups(enc: &mut DescriptorEncoder, s: &Status, planner: bool) -> fmt::Result {
+    let all = || s.devices.iter().flat_map(|d| d.groups.iter().map(move |g| (io_labels(s, d, g), g)));
     let planned = || all().filter(move |_| planner);
     family(
         enc,
@@ -269,12 +277,12 @@ fn per_op(d: &DeviceLine) -> impl Iterator<Item = (usize, [(&'static str, &str);
     OPS.into_iter().enumerate().map(move |(i, op)| (i, [("device", d.device.as_str()), ("op", op)]))
 }
 
-fn io_labels<'a>(d: &'a DeviceLine, g: &'a GroupLine) -> IoLabels<'a> {
-    (dev(d), CgroupLabels::of(&g.cgroup))
+fn io_labels<'a>(s: &'a Status, d: &'a DeviceLine, g: &'a GroupLine) -> IoLabels<'a> {
+    (dev(d), CgroupLabels::of(s, &g.cgroup))
 }
 
-fn encode_memory(enc: &mut DescriptorEncoder, memory: &[MemoryLine]) -> fmt::Result {
-    let each = || memory.iter().map(|m| (CgroupLabels::of(&m.cgroup), m));
+fn encode_memory(enc: &mut DescriptorEncoder, s: &Status) -> fmt::Result {
+    let each = || s.memory.iter().map(|m| (CgroupLabels::of(s, &m.cgroup), m));
     family(enc, "ioshare_memory_usage_bytes", "Memory in use.", each().map(|(l, m)| (l, ConstGauge::new(m.usage))))?;
     family(
         enc,
@@ -329,6 +337,7 @@ mod tests {
     use ioshare_core::ModelParams;
 
     use super::*;
+    use crate::memory::MemoryLine;
 
     fn group(cgroup: &str, state: &str, limits: [u64; 4]) -> GroupLine {
         GroupLine {
@@ -390,6 +399,7 @@ mod tests {
             }],
             memory: groups.iter().map(|g| memory(g)).collect(),
             shares: None,
+            kubernetes: None,
         }
     }
 
@@ -409,6 +419,35 @@ mod tests {
 
     const WEB: &str = r#"cgroup="tenants/web""#;
     const DB: &str = r#"cgroup="tenants/db""#;
+
+    #[test]
+    fn a_pods_cgroups_carry_its_namespace_pod_and_container() {
+        let pod = |container: Option<&str>| crate::targets::PodRef {
+            namespace: "shop".into(),
+            pod: "web-0".into(),
+            container: container.map(Into::into),
+        };
+        let mut s = status(&["kubepods/podu1", "kubepods/podu1/c1", "tenants/db"]);
+        s.kubernetes = Some(crate::pods::KubeStatus {
+            node: "n1".into(),
+            api_server: "reachable".into(),
+            pods: vec![],
+            cgroups: [("kubepods/podu1".to_string(), pod(None)), ("kubepods/podu1/c1".to_string(), pod(Some("app")))]
+                .into(),
+            findings: vec![],
+        });
+        let m = serve();
+        m.publish(s);
+        let text = scrape(&m);
+        for line in [
+            r#"ioshare_cgroup_weight{device="loop3",cgroup="kubepods/podu1",namespace="shop",pod="web-0"} 200"#,
+            r#"ioshare_cgroup_weight{device="loop3",cgroup="kubepods/podu1/c1",namespace="shop",pod="web-0",container="app"} 200"#,
+            r#"ioshare_cgroup_weight{device="loop3",cgroup="tenants/db"} 200"#,
+            r#"ioshare_memory_usage_bytes{cgroup="kubepods/podu1",namespace="shop",pod="web-0"} 314572800"#,
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+    }
 
     #[test]
     fn every_series_of_the_status_is_exposed_in_base_units() {

@@ -99,6 +99,9 @@ pub struct Status {
     /// Each managed cgroup's share per device, and its flags (refreshed every second).
     #[serde(default)]
     pub shares: Option<crate::share::Shares>,
+    /// The pod source, with a `[kubernetes]` section: each cgroup's pod, and the pods' findings.
+    #[serde(default)]
+    pub kubernetes: Option<crate::pods::KubeStatus>,
 }
 
 impl Status {
@@ -263,7 +266,7 @@ impl fmt::Display for Status {
             for g in &d.groups {
                 writeln!(
                     f,
-                    "  {:<32} {:>6} {:>6.1}% {:>6.1}% {:>6.1}% {:>9} {:>9} {:>11} {:>11}  {}",
+                    "  {:<32} {:>6} {:>6.1}% {:>6.1}% {:>6.1}% {:>9} {:>9} {:>11} {:>11}  {}{}",
                     g.cgroup,
                     g.weight,
                     g.hweight_active * 100.0,
@@ -273,7 +276,8 @@ impl fmt::Display for Status {
                     lim(g.limits[1]),
                     lim(g.limits[2]),
                     lim(g.limits[3]),
-                    g.state
+                    g.state,
+                    self.pod_of(&g.cgroup)
                 )?;
             }
         }
@@ -295,11 +299,12 @@ impl fmt::Display for Status {
             )?;
             let mib = |v: Option<u64>| v.map_or("-".to_string(), |v| format!("{:.1}", v as f64 / 1048576.0));
             for m in &self.memory {
+                let pod = self.pod_of(&m.cgroup);
                 let reclaim = m.last_reclaim.map_or("-".to_string(), |(b, ms)| format!("{} MiB {ms:.1} ms", b >> 20));
                 let psi = m.pressure.map_or("-".to_string(), |(some, full)| format!("{some:.1}/{full:.1}%"));
                 writeln!(
                     f,
-                    "  {:<32} {:>4} {:>10} {:>10} {:>10} {:>10} {:>16} {:>9} {:>12} {:>13}",
+                    "  {:<32} {:>4} {:>10} {:>10} {:>10} {:>10} {:>16} {:>9} {:>12} {:>13}{}",
                     m.cgroup,
                     m.priority,
                     mib(Some(m.usage)),
@@ -309,14 +314,48 @@ impl fmt::Display for Status {
                     reclaim,
                     m.oom_kills,
                     m.kernel_kills,
-                    psi
+                    psi,
+                    pod
                 )?;
             }
         }
         if let Some(shares) = &self.shares {
             write!(f, "\n{shares}")?;
         }
+        if let Some(k) = &self.kubernetes {
+            writeln!(f, "\nkubernetes: node {}, API server {}, {} pod(s)", k.node, k.api_server, k.pods.len())?;
+            if !k.pods.is_empty() {
+                writeln!(f, "  {:<40} {:<10} {:>6} {:<24} {:>4}  cgroup", "pod", "qos", "weight", "limits", "prio")?;
+            }
+            for p in &k.pods {
+                writeln!(
+                    f,
+                    "  {:<40} {:<10} {:>6} {:<24} {:>4}  {}",
+                    p.pod,
+                    p.qos,
+                    p.weight,
+                    p.limits,
+                    p.memory_priority.map_or("-".to_string(), |v| v.to_string()),
+                    match (&p.cgroup, p.controlled) {
+                        (Some(c), true) => c.clone(),
+                        (Some(c), false) => format!("{c} (not made yet)"),
+                        (None, _) => "- (not controlled)".to_string(),
+                    }
+                )?;
+            }
+            for finding in &k.findings {
+                writeln!(f, "  {}: {}: {}", finding.pod, finding.reason, finding.message)?;
+            }
+        }
         Ok(())
+    }
+}
+
+impl Status {
+    /// `  (namespace/pod[/container])` for a cgroup a pod owns, else nothing: printed after its row.
+    fn pod_of(&self, cgroup: &str) -> String {
+        let pod = self.kubernetes.as_ref().and_then(|k| k.cgroups.get(cgroup));
+        pod.map_or(String::new(), |p| format!("  ({p})"))
     }
 }
 
@@ -369,6 +408,7 @@ mod tests {
                 reclaim_seconds: 0.0105,
             }],
             shares: None,
+            kubernetes: None,
         };
         s.write(dir.path()).unwrap();
         assert_eq!(Status::read(dir.path()).unwrap(), s);
@@ -396,6 +436,7 @@ mod tests {
             devices: Vec::new(),
             memory: Vec::new(),
             shares: None,
+            kubernetes: None,
         }
     }
 

@@ -35,7 +35,7 @@
 //! device-saturation signal of their own (the kernel's rq-wait), so without latency targets the
 //! planner would raise vrate without bound and the limits would stop meaning anything.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::Duration;
 
@@ -159,6 +159,9 @@ pub struct DeviceLoop {
     groups: HashMap<String, Tracked>,
     /// Groups the controller holds for cgroups no longer tracked.
     retired: usize,
+    /// Weights of tree nodes that are not tracked (their IO is their tracked children's): the
+    /// Kubernetes QoS class cgroups ([`crate::targets`]).
+    inner: BTreeMap<String, u32>,
     /// Periods planned.
     plans: u64,
     mix: IoMix,
@@ -180,6 +183,7 @@ impl DeviceLoop {
             qos,
             ctl,
             retired: 0,
+            inner: BTreeMap::new(),
             plans: 0,
             period,
             last_disk: None,
@@ -217,6 +221,22 @@ impl DeviceLoop {
         t.weight = weight;
         t.caps = caps.clone();
         t.present = true;
+        Ok(())
+    }
+
+    /// Gives the untracked tree nodes `weights` (a node no longer named goes back to the default
+    /// weight): they weigh their tracked descendants against their siblings, uncharged.
+    pub fn set_inner_weights(&mut self, now: Nanos, weights: &BTreeMap<String, u32>) -> Result<()> {
+        if *weights == self.inner {
+            return Ok(());
+        }
+        for rel in self.inner.keys().filter(|rel| !weights.contains_key(*rel)) {
+            configure(&mut self.ctl, now, rel, ioshare_core::WEIGHT_DEFAULT)?;
+        }
+        for (rel, &weight) in weights {
+            configure(&mut self.ctl, now, rel, weight)?;
+        }
+        self.inner.clone_from(weights);
         Ok(())
     }
 
@@ -266,6 +286,9 @@ impl DeviceLoop {
     fn renew(&mut self, now: Nanos) -> Result<()> {
         let mut ctl = controller(&self.cfg, self.qos, self.period);
         ctl.set_vrate_pct(self.ctl.vrate_pct());
+        for (rel, &weight) in &self.inner {
+            configure(&mut ctl, now, rel, weight)?;
+        }
         for (rel, t) in &mut self.groups {
             t.id = configure(&mut ctl, now, rel, t.weight)?;
         }

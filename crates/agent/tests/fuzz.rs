@@ -132,7 +132,17 @@ fn config() -> impl Strategy<Value = (String, Config)> {
             let device =
                 DeviceConfig { device: DiskId::resolve(some_device()).unwrap(), model, qos: qos.map(|(_, q)| q) };
             let period = Duration::from_millis(period.unwrap_or(ioshare_agent::config::PERIOD_DEFAULT_MS));
-            (text, Config { period, devices: vec![device], groups: rules, memory_dry_run: false, metrics: None })
+            (
+                text,
+                Config {
+                    period,
+                    devices: vec![device],
+                    groups: rules,
+                    memory_dry_run: false,
+                    metrics: None,
+                    kubernetes: None,
+                },
+            )
         },
     )
 }
@@ -211,6 +221,7 @@ fn status() -> impl Strategy<Value = Status> {
             devices,
             memory: Vec::new(),
             shares: None,
+            kubernetes: None,
         },
     )
 }

@@ -49,6 +49,7 @@ fn memory_rules(test: &str) {
         groups: vec![GroupConfig { cgroup: pattern, weight: 100, limits: Limits::default(), memory: Some(settings) }],
         memory_dry_run: false,
         metrics: None,
+        kubernetes: None,
     };
     let state = tempfile::tempdir().unwrap();
     let roots = vec![root.clone()];
@@ -62,11 +63,11 @@ fn memory_rules(test: &str) {
         vec![LIMIT.to_string(), "oom_kill_disable 1".to_string()]
     };
 
-    let mut guard = MemoryGuard::start(&config, &mut recorder).unwrap().expect("a rule with memory settings");
+    let mut guard = MemoryGuard::start(&config, &[], &mut recorder).unwrap().expect("a rule with memory settings");
     assert_eq!(guarded(&first), want);
     let second = AnyMemCgroup::create(v2, &format!("{top}/tenant-b")).unwrap();
     assert_eq!(guarded(&second), before, "not matched before the next discovery");
-    guard.discover(&config, &mut recorder).unwrap();
+    guard.discover(&config, &[], &mut recorder).unwrap();
     assert_eq!(guarded(&second), want, "picked up at the next discovery");
     guard.poll(Duration::from_millis(10)).unwrap();
     guard.refresh();
@@ -86,7 +87,7 @@ fn memory_rules(test: &str) {
     // leave it) is reverted by `ioshare agent revert`.
     let killed = tempfile::tempdir().unwrap();
     let (mut recorder, _) = Recorder::open(killed.path(), roots.clone()).unwrap();
-    let guard = MemoryGuard::start(&config, &mut recorder).unwrap().expect("a rule with memory settings");
+    let guard = MemoryGuard::start(&config, &[], &mut recorder).unwrap().expect("a rule with memory settings");
     for cg in [&first, &second] {
         assert_eq!(guarded(cg), want, "{} guarded again", cg.path().display());
     }

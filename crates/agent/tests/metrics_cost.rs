@@ -74,6 +74,7 @@ fn status(n: usize, periods: u64) -> Status {
             })
             .collect(),
         shares: None,
+        kubernetes: None,
     }
 }
 

@@ -371,6 +371,7 @@ impl Peers {
             groups,
             memory_dry_run: false,
             metrics: None,
+            kubernetes: None,
         };
         let (agent, _) =
             ioshare_agent::Agent::start(config, backend, state).map_err(|e| peer_error("starting the agent", e))?;

@@ -35,6 +35,7 @@ use super::Agent;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::memory::MemoryGuard;
+use crate::pods::Pods;
 use crate::status::Status;
 use crate::userspace::DeviceLoop;
 
@@ -233,11 +234,20 @@ impl Agent {
         // The memory guard: stopped (restoring what it wrote) when no rule asks for it any more,
         // started when one does now; else the discovery below restarts it if its cgroups or their
         // settings changed.
-        let wants_memory = self.config.groups.iter().any(|g| g.memory.is_some());
+        // The pod source: started again when its section changed (before the groups are matched).
+        if self.config.kubernetes != old.kubernetes {
+            self.pods = None; // the old source stops first
+            if let Some(k) = &self.config.kubernetes {
+                tracing::info!("kubernetes section changed: the pod source starts again");
+                self.pods = Some(Pods::start(k, &self.hierarchy.root)?);
+            }
+        }
+        let exact = self.memory_asks();
+        let wants_memory = self.config.groups.iter().any(|g| g.memory.is_some()) || !exact.is_empty();
         match self.memory.take() {
             Some(m) if !wants_memory => m.stop()?,
             Some(m) => self.memory = Some(m),
-            None if wants_memory => self.memory = MemoryGuard::start(&self.config, &mut self.recorder)?,
+            None if wants_memory => self.memory = MemoryGuard::start(&self.config, &exact, &mut self.recorder)?,
             None => {}
         }
 
@@ -254,12 +264,9 @@ impl Agent {
     }
 
     /// Restores every recorded setting the current state does not want (see the module comment).
-    fn release_unwanted(&mut self) -> Result<Reverted> {
+    pub(super) fn release_unwanted(&mut self) -> Result<Reverted> {
         let root = self.hierarchy.root.clone();
-        let managed: BTreeSet<PathBuf> = crate::rules::matched(&self.hierarchy.root, &self.config.groups)
-            .keys()
-            .map(|rel| self.hierarchy.dir(rel))
-            .collect();
+        let managed: BTreeSet<PathBuf> = self.managed.iter().map(|rel| self.hierarchy.dir(rel)).collect();
         let devices: Vec<_> = self.config.devices.iter().map(|d| d.device.dev).collect();
         let memory = self.memory.as_ref();
         let wanted = |c: &Change| match c.entry() {

@@ -326,6 +326,7 @@ mod tests {
                 .collect(),
             memory_dry_run: false,
             metrics: None,
+            kubernetes: None,
         }
     }
 

@@ -124,6 +124,7 @@ mod tests {
             groups: vec![GroupConfig { cgroup: "t/web".into(), weight: 300, limits: Limits::default(), memory: None }],
             memory_dry_run: false,
             metrics: None,
+            kubernetes: None,
         };
         let h = Hierarchy { flavor: Flavor::V1, root: r.to_path_buf() };
         let mut planner = PlannerActivity::new();

@@ -1,0 +1,578 @@
+//! The agent taking its groups from pods (root only): a real API server (`scripts/k8s`: etcd +
+//! kube-apiserver on loopback, no kubelet — pods bound with `spec.nodeName` stay Pending, which is
+//! all the pod source needs), the agent's userspace backend on this cgroup-v1 host, a loop device,
+//! and kubelet's cgroupfs layout laid out by the test under a test-unique `cgroup_root` inside the
+//! blkio hierarchy (`<root>/kubepods/besteffort/pod<uid>/<container>`; the machine's own kubepods
+//! is never touched). Tenants are fio readers in the pods' container cgroups. Skipped, with the
+//! reason, when not root or when the binaries are not built (`scripts/setup.sh`).
+
+mod common;
+#[path = "../../kube/tests/common/mod.rs"]
+mod k8s;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{fio_in, snapshot_at, wait_for, Rig};
+use ioshare_agent::userspace::DONATING_SLACK;
+use ioshare_agent::{Agent, BackendChoice, Config, Status};
+use ioshare_host::{skip_unless_root, BlkioCgroup, LoopDevice};
+use k8s::{manifest, unique, K8s};
+
+/// The tests share the disk and the machine's two cores: one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Queue depth of each reader and its jobs (as in the userspace backend's test: saturating).
+const DEPTH: u32 = 32;
+const SATURATING: &[&str] = &["--numjobs=2"];
+
+/// kubelet's layout under a test-unique `cgroup_root` of the blkio hierarchy: pod and container
+/// cgroups made and removed by the test as kubelet would.
+struct Node {
+    /// The `cgroup_root`, relative to the blkio root.
+    root: String,
+    /// Container cgroups by pod uid (dropped, so removed with their empty parents, in reverse).
+    cgroups: Vec<(String, BlkioCgroup)>,
+}
+
+impl Node {
+    fn new(test: &str) -> Node {
+        Node { root: format!("ioshare-agent-test-{}-{test}", std::process::id()), cgroups: Vec::new() }
+    }
+
+    /// The pod's cgroup (BestEffort), relative to the blkio root.
+    fn pod(&self, uid: &str) -> String {
+        format!("{}/kubepods/besteffort/pod{uid}", self.root)
+    }
+
+    /// Makes the pod's cgroup with one container cgroup `app` in it, as kubelet does.
+    fn start(&mut self, uid: &str) -> &BlkioCgroup {
+        let c = BlkioCgroup::create(&format!("{}/app", self.pod(uid))).unwrap();
+        self.cgroups.push((uid.to_string(), c));
+        &self.cgroups.last().unwrap().1
+    }
+
+    /// Removes the pod's cgroups, as kubelet does once the pod is gone.
+    fn stop(&mut self, uid: &str) {
+        if let Some(i) = self.cgroups.iter().position(|(u, _)| u == uid) {
+            self.cgroups.remove(i).1.remove().unwrap();
+        }
+    }
+
+    fn container(&self, uid: &str) -> &BlkioCgroup {
+        &self.cgroups.iter().find(|(u, _)| u == uid).expect("started").1
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        while let Some((_, c)) = self.cgroups.pop() {
+            drop(c);
+        }
+    }
+}
+
+/// The agent config: `device` with `model` (and `qos`), the `[kubernetes]` section for `node`
+/// through `kubeconfig`, the laid-out tree, and `extra` TOML after it.
+fn config(dir: &Path, device: &Path, model: &str, qos: Option<&str>, k: (&Path, &str, &Node), extra: &str) -> Config {
+    let (kubeconfig, node, tree) = k;
+    let mut text = format!("period_ms = 100\n[[devices]]\npath = \"{}\"\nmodel = \"{model}\"\n", device.display());
+    if let Some(q) = qos {
+        text += &format!("qos = \"{q}\"\n");
+    }
+    text += &format!(
+        "[kubernetes]\nnode_name = \"{node}\"\nkubeconfig = \"{}\"\ncgroup_driver = \"cgroupfs\"\ncgroup_root = \"{}\"\n{extra}",
+        kubeconfig.display(),
+        tree.root
+    );
+    let path = dir.join("agent.toml");
+    std::fs::write(&path, &text).unwrap();
+    Config::load(&path).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+/// Runs `body` with an agent on `config` in another thread; stops it (reverting) after, also when
+/// `body` panics.
+fn with_agent<T>(config: Config, state: &Path, body: impl FnOnce() -> T) -> T {
+    let (agent, _) = Agent::start(config, BackendChoice::Userspace, state).unwrap();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let runner = s.spawn(|| agent.run(&stop));
+        struct StopOnDrop<'a>(&'a AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let guard = StopOnDrop(&stop);
+        let out = body();
+        drop(guard);
+        let reverted = runner.join().unwrap().unwrap();
+        assert!(reverted.changed_by_others.is_empty(), "{reverted:?}");
+        out
+    })
+}
+
+/// The weight of the pod whose cgroup is `rel` and its name, while the agent's status says it is
+/// under control.
+fn controlled(state: &Path, rel: &str) -> Option<(u32, String)> {
+    let st = Status::read(state).ok()?;
+    let p = st.kubernetes?.pods.into_iter().find(|p| p.cgroup.as_deref() == Some(rel) && p.controlled)?;
+    Some((p.weight, p.pod))
+}
+
+/// The figures of both pods as the agent saw them in one period.
+struct View {
+    hweight_active: [f64; 2],
+    hweight_inuse: [f64; 2],
+    riops: [u64; 2],
+}
+
+/// Read IOs of each of `cgroups` per second over `window`, and the agent's view each period meanwhile.
+fn rates_and_views(
+    cgroups: [&BlkioCgroup; 2],
+    rels: [&str; 2],
+    dev: ioshare_host::DevNum,
+    state: &Path,
+    window: Duration,
+) -> ([f64; 2], Vec<View>) {
+    let ios = |c: &BlkioCgroup| c.stats().unwrap().device(dev).map_or(0, |d| d.ios.read);
+    let before = [ios(cgroups[0]), ios(cgroups[1])];
+    let start = Instant::now();
+    let (mut views, mut last) = (Vec::new(), None);
+    while start.elapsed() < window {
+        std::thread::sleep(Duration::from_millis(100));
+        let Ok(st) = Status::read(state) else { continue };
+        if last == Some(st.periods) {
+            continue;
+        }
+        last = Some(st.periods);
+        let g = |rel: &str| st.devices[0].groups.iter().find(|g| g.cgroup == rel).cloned();
+        if let (Some(a), Some(b)) = (g(rels[0]), g(rels[1])) {
+            views.push(View {
+                hweight_active: [a.hweight_active, b.hweight_active],
+                hweight_inuse: [a.hweight_inuse, b.hweight_inuse],
+                riops: [a.limits[0], b.limits[0]],
+            });
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    ([0, 1].map(|i| (ios(cgroups[i]) - before[i]) as f64 / secs), views)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn skip(test: &str) -> Option<std::sync::Arc<K8s>> {
+    if skip_unless_root(test) {
+        return None;
+    }
+    K8s::shared()
+}
+
+#[test]
+fn pods_share_the_device_by_their_annotations_and_follow_their_changes() {
+    let Some(k8s) = skip("pods_share_the_device_by_their_annotations_and_follow_their_changes") else { return };
+    let _serial = one_at_a_time();
+    let (ns, node_name) = (unique("share"), unique("node"));
+    k8s.namespace(&ns, &["tier=tenant"], &[]);
+    let a = k8s.pod(&ns, "a", &node_name, &[("io.ioshare.dev/weight", "200")]);
+    let b = k8s.pod(&ns, "b", &node_name, &[("io.ioshare.dev/weight", "100")]);
+    let rig = Rig::new("kube", &["probe"]);
+    let mut node = Node::new("kube-share");
+    node.start(&a);
+    node.start(&b);
+    let (pa, pb) = (node.pod(&a), node.pod(&b));
+    let before = snapshot_at(&rig.root, &node.root);
+    let state = tempfile::tempdir().unwrap();
+
+    // Uncontrolled: both readers saturating; the model is the device's measured random-read rate.
+    let (iops, free_lat) = {
+        let _ra = fio_in(node.container(&a), rig.dev.path(), DEPTH, SATURATING);
+        let _rb = fio_in(node.container(&b), rig.dev.path(), DEPTH, SATURATING);
+        std::thread::sleep(Duration::from_millis(500));
+        let (free, _) = rates_and_views(
+            [node.container(&a), node.container(&b)],
+            ["", ""],
+            rig.devnum(),
+            state.path(),
+            Duration::from_secs(2),
+        );
+        let name = rig.dev.path().file_name().unwrap().to_string_lossy().into_owned();
+        let disk = || ioshare_host::DiskStats::read(Path::new("/sys/block"), &name).unwrap();
+        let d0 = disk();
+        std::thread::sleep(Duration::from_secs(1));
+        let d = disk().since(&d0);
+        ((free[0] + free[1]).round() as u64, d.ticks_ms[0] as f64 * 1000.0 / d.ios[0].max(1) as f64)
+    };
+    let model = format!("ssd_dfl rrandiops={iops} rseqiops={iops}");
+    let qos = format!("rpct=50 rlat={} min=20 max=500", (free_lat * 0.7).round().max(50.0));
+    let policy =
+        "[[kubernetes.policies]]\nname = \"tenants\"\nnamespace_selector = \"tier=tenant\"\nweight = [10, 500]\n";
+    let cfg = config(state.path(), rig.dev.path(), &model, Some(&qos), (&k8s.kubeconfig, &node_name, &node), policy);
+
+    with_agent(cfg, state.path(), || {
+        let _ra = fio_in(node.container(&a), rig.dev.path(), DEPTH, SATURATING);
+        let _rb = fio_in(node.container(&b), rig.dev.path(), DEPTH, SATURATING);
+        assert!(
+            wait_for(Duration::from_secs(5), || controlled(state.path(), &pa).is_some()
+                && controlled(state.path(), &pb).is_some())
+            .is_some(),
+            "both pods under control"
+        );
+        assert_eq!(controlled(state.path(), &pa), Some((200, format!("{ns}/a"))), "the status names the pod");
+        std::thread::sleep(Duration::from_millis(2000));
+        // The userspace backend plans a pod's own cgroups below it (blk-throttle is not hierarchical
+        // on v1): the readers' container cgroups carry the limits, the pods their weights.
+        let (split, views) = rates_and_views(
+            [node.container(&a), node.container(&b)],
+            [&format!("{pa}/app"), &format!("{pb}/app")],
+            rig.devnum(),
+            state.path(),
+            Duration::from_secs(3),
+        );
+        let status = Status::read(state.path()).unwrap();
+        eprintln!("{status}");
+        // Judged as the userspace backend's test judges its 2:1 rules (see there for the reasons):
+        // the hweights in the periods both competed, the limits that follow them, and the real split
+        // when the high-weight pod's limit (not the busy machine) held it.
+        let both: Vec<&View> = views
+            .iter()
+            .filter(|v| (0..2).all(|i| v.hweight_inuse[i] + DONATING_SLACK >= v.hweight_active[i]))
+            .collect();
+        let hw = median(both.iter().map(|v| v.hweight_inuse[0] / v.hweight_inuse[1]).collect());
+        let lim = median(both.iter().map(|v| v.riops[0] as f64 / v.riops[1].max(1) as f64).collect());
+        let ratio = split[0] / split[1];
+        let hi_limit = views.iter().map(|v| v.riops[0] as f64).sum::<f64>() / views.len().max(1) as f64;
+        eprintln!(
+            "uncontrolled {iops} IOPS at {free_lat:.0} µs; pods 2:1 through the agent: {:.0}+{:.0} IOPS, ratio {ratio:.2}; \
+             {} of {} periods both competing, median hweight ratio {hw:.3}, read-limit ratio {lim:.2}; load {}",
+            split[0],
+            split[1],
+            both.len(),
+            views.len(),
+            std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
+        );
+        assert!(both.len() >= 3, "both pods competed in {} of {} periods", both.len(), views.len());
+        assert!((hw / 2.0 - 1.0).abs() <= 0.02, "hweights follow the annotations 2:1: {hw:.3}");
+        assert!(lim >= 1.5, "read limits follow the hweights 2:1: {lim:.2}");
+        if split[0] >= 0.85 * hi_limit {
+            assert!((ratio / 2.0 - 1.0).abs() <= 0.15, "ratio {ratio:.2} with both at their limits");
+        } else {
+            eprintln!("ratio {ratio:.2} not judged: a did {:.0} IOPS under a mean limit of {hi_limit:.0}", split[0]);
+        }
+
+        // An annotation changed: applied within 1 s of kubectl returning.
+        k8s.kubectl(&["-n", &ns, "annotate", "--overwrite", "pod", "b", "io.ioshare.dev/weight=400"]);
+        let took = wait_for(Duration::from_secs(5), || controlled(state.path(), &pb).is_some_and(|(w, _)| w == 400));
+        eprintln!("annotation change applied after {took:?}");
+        assert!(took.is_some_and(|t| t < Duration::from_secs(1)), "took {took:?}");
+
+        // Out of policy: clamped to the range, a finding in the status, an Event on the pod.
+        k8s.kubectl(&["-n", &ns, "annotate", "--overwrite", "pod", "a", "io.ioshare.dev/weight=5000"]);
+        let took = wait_for(Duration::from_secs(5), || controlled(state.path(), &pa).is_some_and(|(w, _)| w == 500));
+        assert!(took.is_some_and(|t| t < Duration::from_secs(1)), "clamped within 1 s: {took:?}");
+        let status = Status::read(state.path()).unwrap();
+        let findings = &status.kubernetes.as_ref().unwrap().findings;
+        assert!(
+            findings.iter().any(|f| f.pod == format!("{ns}/a")
+                && f.reason == "OutOfPolicy"
+                && f.message.contains("io.ioshare.dev/weight")
+                && f.message.contains("500 applied")),
+            "{findings:?}"
+        );
+        assert!(status.to_string().contains("OutOfPolicy"), "agent status shows it:\n{status}");
+        let event = wait_for(Duration::from_secs(10), || {
+            k8s.kubectl(&["-n", &ns, "get", "events.events.k8s.io", "-o", "jsonpath={.items[*].reason}"])
+                .contains("OutOfPolicy")
+        });
+        assert!(event.is_some(), "an OutOfPolicy Event on the pod");
+
+        // Pod b deleted while its cgroup stays (kubelet removes it later): forgotten, its files
+        // restored within 1 s; then its cgroup goes without error.
+        k8s.kubectl(&["-n", &ns, "delete", "pod", "b", "--grace-period=0", "--force"]);
+        let restored = || {
+            let now = snapshot_at(&rig.root, &pb);
+            now.iter().all(|(path, v)| before.get(path).is_none_or(|b| b == v) && v.trim().is_empty())
+        };
+        let took = wait_for(Duration::from_secs(5), || controlled(state.path(), &pb).is_none() && restored());
+        eprintln!("deleted pod forgotten and restored after {took:?}");
+        assert!(took.is_some_and(|t| t < Duration::from_secs(1)), "took {took:?}");
+        drop(_rb);
+        node.stop(&b);
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(controlled(state.path(), &pa).is_some(), "a is still controlled");
+    });
+    assert_eq!(
+        snapshot_at(&rig.root, &node.root),
+        before.into_iter().filter(|(p, _)| !p.starts_with(rig.root.join(&pb))).collect(),
+        "stopping the agent restored every throttle file"
+    );
+}
+
+/// A small loop device for the tests that need a device but no real IO.
+fn small_device(dir: &Path) -> LoopDevice {
+    let file = dir.join("disk.img");
+    std::fs::write(&file, vec![0u8; 16 << 20]).unwrap();
+    LoopDevice::attach(&file, true).unwrap()
+}
+
+#[test]
+fn pods_come_and_go_each_under_control_within_a_second_of_its_cgroup() {
+    let Some(k8s) = skip("pods_come_and_go_each_under_control_within_a_second_of_its_cgroup") else { return };
+    let _serial = one_at_a_time();
+    const PODS: usize = 30;
+    let (ns, node_name) = (unique("churn"), unique("node"));
+    k8s.namespace(&ns, &[], &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let dev = small_device(dir.path());
+    let mut node = Node::new("kube-churn");
+    let state = tempfile::tempdir().unwrap();
+    let cfg = config(state.path(), dev.path(), "ssd_dfl", None, (&k8s.kubeconfig, &node_name, &node), "");
+    let delays = with_agent(cfg, state.path(), || {
+        // [cgroup last, object last]
+        let mut delays: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
+        // A pod's cgroup is named after its UID, which the API server gives, so kubelet makes it
+        // after the object exists; a static pod's after its config hash, which the test chooses, so
+        // its cgroup can come first. Half the pods each way.
+        let mut keys: Vec<String> = Vec::new();
+        let delete = |i: usize, key: &str, node: &mut Node| {
+            k8s.kubectl(&["-n", &ns, "delete", "pod", &format!("p{i}"), "--grace-period=0", "--force"]);
+            node.stop(key);
+        };
+        for i in 0..PODS {
+            let (name, weight) = (format!("p{i}"), 10 + i as u32);
+            let w = weight.to_string();
+            // From when both exist: exactly when the cgroup comes last; when the object comes last,
+            // from before kubectl sends it (an upper bound: kubectl's own run is counted).
+            let (key, both) = if i % 2 == 0 {
+                let uid = k8s.pod(&ns, &name, &node_name, &[("io.ioshare.dev/weight", &w)]);
+                node.start(&uid);
+                (uid, Instant::now())
+            } else {
+                let hash = format!("{i:032x}");
+                node.start(&hash);
+                let sent = Instant::now();
+                k8s.pod(&ns, &name, &node_name, &[("io.ioshare.dev/weight", &w), ("kubernetes.io/config.hash", &hash)]);
+                (hash, sent)
+            };
+            let rel = node.pod(&key);
+            let took =
+                wait_for(Duration::from_secs(5), || controlled(state.path(), &rel).is_some_and(|(x, _)| x == weight));
+            assert!(took.is_some(), "pod {name} never under control");
+            delays[i % 2].push(both.elapsed());
+            keys.push(key);
+            if i >= 5 {
+                // The older pods go: the API object first, then kubelet's cgroups.
+                delete(i - 5, &keys[i - 5], &mut node);
+            }
+        }
+        for (i, key) in keys.iter().enumerate().skip(PODS - 5) {
+            delete(i, key, &mut node);
+        }
+        let empty = wait_for(Duration::from_secs(5), || {
+            Status::read(state.path()).is_ok_and(|s| {
+                s.devices[0].groups.is_empty()
+                    && s.kubernetes.as_ref().is_some_and(|k| k.pods.is_empty() && k.cgroups.is_empty())
+            })
+        });
+        assert!(empty.is_some(), "nothing left: {}", Status::read(state.path()).unwrap());
+        delays
+    });
+    let pct = |d: &[Duration], q: f64| {
+        let mut d = d.to_vec();
+        d.sort();
+        d[((d.len() as f64 * q).ceil() as usize).clamp(1, d.len()) - 1]
+    };
+    let [cgroup_last, object_last] = &delays;
+    eprintln!(
+        "{PODS} pods, each under control after its cgroup and API object both existed: cgroup last p50 {:?} p99 {:?}; \
+         object last (from before kubectl, an upper bound) p50 {:?} p99 {:?}; load {}",
+        pct(cgroup_last, 0.5),
+        pct(cgroup_last, 0.99),
+        pct(object_last, 0.5),
+        pct(object_last, 0.99),
+        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
+    );
+    // Acceptance: within 1 s (discovery every 200 ms, the status every 100 ms). Where the object
+    // came last the bound includes kubectl's own run, which a loaded machine stretches: printed.
+    assert!(pct(cgroup_last, 0.99) < Duration::from_secs(1), "p99 {:?}", pct(cgroup_last, 0.99));
+}
+
+#[test]
+fn the_last_state_holds_while_the_api_server_is_away_and_changes_follow_its_return() {
+    if skip_unless_root("the_last_state_holds_while_the_api_server_is_away_and_changes_follow_its_return") {
+        return;
+    }
+    let _serial = one_at_a_time();
+    // Its own server: the other tests must not see it go away.
+    let Some(k8s) = K8s::start() else { return };
+    let (ns, node_name) = (unique("restart"), unique("node"));
+    k8s.namespace(&ns, &[], &[]);
+    let uid = k8s.pod(&ns, "keep", &node_name, &[("io.ioshare.dev/weight", "300")]);
+    let late = k8s.pod(&ns, "late", &node_name, &[("io.ioshare.dev/weight", "40")]);
+    let dir = tempfile::tempdir().unwrap();
+    let dev = small_device(dir.path());
+    let mut node = Node::new("kube-restart");
+    node.start(&uid);
+    let rel = node.pod(&uid);
+    let state = tempfile::tempdir().unwrap();
+    let cfg = config(state.path(), dev.path(), "ssd_dfl", None, (&k8s.kubeconfig, &node_name, &node), "");
+    with_agent(cfg, state.path(), || {
+        assert!(wait_for(Duration::from_secs(5), || controlled(state.path(), &rel).is_some()).is_some());
+        k8s.stop_apiserver();
+        let away = wait_for(Duration::from_secs(30), || {
+            Status::read(state.path())
+                .is_ok_and(|s| s.kubernetes.is_some_and(|k| k.api_server.starts_with("unreachable")))
+        });
+        assert!(away.is_some(), "the outage shows in the status");
+        // A cgroup that appears meanwhile for a known pod is still taken: the last state is in force.
+        node.start(&late);
+        let taken = wait_for(Duration::from_secs(1), || controlled(state.path(), &node.pod(&late)).is_some());
+        assert!(taken.is_some(), "a known pod's cgroup is taken while the API server is away");
+        assert_eq!(controlled(state.path(), &rel).map(|c| c.0), Some(300), "the last state stays in force");
+        k8s.start_apiserver();
+        let back = Instant::now();
+        k8s.kubectl(&["-n", &ns, "annotate", "--overwrite", "pod", "keep", "io.ioshare.dev/weight=900"]);
+        let took = wait_for(Duration::from_secs(30), || controlled(state.path(), &rel).is_some_and(|(w, _)| w == 900));
+        let took = took.map(|_| back.elapsed());
+        eprintln!("change applied {took:?} after the API server was back");
+        assert!(took.is_some_and(|t| t < Duration::from_secs(5)), "{took:?}");
+    });
+}
+
+#[test]
+fn the_agent_works_with_its_cluster_role_and_without_one_fails_in_one_line() {
+    let Some(k8s) = skip("the_agent_works_with_its_cluster_role_and_without_one_fails_in_one_line") else { return };
+    let _serial = one_at_a_time();
+    let (ns, node_name) = (unique("rbac"), unique("node"));
+    k8s.namespace(&ns, &[], &[]);
+    let uid = k8s.pod(&ns, "p", &node_name, &[("io.ioshare.dev/weight", "250")]);
+    k8s.kubectl(&["apply", "-f", &manifest("namespace.yaml"), "-f", &manifest("rbac.yaml")]);
+    k8s.kubectl(&["-n", &ns, "create", "serviceaccount", "nobody"]);
+    let dir = tempfile::tempdir().unwrap();
+    let dev = small_device(dir.path());
+    let mut node = Node::new("kube-rbac");
+    node.start(&uid);
+    let rel = node.pod(&uid);
+    let state = tempfile::tempdir().unwrap();
+
+    let token = k8s.kubectl(&["-n", "ioshare-system", "create", "token", "ioshare-agent"]);
+    let agent = k8s.token_kubeconfig(token.trim(), dir.path());
+    let cfg = config(state.path(), dev.path(), "ssd_dfl", None, (&agent, &node_name, &node), "");
+    with_agent(cfg, state.path(), || {
+        let took = wait_for(Duration::from_secs(5), || controlled(state.path(), &rel).is_some_and(|(w, _)| w == 250));
+        assert!(took.is_some(), "the pod is controlled with the ClusterRole's rights");
+    });
+
+    let token = k8s.kubectl(&["-n", &ns, "create", "token", "nobody"]);
+    let nobody = k8s.token_kubeconfig(token.trim(), dir.path());
+    let cfg = config(state.path(), dev.path(), "ssd_dfl", None, (&nobody, &node_name, &node), "");
+    let e = Agent::start(cfg, BackendChoice::Userspace, state.path()).expect_err("no rights, no agent").to_string();
+    eprintln!("{e}");
+    assert!(!e.contains('\n'), "{e}");
+    assert!(e.starts_with("kubernetes: the agent is not allowed to list and watch "), "{e}");
+    assert!(e.contains("rbac.yaml"), "{e}");
+    assert!(Status::read(state.path()).is_err(), "nothing written");
+}
+
+#[test]
+fn the_config_maps_agent_config_is_one_the_agent_accepts() {
+    // packaging/kubernetes/configmap.yaml's agent.toml (its block, unindented), with this machine's
+    // first block device for the nodes' disk and a built-in model for "profile" (which would
+    // measure it).
+    let yaml = std::fs::read_to_string(manifest("configmap.yaml")).unwrap();
+    let (_, block) = yaml.split_once("agent.toml: |\n").expect("data.agent.toml");
+    let text: String = block.lines().map(|l| l.strip_prefix("    ").unwrap_or(l)).collect::<Vec<_>>().join("\n");
+    let dev = std::fs::read_dir("/sys/block").unwrap().flatten().next().expect("a block device");
+    let dev = std::fs::read_to_string(dev.path().join("dev")).unwrap();
+    let text = text.replace("/dev/nvme0n1", dev.trim()).replace("model = \"profile\"", "model = \"ssd_dfl\"");
+    let config = Config::parse(&text, Path::new("agent.toml")).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let k = config.kubernetes.expect("a [kubernetes] section");
+    assert!(config.groups.is_empty(), "the pods are the groups");
+    assert_eq!((k.qos.len(), k.blockio_classes.len(), k.policies.len()), (3, 2, 1));
+}
+
+/// This process's CPU time (user + system), seconds, and resident memory, bytes.
+fn own_usage() -> (f64, u64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let fields: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split_whitespace().collect();
+    let cpu = (fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap()) / 100.0; // USER_HZ
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: u64 =
+        status.lines().find_map(|l| l.strip_prefix("VmRSS:")).unwrap().trim().trim_end_matches(" kB").parse().unwrap();
+    (cpu, kb * 1024)
+}
+
+/// The acceptance benchmark: 1 000 pods on the node (API objects, their cgroups laid out), the
+/// agent controlling all of them; its CPU while nothing changes and the memory it added.
+/// `cargo test --release -p ioshare-agent --test kubernetes -- --ignored --nocapture` (root).
+#[test]
+#[ignore = "benchmark: about a minute and a half; run with --ignored --nocapture"]
+fn a_thousand_pods_through_the_agent() {
+    const PODS: usize = 1000;
+    if skip_unless_root("a_thousand_pods_through_the_agent") {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let Some(k8s) = K8s::start() else { return };
+    let (ns, node_name) = (unique("thousand"), unique("node"));
+    k8s.namespace(&ns, &[], &[]);
+    let items: Vec<serde_json::Value> = (0..PODS)
+        .map(|i| {
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("p{i}"), "namespace": ns,
+                             "annotations": {"io.ioshare.dev/weight": format!("{}", 1 + i % 1000)}},
+                "spec": {"nodeName": node_name, "automountServiceAccountToken": false,
+                         "containers": [{"name": "app", "image": "busybox"}]}
+            })
+        })
+        .collect();
+    for chunk in items.chunks(250) {
+        let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": chunk}).to_string();
+        k8s.try_kubectl(&["create", "-f", "-"], Some(&list)).unwrap();
+    }
+    let uids = k8s.kubectl(&["-n", &ns, "get", "pods", "-o", "jsonpath={.items[*].metadata.uid}"]);
+    let mut node = Node::new("kube-thousand");
+    for uid in uids.split_whitespace() {
+        node.start(uid);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let dev = small_device(dir.path());
+    let state = tempfile::tempdir().unwrap();
+    let cfg = config(state.path(), dev.path(), "ssd_dfl", None, (&k8s.kubeconfig, &node_name, &node), "");
+    let (_, rss0) = own_usage();
+    let start = Instant::now();
+    let (took, cpu, rss) = with_agent(cfg, state.path(), || {
+        let all = wait_for(Duration::from_secs(120), || {
+            Status::read(state.path()).is_ok_and(|s| {
+                s.kubernetes.is_some_and(|k| k.pods.len() == PODS && k.pods.iter().all(|p| p.controlled))
+            })
+        });
+        assert!(all.is_some(), "all {PODS} pods under control");
+        let took = start.elapsed();
+        std::thread::sleep(Duration::from_secs(2));
+        let (cpu0, _) = own_usage();
+        std::thread::sleep(Duration::from_secs(10));
+        let (cpu1, rss) = own_usage();
+        (took, (cpu1 - cpu0) / 10.0, rss)
+    });
+    let added = rss.saturating_sub(rss0);
+    eprintln!(
+        "{PODS} pods through the agent: all under control {:.1} s after start; steady state {:.2}% of a core, \
+         {:.1} MiB added to the process; load {}",
+        took.as_secs_f64(),
+        cpu * 100.0,
+        added as f64 / (1 << 20) as f64,
+        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
+    );
+    assert!(added < 64 << 20, "memory added {added}");
+    assert!(cpu < 0.02, "steady-state CPU {:.3} of a core", cpu);
+}
