@@ -95,6 +95,7 @@ impl Agent {
         state_dir: &Path,
         sys_block: &Path,
     ) -> Result<(Agent, Option<Reverted>)> {
+        crate::rules::warn_overlaps(&config);
         let metrics = config.metrics.map(Metrics::serve).transpose()?;
         let mut roots = vec![hierarchy.root.clone()];
         roots.extend(MemoryGuard::hierarchy().map(|(root, _)| root).filter(|r| *r != hierarchy.root));
