@@ -1,7 +1,7 @@
 //! The running agent: discovery of cgroups, the backend's work each period, the status file, and
 //! revert on the way out.
 //!
-//! - Start: the backend is chosen ([`Check`]), the agent registered with the others running ([`Claim`]:
+//! - Start: the backend is chosen ([`Check`]; memory rules alone need none), the agent registered with the others running ([`Claim`]:
 //!   refused if one controls a cgroup its rules match), the [`Recorder`] opened on the state directory
 //!   (which reverts whatever a killed agent left), and the configuration applied whole: if any write fails,
 //!   everything already written is reverted and the error returned — nothing half-applied.
@@ -81,8 +81,13 @@ pub struct Agent {
 impl Agent {
     /// Starts on this host with the backend `choice`; returns what a killed agent's state file
     /// reverted, if there was one.
+    /// A configuration without devices (memory rules alone) needs no IO backend: where the host has
+    /// none, the memory hierarchy stands in and no device is planned.
     pub fn start(config: Config, choice: BackendChoice, state_dir: &Path) -> Result<(Agent, Option<Reverted>)> {
-        let (backend, hierarchy) = Check::probe().select(choice)?;
+        let (backend, hierarchy) = match Check::probe().select(choice) {
+            Err(_) if config.devices.is_empty() => memory_only()?,
+            selected => selected?,
+        };
         Agent::start_in(config, backend, hierarchy, state_dir, Path::new("/sys/block"))
     }
 
@@ -139,6 +144,15 @@ impl Agent {
         self.backend
     }
 
+    /// The backend's name, or `none` when no device is configured (memory rules alone).
+    pub fn backend_name(&self) -> &'static str {
+        if self.config.devices.is_empty() {
+            "none"
+        } else {
+            self.backend.name()
+        }
+    }
+
     /// The hierarchy in use.
     pub fn hierarchy(&self) -> &Hierarchy {
         &self.hierarchy
@@ -181,7 +195,10 @@ impl Agent {
     /// Matches the group patterns again: new cgroups are tracked (kernel backend: their weight and
     /// caps written now), vanished ones dropped.
     pub fn discover(&mut self) -> Result<()> {
-        let found = crate::rules::matched(&self.hierarchy.root, &self.config.groups);
+        let found = match self.config.devices.is_empty() {
+            true => BTreeMap::new(), // no IO control: the memory guard matches its own rules
+            false => crate::rules::matched(&self.hierarchy.root, &self.config.groups),
+        };
         let now = self.now();
         for d in &mut self.devices {
             d.mark_all_absent();
@@ -302,7 +319,7 @@ impl Agent {
             pid: std::process::id(),
             pid_start_ticks: crate::status::own_start_ticks(),
             period_ms: self.config.period.as_millis() as u64,
-            backend: self.backend.name().to_string(),
+            backend: self.backend_name().to_string(),
             root: self.hierarchy.root.clone(),
             periods: self.periods,
             updated_unix: SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()),
@@ -400,6 +417,14 @@ fn next_deadline(due: Instant, every: Duration, now: Instant) -> Instant {
     } else {
         next
     }
+}
+
+/// The hierarchy of a configuration with memory rules alone on a host without an IO backend: the
+/// memory controller's (no device is planned, so the backend does nothing).
+fn memory_only() -> Result<(Backend, Hierarchy)> {
+    let (root, v2) = MemoryGuard::needed_hierarchy()?;
+    let flavor = if v2 { crate::hierarchy::Flavor::V2 } else { crate::hierarchy::Flavor::V1 };
+    Ok((Backend::Userspace, Hierarchy { flavor, root }))
 }
 
 /// Kernel backend: the blk-throttle caps of rule `g` on device `d` — its fixed limits only (the

@@ -76,6 +76,16 @@ impl MemoryGuard {
         }
     }
 
+    /// [`MemoryGuard::hierarchy`], or the error of rules with memory settings on a host without one.
+    pub fn needed_hierarchy() -> Result<(PathBuf, bool)> {
+        Self::hierarchy().ok_or_else(|| {
+            Error::Memory(
+                "memory settings need a memory controller (cgroup v1 memory, or cgroup v2 with memory), which this host lacks"
+                    .into(),
+            )
+        })
+    }
+
     /// A guard over the config's memory rules, or `None` when no rule has one; every change it makes
     /// is journaled in `recorder`. Fails when rules have memory settings but the host has no memory
     /// controller.
@@ -83,12 +93,7 @@ impl MemoryGuard {
         if !config.groups.iter().any(|g| g.memory.is_some()) {
             return Ok(None);
         }
-        let (root, v2) = Self::hierarchy().ok_or_else(|| {
-            Error::Memory(
-                "memory settings need a memory controller (cgroup v1 memory, or cgroup v2 with memory), which this host lacks"
-                    .into(),
-            )
-        })?;
+        let (root, v2) = Self::needed_hierarchy()?;
         let mut g = MemoryGuard {
             root,
             v2,

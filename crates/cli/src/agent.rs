@@ -171,7 +171,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
                 }
             }
             tracing::info!(
-                backend = agent.backend().name(),
+                backend = agent.backend_name(),
                 root = %agent.hierarchy().root.display(),
                 state_dir = %state_dir.display(),
                 "started (Ctrl-C or SIGTERM reverts)"
