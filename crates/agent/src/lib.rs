@@ -28,6 +28,7 @@
 //! ShareCheck::probe(check, &config, choice)     // `agent check --config`: each managed cgroup's share
 //! Shares::check(&config, backend, &hierarchy, sys_block)   // per device, and flags (see [`share`])
 //! revert(state_dir) -> Option<Reverted>        // `ioshare agent revert`: a killed agent's changes
+//! fixture::{status, device, group, memory}     // example status lines for tests and benchmarks
 //! ```
 //!
 //! # What the userspace backend can and cannot do (vs kernel iocost)
@@ -49,6 +50,7 @@ pub mod claim;
 pub mod config;
 pub mod daemon;
 pub mod error;
+pub mod fixture;
 pub mod hierarchy;
 pub mod io_mix;
 pub mod latency;
