@@ -31,7 +31,7 @@
 //! rules::warn_overlaps(&config)                 // one warning each (start, reload)
 //! logging::init_in_process()                    // the same log for an agent run in-process (bench)
 //! revert(state_dir) -> Option<Reverted>        // `ioshare agent revert`: a killed agent's changes
-//! fixture::{status, device, group, memory}     // example status lines for tests and benchmarks
+//! status::fixture::{status, device, group, memory}   // example status lines for tests and benchmarks
 //! ```
 //!
 //! # What the userspace backend can and cannot do (vs kernel iocost)
@@ -53,7 +53,6 @@ pub mod claim;
 pub mod config;
 pub mod daemon;
 pub mod error;
-pub mod fixture;
 pub mod hierarchy;
 pub mod io_mix;
 pub mod latency;

@@ -327,7 +327,7 @@ mod tests {
     use std::process::{Command, Stdio};
 
     use super::*;
-    use crate::fixture;
+    use crate::status::fixture;
 
     /// A userspace agent's status: device loop3 with `groups`, the first donating with a read IOPS
     /// limit, the others held at their limits; each also memory-guarded.

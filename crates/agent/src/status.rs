@@ -7,6 +7,8 @@
 //! status must be younger than [`Status::stale_after`] — [`STALE_PERIODS`] periods, at least
 //! [`STALE_MIN`]. [`Liveness`] says which of running, exited and stale holds.
 
+pub mod fixture;
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -323,7 +325,7 @@ impl fmt::Display for Status {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixture;
+    use crate::status::fixture;
 
     #[test]
     fn round_trips_through_the_file_and_prints_a_table() {

@@ -486,9 +486,9 @@ fn a_second_agent_on_the_same_cgroups_is_refused_naming_the_first() {
     let Scene { rig, before, dir, config, .. } = &scene;
     let _readers = scene.readers();
     let glob = dir.path().join("glob.toml");
-    config_with_pattern(&rig, &glob, &format!("{}/*", rig.parent()));
+    config_with_pattern(rig, &glob, &format!("{}/*", rig.parent()));
     let elsewhere = dir.path().join("elsewhere.toml");
-    config_with_pattern(&rig, &elsewhere, &format!("{}/none", rig.parent()));
+    config_with_pattern(rig, &elsewhere, &format!("{}/none", rig.parent()));
     let first_state = tempfile::tempdir().unwrap();
     let mut first = scene.spawn(first_state.path(), "first.log");
     wait_for_limits(rig, before);

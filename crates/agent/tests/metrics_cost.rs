@@ -19,10 +19,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use ioshare_agent::fixture;
 use ioshare_agent::memory::MemoryLine;
 use ioshare_agent::metrics::Metrics;
-use ioshare_agent::status::{DeviceLine, GroupLine};
+use ioshare_agent::status::{fixture, DeviceLine, GroupLine};
 use ioshare_agent::Status;
 
 /// A userspace agent's status with `n` cgroups on one device, each memory-guarded.

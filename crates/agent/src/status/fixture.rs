@@ -5,9 +5,9 @@
 
 use ioshare_core::ModelParams;
 
+use super::{DeviceLine, GroupLine, Status};
 use crate::check::Backend;
 use crate::memory::MemoryLine;
-use crate::status::{DeviceLine, GroupLine, Status};
 
 /// Cgroup `cgroup` on a device, in `state` with `limits` (read/write IOPS, read/write bytes/s):
 /// weight 200, hweights 0.5 active and 0.25 in use, 12.5% of the device used, 1.5 ms of debt.
