@@ -1,6 +1,7 @@
 //! Which rule applies to which cgroup: the first rule whose pattern matches it wins, and — for IO,
 //! when devices are configured — a match nested below another match is skipped (its IO is already
-//! counted in its ancestor's recursive counters; the memory guard takes nested matches too).
+//! counted in its ancestor's recursive counters). The memory guard takes the first match among the
+//! rules with memory settings, nested matches included.
 //!
 //! So a rule can lose cgroups to another. Rule B loses a cgroup C it matches to rule A when
 //! - A comes before B and matches C too (*first match*), or
@@ -12,14 +13,14 @@
 //! the globs: `*` and `?` within one component, `**` is two `*`s, not a recursive match), *some*
 //! when a path matches both ([`patterns_overlap`]; for nested, A against B's pattern cut to A's
 //! depth). A rule that never applies is reported once, against the first rule that covers it;
-//! otherwise each rule it partly loses to is reported. At run time [`losing`] names, for one cgroup,
+//! otherwise each rule it partly loses to is reported, but for one that itself never applies (it
+//! takes nothing). At run time [`losing`] names, for one cgroup,
 //! the later rules that also match it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use ioshare_host::{find_cgroups, pattern_covers, pattern_matches, patterns_overlap};
-use serde::Serialize;
 
 use crate::config::{Config, GroupConfig};
 
@@ -47,8 +48,7 @@ pub fn matched(root: &Path, groups: &[GroupConfig]) -> BTreeMap<String, usize> {
 }
 
 /// How a rule loses cgroups to another.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reach {
     /// The other comes first and matches them too (the first match wins).
     First,
@@ -57,7 +57,7 @@ pub enum Reach {
 }
 
 /// A rule that loses some or all of the cgroups it can match to another rule.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Overlap {
     /// The rule (index in the configuration).
     pub rule: usize,
@@ -76,18 +76,22 @@ impl Overlap {
     /// [`Overlap::line`]).
     pub fn describe(&self, groups: &[GroupConfig]) -> String {
         let (by, n) = (&groups[self.by].cgroup, self.by + 1);
-        let memory = match groups[self.rule].memory {
-            Some(_) => "; its memory settings still apply there (the memory guard takes nested cgroups too)",
-            None => "",
+        // The memory guard takes nested matches too, and the first match among rules with memory.
+        let memory = match (groups[self.rule].memory, groups[self.by].memory, self.reach) {
+            (Some(_), _, Reach::Nested) => {
+                "; its memory settings still apply there (the memory guard takes nested cgroups too)".to_string()
+            }
+            (Some(_), None, Reach::First) => format!("; its memory settings still apply there (rule {n} has none)"),
+            _ => String::new(),
         };
         match (self.reach, self.all) {
             (Reach::First, true) => format!(
                 "never applies: rule {n} (`{by}`) comes first and matches every cgroup it matches (the first match \
-                 wins); move it above rule {n} or drop it"
+                 wins); move it above rule {n} or drop it{memory}"
             ),
             (Reach::First, false) => format!(
                 "loses the cgroups rule {n} (`{by}`) also matches, like `{}`: rule {n} comes first and wins; move it \
-                 above rule {n} if they are meant for it",
+                 above rule {n} if they are meant for it{memory}",
                 self.example
             ),
             (Reach::Nested, true) => format!(
@@ -109,7 +113,8 @@ impl Overlap {
 }
 
 /// Every rule of `groups` that can lose cgroups to another, whatever cgroups exist (see the module
-/// comment); `io`: devices are configured, so nested matches are skipped. By rule, then by the rule
+/// comment); `io`: devices are configured, so nested matches are skipped (else only rules with memory
+/// settings are matched, by the memory guard). By rule, then by the rule
 /// it loses to; a rule that never applies takes nothing, so nothing is reported lost to it.
 pub fn overlaps(groups: &[GroupConfig], io: bool) -> Vec<Overlap> {
     let all: Vec<Vec<Overlap>> = (0..groups.len()).map(|rule| losses(groups, rule, io)).collect();
@@ -131,6 +136,10 @@ fn losses(groups: &[GroupConfig], rule: usize, io: bool) -> Vec<Overlap> {
     let parts: Vec<&str> = pattern.split('/').collect();
     let mut found = Vec::new();
     for (by, other) in groups.iter().enumerate().filter(|&(by, _)| by != rule) {
+        // Without devices only the memory guard matches, and only among rules with memory settings.
+        if !io && (groups[rule].memory.is_none() || other.memory.is_none()) {
+            continue;
+        }
         let depth = other.cgroup.split('/').count();
         let (reach, lost) = if depth == parts.len() && by < rule {
             (Reach::First, pattern.clone())
@@ -244,6 +253,14 @@ mod tests {
         g[1].memory = Some(ioshare_memory::MemorySettings::default());
         let line = overlaps(&g, true)[0].line(&g);
         assert!(line.contains("never applies") && line.contains("memory settings still apply"), "{line}");
+        // First match: memory settings are lost only to a rule with memory settings.
+        let mut g = rules(&["t/*", "t/b"]);
+        g[1].memory = Some(ioshare_memory::MemorySettings::default());
+        assert!(overlaps(&g, true)[0].line(&g).ends_with("its memory settings still apply there (rule 1 has none)"));
+        assert_eq!(overlaps(&g, false), [], "the memory guard alone: rule 1 matches nothing");
+        g[0].memory = g[1].memory;
+        assert_eq!(overlaps(&g, false).len(), 1);
+        assert!(!overlaps(&g, true)[0].line(&g).contains("memory"));
         // Disjoint: nothing.
         assert_eq!(found(&["v/*/x", "w/a", "w/b*", "t/web", "t/db"], true), []);
     }
