@@ -8,18 +8,24 @@
 //!   which names its pid, state directory and rules (each rule's hierarchy root and pattern).
 //!   The kernel releases the lock when the process dies, however it dies: a file whose lock can be
 //!   taken is a dead agent's, and is removed.
-//! - Reading the others and adding one's own file happen under a lock on the directory, so two
-//!   agents starting at once cannot both pass.
+//! - Reading the others and adding one's own file happen under a lock on the registry's parent
+//!   directory, so two agents starting at once cannot both pass.
 //! - Two agents conflict when, under the same root, a cgroup is matched by a rule of each now, or a
 //!   pattern is the same in both (a cgroup created later would be matched by both).
 //! - Two agents with the same state directory are refused by the recorder (one agent per state file),
 //!   whatever their rules.
 //! - A reload re-registers the agent's new rules the same way ([`Claim::update`]), its own file aside.
+//! - Nothing is left behind: the last agent to exit removes the registry directory, and its parent
+//!   (`/run/ioshare`) if an agent made it (the one exiting, or one running when it registered: each
+//!   registration says so), each only when empty (`rmdir`). The removal is done under the parent's
+//!   lock, and an agent registering checks, once it holds that lock, that the parent is still linked
+//!   (else it was just removed: it makes it again and retries); so no registration lands in a
+//!   directory being removed.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -41,14 +47,21 @@ struct Registered {
     state_dir: PathBuf,
     /// (hierarchy root, pattern relative to it) of each rule.
     rules: Vec<(PathBuf, String)>,
+    /// The registry's parent was made by an agent (this one, or one running when it registered):
+    /// the last agent out removes it.
+    #[serde(default)]
+    made_parent: bool,
 }
 
-/// A running agent's registration: its file, locked; removed on drop.
+/// A running agent's registration: its file, locked; removed on drop, with the registry directory
+/// when that leaves it empty.
 #[derive(Debug)]
 pub struct Claim {
     path: PathBuf,
     /// Held open: the lock lives as long as the descriptor.
     file: File,
+    /// The registry's parent did not exist before this agent registered (it made it).
+    made_parent: bool,
 }
 
 impl Claim {
@@ -61,8 +74,7 @@ impl Claim {
     /// Registers `rules` (hierarchy root, pattern) for an agent with state in `state_dir`, in
     /// `registry`.
     pub fn register_in(registry: &Path, rules: Vec<(PathBuf, String)>, state_dir: &Path) -> Result<Claim> {
-        std::fs::create_dir_all(registry).map_err(|e| registry_error("cannot create", registry, e))?;
-        let _locked = check_others(registry, &rules, None)?;
+        let (_locked, made_parent) = check_others(registry, &rules, None)?;
         static SEQUENCE: AtomicU32 = AtomicU32::new(0);
         let pid = std::process::id();
         let path = registry.join(format!("{pid}-{}.json", SEQUENCE.fetch_add(1, Ordering::Relaxed)));
@@ -72,14 +84,14 @@ impl Claim {
             .truncate(true)
             .open(&path)
             .map_err(|e| registry_error("cannot create", &path, e))?;
-        let me = Registered { pid, state_dir: std::path::absolute(state_dir).unwrap_or_default(), rules };
+        let me = Registered { pid, state_dir: std::path::absolute(state_dir).unwrap_or_default(), rules, made_parent };
         let written = lock(&file, libc::LOCK_EX | libc::LOCK_NB)
             .and_then(|()| file.write_all(serde_json::to_string(&me).expect("serialises").as_bytes()));
         if let Err(e) = written {
             let _ = std::fs::remove_file(&path);
             return Err(registry_error("cannot write", &path, e));
         }
-        Ok(Claim { path, file })
+        Ok(Claim { path, file, made_parent })
     }
 
     /// Registers `config`'s rules instead of those registered (a reload): refused, the registration
@@ -91,7 +103,7 @@ impl Claim {
     /// [`Claim::update`] with the (root, pattern) of each rule.
     fn update_rules(&mut self, rules: Vec<(PathBuf, String)>) -> Result<()> {
         let registry = self.path.parent().unwrap_or(Path::new("/"));
-        let _locked = check_others(registry, &rules, Some(&self.path))?;
+        let (_locked, _) = check_others(registry, &rules, Some(&self.path))?;
         let text = std::fs::read_to_string(&self.path).map_err(|e| registry_error("cannot read", &self.path, e))?;
         let old: Registered = serde_json::from_str(&text).map_err(|e| Error::Registry(format!("{e}")))?;
         let me = Registered { rules, ..old };
@@ -107,11 +119,47 @@ fn registry_error(action: &str, path: &Path, e: io::Error) -> Error {
     Error::Registry(format!("{action} {}: {e}", path.display()))
 }
 
-/// Locks `registry` (held while the returned file lives), removes dead agents' files, and refuses
-/// `rules` if a running agent's — other than the one registered at `own` — overlap them.
-fn check_others(registry: &Path, rules: &[(PathBuf, String)], own: Option<&Path>) -> Result<File> {
-    let dir = File::open(registry).map_err(|e| registry_error("cannot open", registry, e))?;
-    lock(&dir, libc::LOCK_EX).map_err(|e| registry_error("cannot lock", registry, e))?;
+/// How often [`lock_registry`] makes the directory again when an exiting agent removed it under it.
+const VANISHED_RETRIES: usize = 100;
+
+/// Makes `registry` and its parent if needed and locks the parent (held while the returned file
+/// lives): registering, and removing the registry and the parent when the last agent exits, happen
+/// under that lock. Also whether this call made the parent. A parent found unlinked once locked was
+/// removed in between by an exiting agent: it is made again.
+fn lock_registry(registry: &Path) -> Result<(File, bool)> {
+    let failed = |e| registry_error("cannot create", registry, e);
+    let parent = registry.parent().unwrap_or(Path::new("/"));
+    let mut made_parent = false;
+    for _ in 0..VANISHED_RETRIES {
+        std::fs::create_dir_all(parent.parent().unwrap_or(Path::new("/"))).map_err(failed)?;
+        match std::fs::create_dir(parent) {
+            Ok(()) => made_parent = true,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(failed(e)),
+        }
+        let dir = match File::open(parent) {
+            Ok(dir) => dir,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(registry_error("cannot open", parent, e)),
+        };
+        lock(&dir, libc::LOCK_EX).map_err(|e| registry_error("cannot lock", parent, e))?;
+        if dir.metadata().map_err(|e| registry_error("cannot read", parent, e))?.nlink() == 0 {
+            continue;
+        }
+        match std::fs::create_dir(registry) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(failed(e)),
+            _ => return Ok((dir, made_parent)),
+        }
+    }
+    Err(Error::Registry(format!("{} keeps vanishing: another process removes it", parent.display())))
+}
+
+/// Locks `registry` ([`lock_registry`]), removes dead agents' files, and refuses `rules` if a running
+/// agent's — other than the one registered at `own` — overlap them; with the lock, whether an agent
+/// made the registry's parent (this call, or a running agent says so).
+fn check_others(registry: &Path, rules: &[(PathBuf, String)], own: Option<&Path>) -> Result<(File, bool)> {
+    let (dir, mut made_parent) = lock_registry(registry)?;
     let entries = std::fs::read_dir(registry).map_err(|e| registry_error("cannot list", registry, e))?;
     for entry in entries.flatten() {
         let path = entry.path();
@@ -127,13 +175,22 @@ fn check_others(registry: &Path, rules: &[(PathBuf, String)], own: Option<&Path>
         if let Some(cgroup) = overlap(rules, &other.rules) {
             return Err(Error::AlreadyControlled { cgroup, pid: other.pid, state_dir: other.state_dir });
         }
+        made_parent |= other.made_parent;
     }
-    Ok(dir)
+    Ok((dir, made_parent))
 }
 
 impl Drop for Claim {
+    /// Removes the file; then, under the lock on the registry's parent, the registry if empty, and
+    /// the parent if an agent made it and it is empty.
     fn drop(&mut self) {
+        let Some(registry) = self.path.parent() else { return };
+        let parent = registry.parent().unwrap_or(Path::new("/"));
+        let locked = File::open(parent).and_then(|dir| lock(&dir, libc::LOCK_EX).map(|()| dir));
         let _ = std::fs::remove_file(&self.path);
+        if locked.is_ok() && std::fs::remove_dir(registry).is_ok() && self.made_parent {
+            let _ = std::fs::remove_dir(parent);
+        }
     }
 }
 
@@ -240,16 +297,59 @@ mod tests {
         assert_eq!((registered.rules, registered.state_dir), (r("tenants/*"), PathBuf::from("/state/one")));
     }
 
+    /// The last agent out removes the registry, and the parent it made; not a parent it found.
+    #[test]
+    fn the_last_agent_out_removes_the_registry_and_the_parent_it_made() {
+        let (top, root) = (tempfile::tempdir().unwrap(), tree());
+        let (parent, registry) = (top.path().join("run"), top.path().join("run/agents"));
+        let r = |p: &str| vec![(root.path().to_path_buf(), p.to_string())];
+        let first = Claim::register_in(&registry, r("tenants/a"), Path::new("/state/one")).unwrap();
+        let second = Claim::register_in(&registry, r("tenants/b"), Path::new("/state/two")).unwrap();
+        drop(first);
+        assert!(registry.is_dir(), "another agent still runs");
+        drop(second);
+        assert!(!registry.exists() && !parent.exists(), "the first agent made both: both removed");
+
+        std::fs::create_dir(&parent).unwrap();
+        std::fs::write(parent.join("agent.state"), "").unwrap();
+        drop(Claim::register_in(&registry, r("tenants/a"), Path::new("/state/one")).unwrap());
+        assert!(!registry.exists() && parent.is_dir(), "a parent it found stays");
+        std::fs::remove_file(parent.join("agent.state")).unwrap();
+        drop(Claim::register_in(&registry, r("tenants/a"), Path::new("/state/one")).unwrap());
+        assert!(!registry.exists() && parent.is_dir(), "also when empty: it did not make it");
+    }
+
+    /// Agents starting while others exit: each registration lands in a directory that stays (none is
+    /// lost to a removal), and the last out leaves nothing.
+    #[test]
+    fn agents_starting_while_others_exit_never_lose_their_registration() {
+        let (top, root) = (tempfile::tempdir().unwrap(), tree());
+        let registry = top.path().join("run/agents");
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let (registry, root) = (&registry, root.path());
+                s.spawn(move || {
+                    for i in 0..200 {
+                        let rules = vec![(root.to_path_buf(), format!("t{t}-{i}"))];
+                        let claim = Claim::register_in(registry, rules, Path::new("/state")).unwrap();
+                        assert!(claim.path.exists(), "thread {t}, round {i}: registered in a linked directory");
+                    }
+                });
+            }
+        });
+        assert!(!top.path().join("run").exists(), "the last out removed the registry and its parent");
+    }
+
     #[test]
     fn a_dead_agents_file_is_removed() {
         let (registry, root) = (tempfile::tempdir().unwrap(), tree());
         let rules = vec![(root.path().to_path_buf(), "tenants/*".to_string())];
-        let dead = Registered { pid: 1, state_dir: "/state/dead".into(), rules: rules.clone() };
+        let dead = Registered { pid: 1, state_dir: "/state/dead".into(), rules: rules.clone(), made_parent: false };
         let stale = registry.path().join("1-0.json");
         std::fs::write(&stale, serde_json::to_string(&dead).unwrap()).unwrap();
         let claim = Claim::register_in(registry.path(), rules, Path::new("/state/new")).unwrap();
         assert!(!stale.exists());
         drop(claim);
-        assert_eq!(std::fs::read_dir(registry.path()).unwrap().count(), 0, "removed on drop");
+        assert!(!registry.path().exists(), "its file removed on drop, and the registry, empty, with it");
     }
 }

@@ -3,7 +3,7 @@
 //! ```toml
 //! period_ms = 100                  # userspace backend: planning period (default 100, 20..=10000)
 //!
-//! [[devices]]
+//! [[devices]]                      # none: the memory guard alone (rules need `memory` then)
 //! path = "/dev/loop3"              # block device path or MAJ:MIN (a whole device)
 //! model = "ssd_dfl"                # a built-in set, an io.cost.model line, or "profile" (measured
 //!                                  # at start, read-only, cached: see [`crate::profile`])
@@ -178,9 +178,6 @@ impl Config {
             Some(p) => *p.get_ref(),
             None => PERIOD_DEFAULT_MS,
         };
-        if raw.devices.is_empty() {
-            return Err(err(0, "devices", "no [[devices]] table: name at least one device to control".into()));
-        }
         if raw.groups.is_empty() && raw.kubernetes.is_none() {
             return Err(err(
                 0,
@@ -250,6 +247,15 @@ impl Config {
                 None => None,
             };
             groups.push(GroupConfig { cgroup, weight, limits, memory });
+        }
+        if devices.is_empty() && groups.iter().all(|g| g.memory.is_none()) {
+            return Err(err(
+                0,
+                "devices",
+                "nothing to control: no [[devices]] table for IO and no rule with memory settings; add a [[devices]] \
+                 table, or `memory = { ... }` to a rule for the memory guard alone"
+                    .into(),
+            ));
         }
         let metrics = match &raw.metrics {
             Some(m) => Some(ioshare_observe::endpoint::parse_addr(m.listen.get_ref()).ok_or_else(|| {
@@ -389,7 +395,8 @@ mod tests {
                 good().replace("cgroup = \"system\"", "cgroup = \"tenants/*\""),
                 "agent.toml:11: cgroup: 'tenants/*' is listed twice",
             ),
-            ("period_ms = 100\n".to_string(), "agent.toml:1: devices: no [[devices]]"),
+            ("period_ms = 100\n".to_string(), "agent.toml:1: groups: no [[groups]]"),
+            ("[[groups]]\ncgroup = \"a\"\n".to_string(), "agent.toml:1: devices: nothing to control: no [[devices]]"),
             ("[[devices]\n".to_string(), "agent.toml:1: toml:"),
         ] {
             let e = parse(&text).unwrap_err().to_string();
@@ -414,6 +421,16 @@ mod tests {
             let e = parse(&with(m)).unwrap_err().to_string();
             assert!(e.starts_with(expect), "expected '{expect}', got '{e}'");
         }
+    }
+
+    /// Memory rules alone are a configuration (the memory guard without IO control); IO rules alone too.
+    #[test]
+    fn memory_only_and_io_only_configurations_load() {
+        let c = parse("[[groups]]\ncgroup = \"tenants/*\"\nmemory = { priority = 4, limit = \"1G\" }\n").unwrap();
+        assert!(c.devices.is_empty());
+        assert_eq!(c.groups[0].memory.unwrap().priority, 4);
+        let c = parse(&good()).unwrap();
+        assert!(!c.devices.is_empty() && c.groups.iter().all(|g| g.memory.is_none()));
     }
 
     #[test]

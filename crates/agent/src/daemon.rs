@@ -1,7 +1,7 @@
 //! The running agent: discovery of cgroups, the backend's work each period, the status file, and
 //! revert on the way out.
 //!
-//! - Start: the backend is chosen ([`Check`]), the agent registered with the others running ([`Claim`]:
+//! - Start: the backend is chosen ([`Check`]; memory rules alone need none), the agent registered with the others running ([`Claim`]:
 //!   refused if one controls a cgroup its rules match), the [`Recorder`] opened on the state directory
 //!   (which reverts whatever a killed agent left), and the configuration applied whole: if any write fails,
 //!   everything already written is reverted and the error returned — nothing half-applied.
@@ -95,8 +95,13 @@ pub struct Agent {
 impl Agent {
     /// Starts on this host with the backend `choice`; returns what a killed agent's state file
     /// reverted, if there was one.
+    /// A configuration without devices (memory rules alone) needs no IO backend: where the host has
+    /// none, the memory hierarchy stands in and no device is planned.
     pub fn start(config: Config, choice: BackendChoice, state_dir: &Path) -> Result<(Agent, Option<Reverted>)> {
-        let (backend, hierarchy) = Check::probe().select(choice)?;
+        let (backend, hierarchy) = match Check::probe().select(choice) {
+            Err(_) if config.devices.is_empty() => memory_only()?,
+            selected => selected?,
+        };
         Agent::start_in(config, backend, hierarchy, state_dir, Path::new("/sys/block"))
     }
 
@@ -109,6 +114,7 @@ impl Agent {
         state_dir: &Path,
         sys_block: &Path,
     ) -> Result<(Agent, Option<Reverted>)> {
+        crate::rules::warn_overlaps(&config);
         let metrics = config.metrics.map(Metrics::serve).transpose()?;
         // Before anything is written: a source that cannot work stops the start with its line.
         let pods = config.kubernetes.as_ref().map(|k| Pods::start(k, &hierarchy.root)).transpose()?;
@@ -159,6 +165,15 @@ impl Agent {
         self.backend
     }
 
+    /// The backend's name, or `none` when no device is configured (memory rules alone).
+    pub fn backend_name(&self) -> &'static str {
+        if self.config.devices.is_empty() {
+            "none"
+        } else {
+            self.backend.name()
+        }
+    }
+
     /// The hierarchy in use.
     pub fn hierarchy(&self) -> &Hierarchy {
         &self.hierarchy
@@ -206,7 +221,10 @@ impl Agent {
             p.drain()?;
         }
         let pods = self.pods.as_ref().map_or(&[][..], |p| p.targets());
-        let found = targets(&self.hierarchy.root, &self.config.groups, pods);
+        let found = match self.config.devices.is_empty() {
+            true => BTreeMap::new(), // no IO control: the memory guard matches its own rules
+            false => targets(&self.hierarchy.root, &self.config.groups, pods),
+        };
         let now = self.now();
         for d in &mut self.devices {
             d.mark_all_absent();
@@ -359,7 +377,7 @@ impl Agent {
             pid: std::process::id(),
             pid_start_ticks: crate::status::own_start_ticks(),
             period_ms: self.config.period.as_millis() as u64,
-            backend: self.backend.name().to_string(),
+            backend: self.backend_name().to_string(),
             root: self.hierarchy.root.clone(),
             periods: self.periods,
             updated_unix: SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()),
@@ -458,6 +476,14 @@ fn next_deadline(due: Instant, every: Duration, now: Instant) -> Instant {
     } else {
         next
     }
+}
+
+/// The hierarchy of a configuration with memory rules alone on a host without an IO backend: the
+/// memory controller's (no device is planned, so the backend does nothing).
+fn memory_only() -> Result<(Backend, Hierarchy)> {
+    let (root, v2) = MemoryGuard::needed_hierarchy()?;
+    let flavor = if v2 { crate::hierarchy::Flavor::V2 } else { crate::hierarchy::Flavor::V1 };
+    Ok((Backend::Userspace, Hierarchy { flavor, root }))
 }
 
 /// Kernel backend: the blk-throttle caps of fixed `limits` on device `d` (the kernel's iocost does

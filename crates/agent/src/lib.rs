@@ -27,7 +27,11 @@
 //! Status::read(state_dir) -> Status             // what `ioshare agent status` prints
 //! ShareCheck::probe(check, &config, choice)     // `agent check --config`: each managed cgroup's share
 //! Shares::check(&config, backend, &hierarchy, sys_block)   // per device, and flags (see [`share`])
+//! rules::overlaps(&groups, io) -> Vec<Overlap>  // rules that lose cgroups to others (all or some);
+//! rules::warn_overlaps(&config)                 // one warning each (start, reload)
+//! logging::init_in_process()                    // the same log for an agent run in-process (bench)
 //! revert(state_dir) -> Option<Reverted>        // `ioshare agent revert`: a killed agent's changes
+//! status::fixture::{status, device, group, memory}   // example status lines for tests and benchmarks
 //! ```
 //!
 //! # What the userspace backend can and cannot do (vs kernel iocost)

@@ -13,8 +13,9 @@
 //!
 //! The filter is `--log-level`, else the [`LOG_ENV`] environment variable, else `info`; either is
 //! tracing-subscriber's `EnvFilter` syntax: a level (`debug`), or per module
-//! (`ioshare_agent::userspace=trace,info`). Code that runs the agent in-process without calling
-//! [`init`] (tests, the bench) logs nothing.
+//! (`ioshare_agent::userspace=trace,info`). Code that runs the agent in-process beside output of its
+//! own (the bench's agent scenario) calls [`init_in_process`]: the same log, at `warn` unless the
+//! environment says otherwise; code that calls neither (most tests) logs nothing.
 
 use std::io::IsTerminal;
 
@@ -48,6 +49,22 @@ pub fn init(level: Option<&str>, format: LogFormat) -> Result<()> {
     let ansi = format == LogFormat::Text && std::io::stderr().is_terminal();
     tracing::subscriber::set_global_default(subscriber(filter, format, ansi, std::io::stderr))
         .map_err(|e| Error::Log(format!("cannot install the log: {e}")))
+}
+
+/// The filter [`init_in_process`] uses when [`LOG_ENV`] gives none: the agent's warnings and errors.
+pub const IN_PROCESS_LEVEL: &str = "warn";
+
+/// [`init`] for a process that runs the agent beside output of its own (`ioshare bench`): text on
+/// stderr, filtered by [`LOG_ENV`], else [`IN_PROCESS_LEVEL`]. A process whose log is installed
+/// already (by `init`, or an earlier call) keeps it.
+pub fn init_in_process() -> Result<()> {
+    static ONCE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _once = ONCE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if tracing::dispatcher::has_been_set() {
+        return Ok(());
+    }
+    let env_gives_one = std::env::var(LOG_ENV).is_ok_and(|e| !e.trim().is_empty());
+    init((!env_gives_one).then_some(IN_PROCESS_LEVEL), LogFormat::Text)
 }
 
 /// The filter from `--log-level` (`level`), else the environment's value (`env`), else the default.

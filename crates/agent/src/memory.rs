@@ -76,6 +76,16 @@ impl MemoryGuard {
         }
     }
 
+    /// [`MemoryGuard::hierarchy`], or the error of memory settings on a host without one.
+    pub fn needed_hierarchy() -> Result<(PathBuf, bool)> {
+        Self::hierarchy().ok_or_else(|| {
+            Error::Memory(
+                "memory settings need a memory controller (cgroup v1 memory, or cgroup v2 with memory), which this host lacks"
+                    .into(),
+            )
+        })
+    }
+
     /// A guard over the config's memory rules and the `exact` cgroups (relative paths: pods' cgroups,
     /// guarded where they exist), or `None` when none asks for it; every change it makes is journaled
     /// in `recorder`. Fails when memory settings are asked for but the host has no memory controller.
@@ -87,12 +97,7 @@ impl MemoryGuard {
         if !config.groups.iter().any(|g| g.memory.is_some()) && exact.is_empty() {
             return Ok(None);
         }
-        let (root, v2) = Self::hierarchy().ok_or_else(|| {
-            Error::Memory(
-                "memory settings need a memory controller (cgroup v1 memory, or cgroup v2 with memory), which this host lacks"
-                    .into(),
-            )
-        })?;
+        let (root, v2) = Self::needed_hierarchy()?;
         let mut g = MemoryGuard {
             root,
             v2,

@@ -334,73 +334,21 @@ mod tests {
     use std::io::{Read, Write};
     use std::process::{Command, Stdio};
 
-    use ioshare_core::ModelParams;
-
     use super::*;
-    use crate::memory::MemoryLine;
-
-    fn group(cgroup: &str, state: &str, limits: [u64; 4]) -> GroupLine {
-        GroupLine {
-            cgroup: cgroup.into(),
-            weight: 200,
-            hweight_active: 0.5,
-            hweight_inuse: 0.25,
-            usage_share: 0.125,
-            limits,
-            state: state.into(),
-            debt_us: 1500,
-        }
-    }
-
-    fn memory(cgroup: &str) -> MemoryLine {
-        MemoryLine {
-            cgroup: cgroup.into(),
-            priority: 2,
-            usage: 300 << 20,
-            limit: Some(512 << 20),
-            watermarks: Some((400 << 20, 397 << 20)),
-            last_reclaim: Some((12 << 20, 3.5)),
-            oom_kills: 1,
-            kernel_kills: 2,
-            pressure: Some((2.5, 0.75)),
-            reclaims: 3,
-            reclaim_seconds: 0.5,
-        }
-    }
+    use crate::status::fixture;
 
     /// A userspace agent's status: device loop3 with `groups`, the first donating with a read IOPS
     /// limit, the others held at their limits; each also memory-guarded.
     fn status(groups: &[&str]) -> Status {
-        Status {
-            pid: 1,
-            pid_start_ticks: None,
-            period_ms: 100,
-            backend: Backend::Userspace.name().into(),
-            root: "/sys/fs/cgroup/blkio".into(),
-            periods: 7,
-            updated_unix: 0.0,
-            devices: vec![DeviceLine {
-                device: "loop3".into(),
-                dev: "7:3".into(),
-                vrate_pct: 87.5,
-                busy_level: -2,
-                lat_us: [350.0, 0.0],
-                target_us: [1000, 0],
-                missed_ppm: [12_500, 0],
-                model: Some(ModelParams::SSD_DFL),
-                groups: groups
-                    .iter()
-                    .enumerate()
-                    .map(|(i, g)| match i {
-                        0 => group(g, "donating", [30000, 0, 0, 0]),
-                        _ => group(g, "limited", [100, 0, 0, 409600]),
-                    })
-                    .collect(),
-            }],
-            memory: groups.iter().map(|g| memory(g)).collect(),
-            shares: None,
-            kubernetes: None,
-        }
+        let lines = groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| match i {
+                0 => fixture::group(g, "donating", [30000, 0, 0, 0]),
+                _ => fixture::group(g, "limited", [100, 0, 0, 409600]),
+            })
+            .collect();
+        fixture::status(vec![fixture::device(lines)], groups.iter().map(|g| fixture::memory(g)).collect())
     }
 
     fn scrape(m: &Metrics) -> String {

@@ -1,17 +1,28 @@
-//! Which rule applies to which cgroup: the first rule whose pattern matches it wins, and a match nested
-//! below another match is skipped (its IO is already counted in its ancestor's recursive counters).
+//! Which rule applies to which cgroup: the first rule whose pattern matches it wins, and — for IO,
+//! when devices are configured — a match nested below another match is skipped (its IO is already
+//! counted in its ancestor's recursive counters). The memory guard takes the first match among the
+//! rules with memory settings, nested matches included.
 //!
-//! So a rule can lose a cgroup to another rule ([`losing`]: a later rule that matches a cgroup an
-//! earlier one took), or never apply at all ([`never_applying`]: an earlier rule covers its pattern, or
-//! another rule matches an ancestor of everything it matches). Covering is decided on the patterns
-//! ([`pattern_covers`]: sound, so a rule is never reported that could apply).
+//! So a rule can lose cgroups to another. Rule B loses a cgroup C it matches to rule A when
+//! - A comes before B and matches C too (*first match*), or
+//! - A matches an ancestor of C (*nested*, IO only, whatever the order).
+//!
+//! [`overlaps`] finds, on the patterns alone (whatever cgroups exist now), every rule that can lose
+//! cgroups this way, so the agent can say so at load and `agent check` can list it: B loses *all* its
+//! cgroups (never applies) when A's pattern matches every path B's can ([`pattern_covers`], exact on
+//! the globs: `*` and `?` within one component, `**` is two `*`s, not a recursive match), *some*
+//! when a path matches both ([`patterns_overlap`]; for nested, A against B's pattern cut to A's
+//! depth). A rule that never applies is reported once, against the first rule that covers it;
+//! otherwise each rule it partly loses to is reported, but for one that itself never applies (it
+//! takes nothing). At run time [`losing`] names, for one cgroup,
+//! the later rules that also match it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use ioshare_host::{find_cgroups, pattern_covers, pattern_matches};
+use ioshare_host::{find_cgroups, pattern_covers, pattern_matches, patterns_overlap};
 
-use crate::config::GroupConfig;
+use crate::config::{Config, GroupConfig};
 
 /// Every cgroup below `root` the rules `groups` match now, with the index of the first rule matching
 /// it; nested matches dropped.
@@ -36,34 +47,127 @@ pub fn matched(root: &Path, groups: &[GroupConfig]) -> BTreeMap<String, usize> {
     found
 }
 
-/// A rule that can never apply to any cgroup, and the rule that takes its cgroups.
+/// How a rule loses cgroups to another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Shadowed {
-    /// The rule (index in the configuration).
-    pub rule: usize,
-    /// The rule that takes its cgroups.
-    pub by: usize,
-    /// `false`: `by` comes first and matches all it matches; `true`: `by` matches an ancestor of
-    /// every cgroup it matches.
-    pub nested: bool,
+pub enum Reach {
+    /// The other comes first and matches them too (the first match wins).
+    First,
+    /// The other matches an ancestor of theirs (IO: a match nested below another is skipped).
+    Nested,
 }
 
-/// The rules of `groups` that can never apply, whatever cgroups exist.
-pub fn never_applying(groups: &[GroupConfig]) -> Vec<Shadowed> {
-    let mut out = Vec::new();
-    for (rule, g) in groups.iter().enumerate() {
-        let parts: Vec<&str> = g.cgroup.split('/').collect();
-        let earlier = (0..rule).find(|&by| pattern_covers(&groups[by].cgroup, &g.cgroup));
-        let above = |by: usize| {
-            let depth = groups[by].cgroup.split('/').count();
-            by != rule && depth < parts.len() && pattern_covers(&groups[by].cgroup, &parts[..depth].join("/"))
+/// A rule that loses some or all of the cgroups it can match to another rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Overlap {
+    /// The rule (index in the configuration).
+    pub rule: usize,
+    /// The rule that takes them.
+    pub by: usize,
+    /// How.
+    pub reach: Reach,
+    /// It loses every cgroup it can match: it never applies.
+    pub all: bool,
+    /// A cgroup path it loses (an example: the shortest such path).
+    pub example: String,
+}
+
+impl Overlap {
+    /// One line saying what the rule loses and what to do, without naming the rule itself (see
+    /// [`Overlap::line`]).
+    pub fn describe(&self, groups: &[GroupConfig]) -> String {
+        let (by, n) = (&groups[self.by].cgroup, self.by + 1);
+        // The memory guard takes nested matches too, and the first match among rules with memory.
+        let memory = match (groups[self.rule].memory, groups[self.by].memory, self.reach) {
+            (Some(_), _, Reach::Nested) => {
+                "; its memory settings still apply there (the memory guard takes nested cgroups too)".to_string()
+            }
+            (Some(_), None, Reach::First) => format!("; its memory settings still apply there (rule {n} has none)"),
+            _ => String::new(),
         };
-        match earlier {
-            Some(by) => out.push(Shadowed { rule, by, nested: false }),
-            None => out.extend((0..groups.len()).find(|&by| above(by)).map(|by| Shadowed { rule, by, nested: true })),
+        match (self.reach, self.all) {
+            (Reach::First, true) => format!(
+                "never applies: rule {n} (`{by}`) comes first and matches every cgroup it matches (the first match \
+                 wins); move it above rule {n} or drop it{memory}"
+            ),
+            (Reach::First, false) => format!(
+                "loses the cgroups rule {n} (`{by}`) also matches, like `{}`: rule {n} comes first and wins; move it \
+                 above rule {n} if they are meant for it{memory}",
+                self.example
+            ),
+            (Reach::Nested, true) => format!(
+                "never applies: every cgroup it matches lies below one rule {n} (`{by}`) matches, whose counters \
+                 already include it (nested matches are skipped); drop it or narrow rule {n}{memory}"
+            ),
+            (Reach::Nested, false) => format!(
+                "loses the cgroups below one rule {n} (`{by}`) matches, like `{}`: that match's counters already \
+                 include them (nested matches are skipped){memory}",
+                self.example
+            ),
+        }
+    }
+
+    /// [`Overlap::describe`] after the rule's number and pattern: the agent's warning at load.
+    pub fn line(&self, groups: &[GroupConfig]) -> String {
+        format!("rule {} (`{}`) {}", self.rule + 1, groups[self.rule].cgroup, self.describe(groups))
+    }
+}
+
+/// Every rule of `groups` that can lose cgroups to another, whatever cgroups exist (see the module
+/// comment); `io`: devices are configured, so nested matches are skipped (else only rules with memory
+/// settings are matched, by the memory guard). By rule, then by the rule
+/// it loses to; a rule that never applies takes nothing, so nothing is reported lost to it.
+pub fn overlaps(groups: &[GroupConfig], io: bool) -> Vec<Overlap> {
+    let all: Vec<Vec<Overlap>> = (0..groups.len()).map(|rule| losses(groups, rule, io)).collect();
+    let never: Vec<bool> = all.iter().map(|found| found.iter().any(|o| o.all)).collect();
+    let mut out = Vec::new();
+    for found in all {
+        // Never applies: the first rule covering it says all; else every partial loss.
+        match found.iter().filter(|o| o.all).min_by_key(|o| (o.reach == Reach::Nested, o.by)) {
+            Some(o) => out.push(o.clone()),
+            None => out.extend(found.into_iter().filter(|o| !never[o.by])),
         }
     }
     out
+}
+
+/// What rule `rule` can lose to each other rule.
+fn losses(groups: &[GroupConfig], rule: usize, io: bool) -> Vec<Overlap> {
+    let pattern = &groups[rule].cgroup;
+    let parts: Vec<&str> = pattern.split('/').collect();
+    let mut found = Vec::new();
+    for (by, other) in groups.iter().enumerate().filter(|&(by, _)| by != rule) {
+        // Without devices only the memory guard matches, and only among rules with memory settings.
+        if !io && (groups[rule].memory.is_none() || other.memory.is_none()) {
+            continue;
+        }
+        let depth = other.cgroup.split('/').count();
+        let (reach, lost) = if depth == parts.len() && by < rule {
+            (Reach::First, pattern.clone())
+        } else if io && depth < parts.len() {
+            (Reach::Nested, parts[..depth].join("/"))
+        } else {
+            continue;
+        };
+        let Some(common) = patterns_overlap(&other.cgroup, &lost) else { continue };
+        let example = match reach {
+            Reach::First => common,
+            // Below the ancestor both match: the rest of the rule's pattern, spelled out.
+            Reach::Nested => {
+                let rest = parts[depth..].join("/");
+                format!("{common}/{}", patterns_overlap(&rest, &rest).unwrap_or(rest))
+            }
+        };
+        found.push(Overlap { rule, by, reach, all: pattern_covers(&other.cgroup, &lost), example });
+    }
+    found
+}
+
+/// Logs the [`overlaps`] of `config`'s rules, one warning line each (the agent at start and on
+/// reload).
+pub fn warn_overlaps(config: &Config) {
+    for o in overlaps(&config.groups, !config.devices.is_empty()) {
+        tracing::warn!(rule = o.rule + 1, by = o.by + 1, "{}", o.line(&config.groups));
+    }
 }
 
 /// The rules after `rule` that also match cgroup `rel`, which `rule` took (the first match wins).
@@ -96,22 +200,69 @@ mod tests {
         assert_eq!(found, want, "t/db/inner is below t/db's match");
     }
 
+    /// (rule, by, reach, all) of each overlap, counted from 1 as in the file.
+    fn found(patterns: &[&str], io: bool) -> Vec<(usize, usize, Reach, bool)> {
+        overlaps(&rules(patterns), io).iter().map(|o| (o.rule + 1, o.by + 1, o.reach, o.all)).collect()
+    }
+
     #[test]
-    fn rules_that_never_apply_are_found_on_the_patterns() {
-        let g = rules(&["t/*", "t/web", "u/w?b", "u/web", "t/*/inner", "v/*/x", "v/a", "w/a*"]);
+    fn a_later_rule_an_earlier_one_covers_never_applies() {
+        use Reach::*;
+        assert_eq!(found(&["tenants/*", "tenants/b"], true), [(2, 1, First, true)]);
+        // A rule that never applies takes nothing: nothing is lost to it (rule 2 here).
         assert_eq!(
-            never_applying(&g),
-            [
-                Shadowed { rule: 1, by: 0, nested: false },
-                Shadowed { rule: 3, by: 2, nested: false },
-                Shadowed { rule: 4, by: 0, nested: true },
-            ],
-            "v/*/x can still apply below v/b; v/a covers nothing of it; w/a* is alone"
+            found(&["t/w?b", "t/web", "t/w*b", "t/*"], true),
+            [(2, 1, First, true), (3, 1, First, false), (4, 1, First, false), (4, 3, First, false)]
         );
-        // A more specific rule first is what makes it apply; the general one still takes the rest.
-        assert!(never_applying(&rules(&["t/web", "t/*"])).is_empty());
-        // Nesting does not depend on the order.
-        assert_eq!(never_applying(&rules(&["t/*/inner", "t/*"])), [Shadowed { rule: 0, by: 1, nested: true }]);
+        // Identical in what they match, though spelled differently (identical spellings are refused
+        // at load as listed twice).
+        assert_eq!(found(&["t/*?", "t/?*"], true), [(2, 1, First, true)]);
+        // `**` is two stars within one component, not a recursive match.
+        assert_eq!(found(&["t/**", "t/x"], true), [(2, 1, First, true)]);
+        assert_eq!(found(&["t/**", "t/x/y"], false), [], "no overlap across depths without IO");
+        // The more specific one first: both apply (the general one takes the rest).
+        assert_eq!(found(&["t/web", "t/*"], true), [(2, 1, First, false)]);
+        // Reported once, against the first that covers it.
+        assert_eq!(found(&["t/*", "t/a*", "t/ab"], true), [(2, 1, First, true), (3, 1, First, true)]);
+    }
+
+    #[test]
+    fn partial_overlaps_lose_the_cgroups_both_match() {
+        use Reach::*;
+        let g = rules(&["t/a*", "t/*b", "t/c*x", "u/*"]);
+        let o = overlaps(&g, true);
+        assert_eq!(o.len(), 1, "{o:?}");
+        assert_eq!((o[0].rule, o[0].by, o[0].reach, o[0].all, o[0].example.as_str()), (1, 0, First, false, "t/ab"));
+        let line = o[0].line(&g);
+        assert!(line.starts_with("rule 2 (`t/*b`) loses the cgroups rule 1 (`t/a*`) also matches, like `t/ab`"));
+        assert!(!line.contains('\n'), "{line}");
+    }
+
+    #[test]
+    fn nested_matches_are_lost_for_io_in_any_order() {
+        use Reach::*;
+        assert_eq!(found(&["t/*/inner", "t/*"], true), [(1, 2, Nested, true)]);
+        assert_eq!(found(&["t/*", "t/*/inner"], true), [(2, 1, Nested, true)]);
+        // Only below t/a*: partly.
+        let g = rules(&["t/*/x", "t/a*"]);
+        let o = overlaps(&g, true);
+        assert_eq!((o.len(), o[0].reach, o[0].all, o[0].example.as_str()), (1, Nested, false, "t/a/x"), "{o:?}");
+        // A memory-only configuration guards nested cgroups too.
+        assert_eq!(found(&["t/*/inner", "t/*"], false), []);
+        let mut g = rules(&["t/*", "t/*/inner"]);
+        g[1].memory = Some(ioshare_memory::MemorySettings::default());
+        let line = overlaps(&g, true)[0].line(&g);
+        assert!(line.contains("never applies") && line.contains("memory settings still apply"), "{line}");
+        // First match: memory settings are lost only to a rule with memory settings.
+        let mut g = rules(&["t/*", "t/b"]);
+        g[1].memory = Some(ioshare_memory::MemorySettings::default());
+        assert!(overlaps(&g, true)[0].line(&g).ends_with("its memory settings still apply there (rule 1 has none)"));
+        assert_eq!(overlaps(&g, false), [], "the memory guard alone: rule 1 matches nothing");
+        g[0].memory = g[1].memory;
+        assert_eq!(overlaps(&g, false).len(), 1);
+        assert!(!overlaps(&g, true)[0].line(&g).contains("memory"));
+        // Disjoint: nothing.
+        assert_eq!(found(&["v/*/x", "w/a", "w/b*", "t/web", "t/db"], true), []);
     }
 
     #[test]

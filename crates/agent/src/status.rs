@@ -7,6 +7,8 @@
 //! status must be younger than [`Status::stale_after`] — [`STALE_PERIODS`] periods, at least
 //! [`STALE_MIN`]. [`Liveness`] says which of running, exited and stale holds.
 
+pub mod fixture;
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -362,53 +364,23 @@ impl Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::status::fixture;
 
     #[test]
     fn round_trips_through_the_file_and_prints_a_table() {
         let dir = tempfile::tempdir().unwrap();
+        let web = GroupLine {
+            hweight_active: 0.667,
+            hweight_inuse: 0.667,
+            usage_share: 0.6,
+            ..fixture::group("tenants/web", "limited", [30000, 100, 122880000, 409600])
+        };
+        let loop3 = DeviceLine { vrate_pct: 100.0, ..fixture::device(vec![web]) };
         let s = Status {
             pid: 42,
             pid_start_ticks: Some(1000),
-            period_ms: 100,
-            backend: "userspace".into(),
-            root: "/sys/fs/cgroup/blkio".into(),
-            periods: 7,
             updated_unix: 1.5,
-            devices: vec![DeviceLine {
-                device: "loop3".into(),
-                dev: "7:3".into(),
-                vrate_pct: 100.0,
-                busy_level: -2,
-                lat_us: [350.0, 0.0],
-                target_us: [1000, 0],
-                missed_ppm: [12_000, 0],
-                model: Some(ioshare_core::ModelParams::SSD_DFL),
-                groups: vec![GroupLine {
-                    cgroup: "tenants/web".into(),
-                    weight: 200,
-                    hweight_active: 0.667,
-                    hweight_inuse: 0.667,
-                    usage_share: 0.6,
-                    limits: [30000, 100, 122880000, 409600],
-                    state: "limited".into(),
-                    debt_us: 1500,
-                }],
-            }],
-            memory: vec![crate::memory::MemoryLine {
-                cgroup: "tenants/batch".into(),
-                priority: 2,
-                usage: 300 << 20,
-                limit: Some(512 << 20),
-                watermarks: Some((400 << 20, 397 << 20)),
-                last_reclaim: Some((12 << 20, 3.5)),
-                oom_kills: 1,
-                kernel_kills: 0,
-                pressure: Some((2.5, 0.75)),
-                reclaims: 3,
-                reclaim_seconds: 0.0105,
-            }],
-            shares: None,
-            kubernetes: None,
+            ..fixture::status(vec![loop3], vec![fixture::memory("tenants/batch")])
         };
         s.write(dir.path()).unwrap();
         assert_eq!(Status::read(dir.path()).unwrap(), s);
@@ -429,14 +401,9 @@ mod tests {
             pid: 42,
             pid_start_ticks: Some(1000),
             period_ms,
-            backend: "userspace".into(),
-            root: "/sys/fs/cgroup/blkio".into(),
             periods: 190,
             updated_unix,
-            devices: Vec::new(),
-            memory: Vec::new(),
-            shares: None,
-            kubernetes: None,
+            ..fixture::status(Vec::new(), Vec::new())
         }
     }
 

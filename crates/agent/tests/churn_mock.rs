@@ -6,26 +6,15 @@
 //! The real thing, with fio-like readers on a loop device and the agent in its own process, is
 //! `churn.rs`.
 
+mod common;
+
 use std::collections::{BTreeSet, VecDeque};
 use std::path::Path;
 use std::time::Duration;
 
-use ioshare_agent::{Agent, Backend, Config, Flavor, Hierarchy};
+use common::v2_mock::V2Tree;
+use ioshare_agent::Backend;
 use ioshare_host::STATE_FILE;
-
-/// A whole block device of this host (configuration validation resolves devices for real).
-fn some_device() -> String {
-    let entry = std::fs::read_dir("/sys/block").unwrap().flatten().next().expect("a block device");
-    std::fs::read_to_string(entry.path().join("dev")).unwrap().trim().to_string()
-}
-
-/// A v2 cgroup directory with the `io` files a fresh cgroup has.
-fn cgroup(dir: &Path) {
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(dir.join("io.weight"), "default 100\n").unwrap();
-    std::fs::write(dir.join("io.max"), "").unwrap();
-    std::fs::write(dir.join("io.stat"), "").unwrap();
-}
 
 /// The files the state file has entries for.
 fn state_files(state: &Path) -> BTreeSet<String> {
@@ -50,15 +39,11 @@ fn churned_cgroups_leave_nothing_behind_and_periods_stay_short() {
     const STEPS: usize = 300;
     const PER_STEP: usize = 10;
     const ALIVE: usize = 40;
-    let root = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let dev = some_device();
-    cgroup(&root.path().join("tenants/keep"));
-    let text = format!("[[devices]]\npath = \"{dev}\"\nmodel = \"ssd_dfl\"\n[[groups]]\ncgroup = \"tenants/*\"\n");
-    let config = Config::parse(&text, Path::new("agent.toml")).unwrap();
-    let hierarchy = Hierarchy { flavor: Flavor::V2, root: root.path().to_path_buf() };
-    let (mut agent, _) =
-        Agent::start_in(config, Backend::Userspace, hierarchy, state.path(), Path::new("/sys/block")).unwrap();
+    let tree = V2Tree::new();
+    tree.cgroup("tenants/keep");
+    let text =
+        format!("[[devices]]\npath = \"{}\"\nmodel = \"ssd_dfl\"\n[[groups]]\ncgroup = \"tenants/*\"\n", tree.dev);
+    let (mut agent, _) = tree.start(&text, Backend::Userspace).unwrap();
     let mut alive: VecDeque<(String, u64)> = VecDeque::from([("keep".to_string(), 0)]);
     let mut took: Vec<Duration> = Vec::new();
     let mut created = 0;
@@ -66,23 +51,22 @@ fn churned_cgroups_leave_nothing_behind_and_periods_stay_short() {
         for _ in 0..PER_STEP {
             created += 1;
             let name = format!("c{created:05}");
-            cgroup(&root.path().join("tenants").join(&name));
+            tree.cgroup(&format!("tenants/{name}"));
             alive.push_back((name, 0));
         }
         while alive.len() > ALIVE {
             let (name, _) = alive.remove(1).unwrap(); // the oldest but `keep`
-            std::fs::remove_dir_all(root.path().join("tenants").join(name)).unwrap();
+            std::fs::remove_dir_all(tree.path(&format!("tenants/{name}"))).unwrap();
         }
         agent.discover().unwrap();
         // Nothing of a vanished cgroup in the state file once discovery saw it go.
-        let files = state_files(state.path());
+        let files = state_files(tree.state.path());
         let stale: Vec<&String> = files.iter().filter(|f| !Path::new(f).exists()).collect();
         assert!(stale.is_empty(), "entries of vanished cgroups: {stale:?}");
         // Every live cgroup did 50 random reads since the last period.
         for (name, rios) in alive.iter_mut() {
             *rios += 50;
-            let line = format!("{dev} rbytes={} wbytes=0 rios={rios} wios=0 dbytes=0 dios=0\n", *rios * 4096);
-            std::fs::write(root.path().join("tenants").join(name).join("io.stat"), line).unwrap();
+            tree.reads(&format!("tenants/{name}"), *rios);
         }
         let start = thread_cpu();
         agent.period().unwrap();

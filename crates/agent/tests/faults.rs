@@ -143,6 +143,51 @@ fn config_for(rig: &Rig, weights: &[u32], period_ms: u64) -> (tempfile::TempDir,
     (dir, file)
 }
 
+/// What every test here starts from: the host's disk to itself (one test at a time), a rig with
+/// cgroups `a` and `b`, the snapshot of its throttle files before anything, and a directory of the
+/// test with a configuration for the rig. Field order is drop order: the lock goes last.
+struct Scene {
+    dir: tempfile::TempDir,
+    config: PathBuf,
+    before: BTreeMap<PathBuf, String>,
+    rig: Rig,
+    _serial: std::sync::MutexGuard<'static, ()>,
+}
+
+impl Scene {
+    /// The scene of test `test` (`name`: its cgroups' parent), the configuration giving the first
+    /// `weights.len()` cgroups those weights, planning every `period_ms`; `None` (skipped) without root.
+    fn new(test: &str, name: &str, weights: &[u32], period_ms: u64) -> Option<Scene> {
+        if skip_unless_root(test) {
+            return None;
+        }
+        let _serial = one_at_a_time();
+        let rig = Rig::new(name, &["a", "b"]);
+        let before = rig.snapshot();
+        let (dir, config) = config_for(&rig, weights, period_ms);
+        Some(Scene { dir, config, before, rig, _serial })
+    }
+
+    /// `n` more cgroups (`x0000`, ...) beside `a` and `b`, the snapshot taken again with them.
+    fn extra_cgroups(&mut self, n: usize) -> Vec<BlkioCgroup> {
+        let parent = self.rig.parent();
+        let extra = (0..n).map(|i| BlkioCgroup::create(&format!("{parent}/x{i:04}")).unwrap()).collect();
+        self.before = self.rig.snapshot();
+        extra
+    }
+
+    /// A saturating reader in each of `a` and `b` (4 KiB random reads at QD16).
+    fn readers(&self) -> [KillOnDrop; 2] {
+        [self.rig.fio(0, 16, &[]), self.rig.fio(1, 16, &[])]
+    }
+
+    /// The agent on the scene's configuration with state in `state`, its stderr in file `log` of
+    /// the scene's directory.
+    fn spawn(&self, state: &Path, log: &str) -> Spawned {
+        spawn_agent(&self.config, state, &self.dir.path().join(log))
+    }
+}
+
 /// What differs between two snapshots (for assertion messages).
 fn diff(before: &BTreeMap<PathBuf, String>, after: &BTreeMap<PathBuf, String>) -> String {
     let mut out = String::new();
@@ -193,28 +238,23 @@ fn wait_for_limits(rig: &Rig, before: &BTreeMap<PathBuf, String>) {
 /// random delay (from before its first write to some periods into planning), and `revert` runs;
 /// the snapshot must equal the one taken before the first start, every time.
 fn kill_9_at_random_moments(test: &str, iterations: usize) {
-    if skip_unless_root(test) {
-        return;
-    }
-    let _serial = one_at_a_time();
-    let mut rng = Rng::new(test);
-    let rig = Rig::new("kill9", &["a", "b"]);
-    let before = rig.snapshot();
-    let _readers = [rig.fio(0, 16, &[]), rig.fio(1, 16, &[])];
     // A 20 ms period: the planner rewrites limits often, so kills land between records and writes.
-    let (dir, config) = config_for(&rig, &[200, 100], 20);
+    let Some(scene) = Scene::new(test, "kill9", &[200, 100], 20) else { return };
+    let Scene { rig, before, .. } = &scene;
+    let mut rng = Rng::new(test);
+    let _readers = scene.readers();
     // How long an agent takes from exec to its start and to its first write here.
     let (started, first_write) = {
         let state = tempfile::tempdir().unwrap();
         let start = Instant::now();
-        let mut agent = spawn_agent(&config, state.path(), &dir.path().join("first.log"));
+        let mut agent = scene.spawn(state.path(), "first.log");
         let started = wait_for(Duration::from_secs(15), || agent.log().contains("started")).expect("started");
-        wait_for_limits(&rig, &before);
+        wait_for_limits(rig, before);
         let first_write = start.elapsed();
         assert!(agent.terminate().success(), "{}", agent.log());
         (started, first_write)
     };
-    assert_eq!(rig.snapshot(), before, "SIGTERM restored everything");
+    assert_eq!(rig.snapshot(), *before, "SIGTERM restored everything");
     // From before the recorder opens to some periods after the first limits.
     let (from, to) = (started.as_millis() as u64 * 3 / 4, first_write.as_millis() as u64 + 500);
     eprintln!(
@@ -224,20 +264,20 @@ fn kill_9_at_random_moments(test: &str, iterations: usize) {
     let mut left_changes = 0;
     for i in 0..iterations {
         let state = tempfile::tempdir().unwrap();
-        let mut agent = spawn_agent(&config, state.path(), &dir.path().join("agent.log"));
+        let mut agent = scene.spawn(state.path(), "agent.log");
         let delay = Duration::from_millis(from + rng.below(to - from));
         std::thread::sleep(delay);
         agent.signal(libc::SIGKILL);
         agent.wait(Duration::from_secs(5)).expect("killed");
         let left = rig.snapshot();
-        left_changes += usize::from(left != before);
+        left_changes += usize::from(left != *before);
         let reverted = ioshare_agent::revert(state.path())
             .unwrap_or_else(|e| panic!("iteration {i} (killed after {delay:?}): revert failed: {e}"));
         let after = rig.snapshot();
         assert!(
-            after == before,
+            after == *before,
             "iteration {i} (killed after {delay:?}): revert left\n{}reverted {reverted:?}\nagent: {}",
-            diff(&before, &after),
+            diff(before, &after),
             agent.log()
         );
         if let Some(r) = reverted {
@@ -314,14 +354,10 @@ fn fill(dir: &Path) {
 /// why, and writes nothing.
 #[test]
 fn a_state_directory_that_cannot_be_written_is_refused_at_start() {
-    if skip_unless_root("a_state_directory_that_cannot_be_written_is_refused_at_start") {
-        return;
-    }
-    let _serial = one_at_a_time();
-    let rig = Rig::new("rostate", &["a", "b"]);
-    let before = rig.snapshot();
-    let _readers = [rig.fio(0, 16, &[]), rig.fio(1, 16, &[])];
-    let (dir, config) = config_for(&rig, &[200, 100], 100);
+    let test = "a_state_directory_that_cannot_be_written_is_refused_at_start";
+    let Some(scene) = Scene::new(test, "rostate", &[200, 100], 100) else { return };
+    let Scene { rig, before, dir, .. } = &scene;
+    let _readers = scene.readers();
     let (ro, full) = (dir.path().join("ro"), dir.path().join("full"));
     std::fs::create_dir(&ro).unwrap();
     std::fs::create_dir(&full).unwrap();
@@ -329,14 +365,14 @@ fn a_state_directory_that_cannot_be_written_is_refused_at_start() {
     let _full = Mounted::tmpfs(&full, "64k");
     fill(&full);
     for (state, why) in [(&ro, "Read-only file system"), (&full, "No space left on device")] {
-        let mut agent = spawn_agent(&config, state, &dir.path().join("agent.log"));
+        let mut agent = scene.spawn(state, "agent.log");
         let status = agent.wait(Duration::from_secs(30)).expect("the agent refuses to start");
         let log = agent.log();
         eprintln!("{}: {log}", state.display());
         assert!(!status.success(), "{log}");
         assert_eq!(log.lines().count(), 1, "one line: {log}");
         assert!(log.contains(why) && log.contains("makes none it cannot record"), "{log}");
-        assert_eq!(rig.snapshot(), before, "nothing written");
+        assert_eq!(rig.snapshot(), *before, "nothing written");
         assert!(!state.join(ioshare_host::STATE_FILE).exists());
     }
 }
@@ -345,19 +381,15 @@ fn a_state_directory_that_cannot_be_written_is_refused_at_start() {
 /// restores everything it wrote: none of its writes went unrecorded.
 #[test]
 fn a_state_directory_filling_up_stops_the_agent_with_everything_restored() {
-    if skip_unless_root("a_state_directory_filling_up_stops_the_agent_with_everything_restored") {
-        return;
-    }
-    let _serial = one_at_a_time();
-    let rig = Rig::new("fullstate", &["a", "b"]);
-    let before = rig.snapshot();
-    let _readers = [rig.fio(0, 16, &[]), rig.fio(1, 16, &[])];
-    let (dir, config) = config_for(&rig, &[200, 100], 50);
+    let test = "a_state_directory_filling_up_stops_the_agent_with_everything_restored";
+    let Some(scene) = Scene::new(test, "fullstate", &[200, 100], 50) else { return };
+    let Scene { rig, before, dir, .. } = &scene;
+    let _readers = scene.readers();
     let state = dir.path().join("state");
     std::fs::create_dir(&state).unwrap();
     let _tmpfs = Mounted::tmpfs(&state, "1m");
-    let mut agent = spawn_agent(&config, &state, &dir.path().join("agent.log"));
-    wait_for_limits(&rig, &before);
+    let mut agent = scene.spawn(&state, "agent.log");
+    wait_for_limits(rig, before);
     std::thread::sleep(Duration::from_millis(300));
     fill(&state);
     let status = agent.wait(Duration::from_secs(20)).expect("the agent stops when it cannot record");
@@ -368,7 +400,7 @@ fn a_state_directory_filling_up_stops_the_agent_with_everything_restored() {
     assert_eq!(errors.len(), 1, "one line: {log}");
     assert!(errors[0].contains("cannot write") && errors[0].contains("No space left on device"), "{log}");
     assert!(errors[0].contains("makes none it cannot record"), "{log}");
-    assert_eq!(rig.snapshot(), before, "everything it wrote restored:\n{}", diff(&before, &rig.snapshot()));
+    assert_eq!(rig.snapshot(), *before, "everything it wrote restored:\n{}", diff(before, &rig.snapshot()));
     assert!(!state.join(ioshare_host::STATE_FILE).exists(), "and its state file removed");
 }
 
@@ -379,17 +411,13 @@ fn a_state_directory_filling_up_stops_the_agent_with_everything_restored() {
 /// names the lines it cannot; the entry whose only record was damaged is the one left in place.
 #[test]
 fn a_damaged_state_file_is_reverted_where_it_can_be_read() {
-    if skip_unless_root("a_damaged_state_file_is_reverted_where_it_can_be_read") {
-        return;
-    }
-    let _serial = one_at_a_time();
-    let rig = Rig::new("damaged", &["a", "b"]);
-    let before = rig.snapshot();
-    let readers = [rig.fio(0, 16, &[]), rig.fio(1, 16, &[])];
-    let (dir, config) = config_for(&rig, &[200, 100], 100);
+    let test = "a_damaged_state_file_is_reverted_where_it_can_be_read";
+    let Some(scene) = Scene::new(test, "damaged", &[200, 100], 100) else { return };
+    let Scene { rig, before, .. } = &scene;
+    let readers = scene.readers();
     let state = tempfile::tempdir().unwrap();
-    let mut agent = spawn_agent(&config, state.path(), &dir.path().join("agent.log"));
-    wait_for_limits(&rig, &before);
+    let mut agent = scene.spawn(state.path(), "agent.log");
+    wait_for_limits(rig, before);
     std::thread::sleep(Duration::from_millis(500));
     agent.signal(libc::SIGKILL);
     agent.wait(Duration::from_secs(5)).expect("killed");
@@ -453,26 +481,22 @@ fn config_with_pattern(rig: &Rig, file: &Path, pattern: &str) {
 /// keeps running and restores everything when stopped.
 #[test]
 fn a_second_agent_on_the_same_cgroups_is_refused_naming_the_first() {
-    if skip_unless_root("a_second_agent_on_the_same_cgroups_is_refused_naming_the_first") {
-        return;
-    }
-    let _serial = one_at_a_time();
-    let rig = Rig::new("twoagents", &["a", "b"]);
-    let before = rig.snapshot();
-    let _readers = [rig.fio(0, 16, &[]), rig.fio(1, 16, &[])];
-    let (dir, config) = config_for(&rig, &[200, 100], 100);
+    let test = "a_second_agent_on_the_same_cgroups_is_refused_naming_the_first";
+    let Some(scene) = Scene::new(test, "twoagents", &[200, 100], 100) else { return };
+    let Scene { rig, before, dir, config, .. } = &scene;
+    let _readers = scene.readers();
     let glob = dir.path().join("glob.toml");
-    config_with_pattern(&rig, &glob, &format!("{}/*", rig.parent()));
+    config_with_pattern(rig, &glob, &format!("{}/*", rig.parent()));
     let elsewhere = dir.path().join("elsewhere.toml");
-    config_with_pattern(&rig, &elsewhere, &format!("{}/none", rig.parent()));
+    config_with_pattern(rig, &elsewhere, &format!("{}/none", rig.parent()));
     let first_state = tempfile::tempdir().unwrap();
-    let mut first = spawn_agent(&config, first_state.path(), &dir.path().join("first.log"));
-    wait_for_limits(&rig, &before);
+    let mut first = scene.spawn(first_state.path(), "first.log");
+    wait_for_limits(rig, before);
     let other_state = tempfile::tempdir().unwrap();
     for (config, state, what) in [
-        (&config, other_state.path(), "the same rules, another state directory"),
+        (config, other_state.path(), "the same rules, another state directory"),
         (&glob, other_state.path(), "a glob matching the same cgroups"),
-        (&config, first_state.path(), "the same state directory"),
+        (config, first_state.path(), "the same state directory"),
         (&elsewhere, first_state.path(), "the same state directory, other cgroups"),
     ] {
         let mut second = spawn_agent(config, state, &dir.path().join("second.log"));
@@ -487,7 +511,7 @@ fn a_second_agent_on_the_same_cgroups_is_refused_naming_the_first() {
     assert!(first.wait(Duration::ZERO).is_none(), "the first runs on: {}", first.log());
     assert!(first.terminate().success(), "{}", first.log());
     assert!(first.log().contains(", 0 changed by others"), "nobody else wrote: {}", first.log());
-    assert_eq!(rig.snapshot(), before);
+    assert_eq!(rig.snapshot(), *before);
 }
 
 // ---- SIGSTOP ----
@@ -504,17 +528,13 @@ fn limit_of(dir: &Path, knob: ThrottleKnob, dev: DevNum) -> u64 {
 /// over the gap), its status goes on, and SIGTERM restores everything.
 #[test]
 fn stopped_for_10_s_then_continued_writes_no_burst_of_stale_limits() {
-    if skip_unless_root("stopped_for_10_s_then_continued_writes_no_burst_of_stale_limits") {
-        return;
-    }
-    let _serial = one_at_a_time();
-    let rig = Rig::new("sigstop", &["a", "b"]);
-    let before = rig.snapshot();
+    let test = "stopped_for_10_s_then_continued_writes_no_burst_of_stale_limits";
+    let Some(scene) = Scene::new(test, "sigstop", &[100, 100], 100) else { return };
+    let Scene { rig, before, .. } = &scene;
     let _readers = [rig.fio(0, 16, &[]), rig.fio(1, 4, &["--rate_iops=300"])];
-    let (dir, config) = config_for(&rig, &[100, 100], 100);
     let state = tempfile::tempdir().unwrap();
-    let mut agent = spawn_agent(&config, state.path(), &dir.path().join("agent.log"));
-    wait_for_limits(&rig, &before);
+    let mut agent = scene.spawn(state.path(), "agent.log");
+    wait_for_limits(rig, before);
     let dirs = [rig.cgroups[0].path().to_path_buf(), rig.cgroups[1].path().to_path_buf()];
     // No limit (0) counts as the largest.
     let limits = || dirs.clone().map(|d| Some(limit_of(&d, ThrottleKnob::ReadIops, rig.devnum())).filter(|&v| v != 0));
@@ -562,7 +582,7 @@ fn stopped_for_10_s_then_continued_writes_no_burst_of_stale_limits() {
     assert!(agent.wait(Duration::ZERO).is_none(), "runs on: {}", agent.log());
     assert!(agent.terminate().success(), "{}", agent.log());
     assert!(agent.log().contains(", 0 changed by others"), "{}", agent.log());
-    assert_eq!(rig.snapshot(), before);
+    assert_eq!(rig.snapshot(), *before);
 }
 
 // ---- the device goes away ----
@@ -572,14 +592,11 @@ fn stopped_for_10_s_then_continued_writes_no_burst_of_stale_limits() {
 /// the device is gone, restores what it wrote for it, and writes nothing more for either number.
 #[test]
 fn the_device_detached_and_back_at_another_number() {
-    if skip_unless_root("the_device_detached_and_back_at_another_number") {
-        return;
-    }
-    let _serial = one_at_a_time();
-    let rig = Rig::new("detach", &["a", "b"]);
-    let before = rig.snapshot();
+    let test = "the_device_detached_and_back_at_another_number";
+    let Some(scene) = Scene::new(test, "detach", &[200, 100], 100) else { return };
+    // The rig's device goes: the scene taken apart, its parts dropped in the order they were made.
+    let Scene { _serial, rig, before, dir, config } = scene;
     let readers = [rig.fio(0, 16, &[]), rig.fio(1, 16, &[])];
-    let (dir, config) = config_for(&rig, &[200, 100], 100);
     let state = tempfile::tempdir().unwrap();
     let mut agent = spawn_agent(&config, state.path(), &dir.path().join("agent.log"));
     wait_for_limits(&rig, &before);
@@ -635,16 +652,12 @@ fn surviving(before: &BTreeMap<PathBuf, String>) -> BTreeMap<PathBuf, String> {
 /// runs on without an error, forgets them, and restores the others when stopped.
 #[test]
 fn cgroups_removed_while_the_agent_plans_them() {
-    if skip_unless_root("cgroups_removed_while_the_agent_plans_them") {
-        return;
-    }
-    let _serial = one_at_a_time();
-    let mut rng = Rng::new("cgroups_removed_while_the_agent_plans_them");
-    let rig = Rig::new("removed", &["a", "b"]);
-    let extra: Vec<BlkioCgroup> =
-        (0..100).map(|i| BlkioCgroup::create(&format!("{}/x{i:03}", rig.parent())).unwrap()).collect();
-    let before = rig.snapshot();
-    let _readers = [rig.fio(0, 16, &[]), rig.fio(1, 16, &[])];
+    let test = "cgroups_removed_while_the_agent_plans_them";
+    let Some(mut scene) = Scene::new(test, "removed", &[], 20) else { return };
+    let extra = scene.extra_cgroups(100);
+    let Scene { rig, before, config, .. } = &scene;
+    let mut rng = Rng::new(test);
+    let _readers = scene.readers();
     let mut extra: Vec<(BlkioCgroup, Option<KillOnDrop>)> = extra
         .into_iter()
         .enumerate()
@@ -653,18 +666,17 @@ fn cgroups_removed_while_the_agent_plans_them() {
             (cg, reader)
         })
         .collect();
-    let (dir, config) = config_for(&rig, &[], 20);
     let text = format!(
         "period_ms = 20\n[[devices]]\npath = \"{}\"\nmodel = \"{MODEL}\"\n[[groups]]\ncgroup = \"{}/*\"\n",
         rig.dev.path().display(),
         rig.parent()
     );
-    std::fs::write(&config, text).unwrap();
+    std::fs::write(config, text).unwrap();
     let state = tempfile::tempdir().unwrap();
-    let mut agent = spawn_agent(&config, state.path(), &dir.path().join("agent.log"));
+    let mut agent = scene.spawn(state.path(), "agent.log");
     let groups = || Status::read(state.path()).map_or(0, |s| s.devices[0].groups.len());
     assert!(wait_for(Duration::from_secs(15), || groups() == 102).is_some(), "tracked: {}", groups());
-    wait_for_limits(&rig, &before);
+    wait_for_limits(rig, before);
     while !extra.is_empty() {
         let (cg, reader) = extra.swap_remove(rng.below(extra.len() as u64) as usize);
         drop(reader);
@@ -677,29 +689,24 @@ fn cgroups_removed_while_the_agent_plans_them() {
     let log = agent.log();
     assert!(log.contains(", 0 changed by others"), "{log}");
     assert!(agent.complaints().is_empty(), "no error: {log}");
-    assert_eq!(rig.snapshot(), surviving(&before));
+    assert_eq!(rig.snapshot(), surviving(before));
 }
 
 /// A thousand cgroups the agent tracks removed at once: it runs on, forgets them within a few
 /// periods (status and state file), and restores the others when stopped.
 #[test]
 fn a_thousand_cgroups_removed_at_once() {
-    if skip_unless_root("a_thousand_cgroups_removed_at_once") {
-        return;
-    }
-    let _serial = one_at_a_time();
-    let rig = Rig::new("thousand", &["a", "b"]);
-    let extra: Vec<BlkioCgroup> =
-        (0..1000).map(|i| BlkioCgroup::create(&format!("{}/x{i:04}", rig.parent())).unwrap()).collect();
-    let before = rig.snapshot();
-    let _readers = [rig.fio(0, 16, &[]), rig.fio(1, 16, &[])];
-    let (dir, config) = config_for(&rig, &[], 100);
-    config_with_pattern(&rig, &config, &format!("{}/*", rig.parent()));
+    let test = "a_thousand_cgroups_removed_at_once";
+    let Some(mut scene) = Scene::new(test, "thousand", &[], 100) else { return };
+    let extra = scene.extra_cgroups(1000);
+    let Scene { rig, before, config, .. } = &scene;
+    let _readers = scene.readers();
+    config_with_pattern(rig, config, &format!("{}/*", rig.parent()));
     let state = tempfile::tempdir().unwrap();
-    let mut agent = spawn_agent(&config, state.path(), &dir.path().join("agent.log"));
+    let mut agent = scene.spawn(state.path(), "agent.log");
     let groups = || Status::read(state.path()).map_or(0, |s| s.devices[0].groups.len());
     assert!(wait_for(Duration::from_secs(30), || groups() == 1002).is_some(), "tracked: {}", groups());
-    wait_for_limits(&rig, &before);
+    wait_for_limits(rig, before);
     let start = Instant::now();
     std::thread::scope(|s| {
         let mut extra = extra;
@@ -718,5 +725,5 @@ fn a_thousand_cgroups_removed_at_once() {
     let log = agent.log();
     assert!(log.contains(", 0 changed by others"), "{log}");
     assert!(agent.complaints().is_empty(), "no error: {log}");
-    assert_eq!(rig.snapshot(), surviving(&before));
+    assert_eq!(rig.snapshot(), surviving(before));
 }

@@ -4,42 +4,25 @@
 //! cgroup created later, and revert; the lab's cgroup-v2 guest (scripts/lab) is where it will run
 //! for real.
 
-use std::path::Path;
+mod common;
 
-use ioshare_agent::{Agent, Backend, Config, Flavor, Hierarchy};
-
-/// A whole block device of this host (configuration validation resolves devices for real).
-fn some_device() -> String {
-    let entry = std::fs::read_dir("/sys/block").unwrap().flatten().next().expect("a block device");
-    std::fs::read_to_string(entry.path().join("dev")).unwrap().trim().to_string()
-}
-
-/// A v2 cgroup directory with the `io` files a fresh cgroup has.
-fn cgroup(dir: &Path) {
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(dir.join("io.weight"), "default 100\n").unwrap();
-    std::fs::write(dir.join("io.max"), "").unwrap();
-    std::fs::write(dir.join("io.stat"), "").unwrap();
-}
+use common::v2_mock::V2Tree;
+use ioshare_agent::Backend;
 
 #[test]
 fn kernel_backend_writes_model_qos_weights_and_caps_then_reverts() {
-    let root = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    std::fs::write(root.path().join("io.cost.model"), "").unwrap();
-    std::fs::write(root.path().join("io.cost.qos"), "").unwrap();
-    cgroup(&root.path().join("tenants/web"));
-    let dev = some_device();
+    let tree = V2Tree::new();
+    std::fs::write(tree.path("io.cost.model"), "").unwrap();
+    std::fs::write(tree.path("io.cost.qos"), "").unwrap();
+    tree.cgroup("tenants/web");
+    let dev = &tree.dev;
     let text = format!(
         "[[devices]]\npath = \"{dev}\"\nmodel = \"ssd_dfl\"\nqos = \"rpct=95 rlat=5000 wpct=95 wlat=5000 min=50 max=150\"\n\
          [[groups]]\ncgroup = \"tenants/*\"\nweight = 300\nlimits = \"iops-write=2000\"\n"
     );
-    let config = Config::parse(&text, Path::new("agent.toml")).unwrap();
-    let hierarchy = Hierarchy { flavor: Flavor::V2, root: root.path().to_path_buf() };
-    let (mut agent, recovered) =
-        Agent::start_in(config, Backend::Kernel, hierarchy, state.path(), Path::new("/sys/block")).unwrap();
+    let (mut agent, recovered) = tree.start(&text, Backend::Kernel).unwrap();
     assert!(recovered.is_none());
-    let read = |p: &str| std::fs::read_to_string(root.path().join(p)).unwrap();
+    let read = |p: &str| tree.read(p);
     assert_eq!(
         read("io.cost.model"),
         format!("{dev} ctrl=user model=linear rbps=488636629 rseqiops=8932 rrandiops=8518 wbps=427891549 wseqiops=28755 wrandiops=21940")
@@ -52,15 +35,14 @@ fn kernel_backend_writes_model_qos_weights_and_caps_then_reverts() {
     assert_eq!(read("tenants/web/io.max"), format!("{dev} rbps=max wbps=max riops=max wiops=2000"));
 
     // A container starts: the next discovery applies the rule to it.
-    cgroup(&root.path().join("tenants/db"));
+    tree.cgroup("tenants/db");
     agent.discover().unwrap();
     assert_eq!(read("tenants/db/io.weight"), format!("{dev} 300"));
     assert_eq!(agent.status().devices[0].groups.len(), 2);
     // The status carries each cgroup's share (from the first period on): db has done IO, so web gets
     // 300 / (300 + 300) under the iocost the agent switched on, and its write cap of 2000 IOPS is below
     // half of ssd_dfl's 28755.
-    std::fs::write(root.path().join("tenants/db/io.stat"), format!("{dev} rbytes=4096 wbytes=0 rios=1 wios=0\n"))
-        .unwrap();
+    tree.reads("tenants/db", 1);
     agent.period().unwrap();
     let shares = agent.status().shares.expect("shares after a period");
     assert_eq!(shares.devices[0].weigher, ioshare_agent::share::Weigher::Iocost);
@@ -69,7 +51,7 @@ fn kernel_backend_writes_model_qos_weights_and_caps_then_reverts() {
     let kinds: Vec<_> = web.flags.iter().map(|f| f.kind).collect();
     assert_eq!(kinds, [ioshare_agent::share::flags::FlagKind::LimitBelowShare], "{web:?}");
     // One vanishes: not an error.
-    std::fs::remove_dir_all(root.path().join("tenants/db")).unwrap();
+    std::fs::remove_dir_all(tree.path("tenants/db")).unwrap();
     agent.discover().unwrap();
     assert_eq!(agent.status().devices[0].groups.len(), 1);
 
@@ -81,52 +63,42 @@ fn kernel_backend_writes_model_qos_weights_and_caps_then_reverts() {
     assert_eq!(read("tenants/web/io.weight"), format!("{dev} default"));
     assert_eq!(read("tenants/web/io.max"), format!("{dev} rbps=max wbps=max riops=max wiops=max"));
     assert_eq!(read("io.cost.model"), format!("{dev} ctrl=auto"));
-    assert!(!state.path().join(ioshare_host::STATE_FILE).exists());
+    assert!(!tree.state.path().join(ioshare_host::STATE_FILE).exists());
 }
 
 #[test]
 fn a_failed_apply_leaves_nothing_applied() {
-    let root = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    std::fs::write(root.path().join("io.cost.model"), "").unwrap();
+    let tree = V2Tree::new();
+    std::fs::write(tree.path("io.cost.model"), "").unwrap();
     // io.cost.qos is a directory: writing it fails after io.cost.model was written.
-    std::fs::create_dir(root.path().join("io.cost.qos")).unwrap();
-    let text = format!("[[devices]]\npath = \"{}\"\nmodel = \"ssd_dfl\"\n[[groups]]\ncgroup = \"x\"\n", some_device());
-    let config = Config::parse(&text, Path::new("agent.toml")).unwrap();
-    let hierarchy = Hierarchy { flavor: Flavor::V2, root: root.path().to_path_buf() };
-    let err = Agent::start_in(config, Backend::Kernel, hierarchy, state.path(), Path::new("/sys/block")).unwrap_err();
+    std::fs::create_dir(tree.path("io.cost.qos")).unwrap();
+    let text = format!("[[devices]]\npath = \"{}\"\nmodel = \"ssd_dfl\"\n[[groups]]\ncgroup = \"x\"\n", tree.dev);
+    let err = tree.start(&text, Backend::Kernel).unwrap_err();
     eprintln!("{err}");
-    let model = std::fs::read_to_string(root.path().join("io.cost.model")).unwrap();
+    let model = tree.read("io.cost.model");
     assert!(model.ends_with("ctrl=auto"), "io.cost.model was restored: {model:?}");
-    assert!(!state.path().join(ioshare_host::STATE_FILE).exists());
+    assert!(!tree.state.path().join(ioshare_host::STATE_FILE).exists());
 }
 
 /// The userspace backend over cgroup v2 files (io.stat in, io.max out), same mock caveat: counters
 /// are written by the test, limits land in plain files.
 #[test]
 fn userspace_backend_over_v2_files_splits_by_weight() {
-    let root = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let dev = some_device();
+    let tree = V2Tree::new();
     for g in ["a", "b"] {
-        cgroup(&root.path().join(g));
+        tree.cgroup(g);
     }
     let text = format!(
-        "[[devices]]\npath = \"{dev}\"\nmodel = \"ssd_dfl\"\n[[groups]]\ncgroup = \"a\"\nweight = 200\n[[groups]]\ncgroup = \"b\"\n"
+        "[[devices]]\npath = \"{}\"\nmodel = \"ssd_dfl\"\n[[groups]]\ncgroup = \"a\"\nweight = 200\n[[groups]]\ncgroup = \"b\"\n",
+        tree.dev
     );
-    let config = Config::parse(&text, Path::new("agent.toml")).unwrap();
-    let hierarchy = Hierarchy { flavor: Flavor::V2, root: root.path().to_path_buf() };
-    let (mut agent, _) =
-        Agent::start_in(config, Backend::Userspace, hierarchy, state.path(), Path::new("/sys/block")).unwrap();
-    let stat = |g: &str, rios: u64| {
-        let line = format!("{dev} rbytes={} wbytes=0 rios={rios} wios=0 dbytes=0 dios=0\n", rios * 4096);
-        std::fs::write(root.path().join(g).join("io.stat"), line).unwrap();
-    };
+    let (mut agent, _) = tree.start(&text, Backend::Userspace).unwrap();
+    let stat = |g: &str, rios: u64| tree.reads(g, rios);
     stat("a", 100);
     stat("b", 100);
     agent.period().unwrap(); // first look: counters so far are history, not charged
     let riops = |g: &str| -> u64 {
-        let text = std::fs::read_to_string(root.path().join(g).join("io.max")).unwrap();
+        let text = tree.read(&format!("{g}/io.max"));
         text.parse::<ioshare_host::IoMax>().map_or(0, |m| m.riops.unwrap_or(0))
     };
     assert_eq!((riops("a"), riops("b")), (0, 0), "nothing charged yet: no limits");

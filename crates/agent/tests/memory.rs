@@ -4,13 +4,14 @@
 //! under the same glob is picked up at the next discovery, the status lists them, every memory file
 //! the guard writes is journaled in the agent's state file — so `ioshare agent revert` restores it
 //! after a `kill -9` of the agent — and stopping restores everything (checked on its own, before the
-//! revert case).
+//! revert case). A configuration of memory rules alone runs the agent with the guard only.
 
 use std::path::Path;
 use std::time::Duration;
 
 use ioshare_agent::config::{Config, GroupConfig};
 use ioshare_agent::memory::MemoryGuard;
+use ioshare_agent::{Agent, BackendChoice};
 use ioshare_core::Limits;
 use ioshare_host::memcg::AnyMemCgroup;
 use ioshare_host::{revert_state_dir, skip_unless_root, Capabilities, Recorder};
@@ -28,6 +29,16 @@ fn guarded(cg: &AnyMemCgroup) -> Vec<String> {
     };
     let first = |f: &&str| std::fs::read_to_string(cg.path().join(f)).unwrap().lines().next().unwrap().to_string();
     files.iter().map(first).collect()
+}
+
+/// What [`guarded`] reads on a group the guard holds at [`LIMIT`]: v1, the limit, and the kernel's
+/// killer paused; v2, the limit, and memory.high 5% below it (page-aligned).
+fn guarding(v2: bool) -> Vec<String> {
+    if v2 {
+        vec![LIMIT.to_string(), ((LIMIT - LIMIT * 50 / 1000) / 4096 * 4096).to_string()]
+    } else {
+        vec![LIMIT.to_string(), "oom_kill_disable 1".to_string()]
+    }
 }
 
 fn memory_rules(test: &str) {
@@ -55,13 +66,7 @@ fn memory_rules(test: &str) {
     let roots = vec![root.clone()];
     let (mut recorder, _) = Recorder::open(state.path(), roots.clone()).unwrap();
     let before = guarded(&first);
-    // v1: the limit, and the kernel's killer paused; v2: the limit, and memory.high 5% below it
-    // (page-aligned).
-    let want: Vec<String> = if v2 {
-        vec![LIMIT.to_string(), ((LIMIT - LIMIT * 50 / 1000) / 4096 * 4096).to_string()]
-    } else {
-        vec![LIMIT.to_string(), "oom_kill_disable 1".to_string()]
-    };
+    let want = guarding(v2);
 
     let mut guard = MemoryGuard::start(&config, &[], &mut recorder).unwrap().expect("a rule with memory settings");
     assert_eq!(guarded(&first), want);
@@ -118,4 +123,44 @@ fn memory_rules_pass_on_cgroup_v2_in_the_lab_guest() {
     assert!(run.success, "the agent's memory test failed on cgroup v2 in the lab guest");
     assert!(run.stdout.contains("test result: ok. 2 passed"), "it ran there");
     assert!(!run.stdout.contains("skipping"), "nothing skipped in the guest");
+}
+
+/// A configuration of memory rules alone (no `[[devices]]`): the agent starts with the memory guard
+/// only — no device planned, backend `none` in its status — guards the matched cgroup, and its stop
+/// restores every file it wrote and removes its state.
+#[test]
+fn a_memory_only_configuration_runs_the_guard_alone() {
+    let test = "a_memory_only_configuration_runs_the_guard_alone";
+    if skip_unless_root(test) {
+        return;
+    }
+    let Some((root, v2)) = MemoryGuard::hierarchy() else {
+        eprintln!("skipping {test}: no memory controller on this host");
+        return;
+    };
+    let cg = AnyMemCgroup::create(v2, &format!("ioshare-agent-test-{}-memonly/tenant", std::process::id())).unwrap();
+    let parent = cg.path().parent().unwrap().strip_prefix(&root).unwrap().display().to_string();
+    let before = guarded(&cg);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("agent.toml");
+    let text = format!("[[groups]]\ncgroup = \"{parent}/*\"\nmemory = {{ priority = 4, limit = \"{LIMIT}\" }}\n");
+    std::fs::write(&file, text).unwrap();
+    let config = Config::load(&file).unwrap();
+    let state = tempfile::tempdir().unwrap();
+
+    let (mut agent, recovered) = Agent::start(config, BackendChoice::Auto, state.path()).unwrap();
+    assert!(recovered.is_none());
+    assert_eq!(guarded(&cg), guarding(v2), "guarded from the start");
+    agent.discover().unwrap();
+    agent.period().unwrap();
+    let status = agent.status();
+    assert_eq!((status.backend.as_str(), status.devices.len()), ("none", 0), "no IO control: {status}");
+    assert_eq!(status.memory.len(), 1, "{status}");
+    assert!(state.path().join("status.json").exists());
+
+    let reverted = agent.stop().unwrap();
+    assert_eq!(reverted.restored, 2, "both memory files: {reverted:?}");
+    assert!(reverted.changed_by_others.is_empty(), "{reverted:?}");
+    assert_eq!(guarded(&cg), before, "restored on stop");
+    assert!(!state.path().join(ioshare_host::STATE_FILE).exists() && !state.path().join("status.json").exists());
 }

@@ -21,61 +21,29 @@ use std::time::{Duration, Instant};
 
 use ioshare_agent::memory::MemoryLine;
 use ioshare_agent::metrics::Metrics;
-use ioshare_agent::status::{DeviceLine, GroupLine};
-use ioshare_agent::{Backend, Status};
-use ioshare_core::ModelParams;
+use ioshare_agent::status::{fixture, DeviceLine, GroupLine};
+use ioshare_agent::Status;
 
 /// A userspace agent's status with `n` cgroups on one device, each memory-guarded.
 fn status(n: usize, periods: u64) -> Status {
     let name = |i: usize| format!("kubepods/burstable/pod{i:04x}-5f1c-4c39-9a3e-0242ac120002/container{i}");
-    Status {
-        pid: 1,
-        pid_start_ticks: None,
-        period_ms: 100,
-        backend: Backend::Userspace.name().into(),
-        root: "/sys/fs/cgroup/blkio".into(),
-        periods,
-        updated_unix: 0.0,
-        devices: vec![DeviceLine {
-            device: "nvme0n1".into(),
-            dev: "259:0".into(),
-            vrate_pct: 97.3,
-            busy_level: 1,
-            lat_us: [412.5, 1033.0],
-            target_us: [5000, 5000],
-            missed_ppm: [1200, 0],
-            model: Some(ModelParams::SSD_DFL),
-            groups: (0..n)
-                .map(|i| GroupLine {
-                    cgroup: name(i),
-                    weight: 100 + i as u32,
-                    hweight_active: 1.0 / n as f64,
-                    hweight_inuse: 0.7 / n as f64,
-                    usage_share: 0.9 / n as f64,
-                    limits: [1000 + i as u64, 0, 4_096_000, 8_192_000],
-                    state: ["donating", "limited", "running"][i % 3].into(),
-                    debt_us: i as u64,
-                })
-                .collect(),
-        }],
-        memory: (0..n)
-            .map(|i| MemoryLine {
-                cgroup: name(i),
-                priority: (i % 13) as u8,
-                usage: 300 << 20,
-                limit: Some(512 << 20),
-                watermarks: Some((400 << 20, 397 << 20)),
-                last_reclaim: Some((12 << 20, 3.5)),
-                oom_kills: 1,
-                kernel_kills: 0,
-                pressure: Some((2.5, 0.75)),
-                reclaims: 3,
-                reclaim_seconds: 0.0105,
-            })
-            .collect(),
-        shares: None,
-        kubernetes: None,
-    }
+    let groups = (0..n)
+        .map(|i| GroupLine {
+            weight: 100 + i as u32,
+            hweight_active: 1.0 / n as f64,
+            hweight_inuse: 0.7 / n as f64,
+            usage_share: 0.9 / n as f64,
+            debt_us: i as u64,
+            ..fixture::group(
+                &name(i),
+                ["donating", "limited", "running"][i % 3],
+                [1000 + i as u64, 0, 4_096_000, 8_192_000],
+            )
+        })
+        .collect();
+    let device = DeviceLine { device: "nvme0n1".into(), dev: "259:0".into(), ..fixture::device(groups) };
+    let memory = (0..n).map(|i| MemoryLine { priority: (i % 13) as u8, ..fixture::memory(&name(i)) }).collect();
+    Status { periods, ..fixture::status(vec![device], memory) }
 }
 
 /// A scraper on one kept-alive connection, as Prometheus scrapes.

@@ -373,6 +373,9 @@ impl Peers {
             metrics: None,
             kubernetes: None,
         };
+        // The agent's warnings (a rule that loses cgroups, a missing observer, ...) on stderr, as
+        // `ioshare agent run` logs them.
+        ioshare_agent::logging::init_in_process().map_err(|e| peer_error("the agent's log", e))?;
         let (agent, _) =
             ioshare_agent::Agent::start(config, backend, state).map_err(|e| peer_error("starting the agent", e))?;
         Ok(agent)

@@ -14,6 +14,14 @@ pub enum Command {
     /// What this host offers (cgroup layout, iocost, blk-throttle, BFQ), the backend the agent would
     /// use and why, and whether buffered writes can be controlled; with --config, the share each
     /// matched cgroup gets on each device and what may keep its weight or limits from acting.
+    ///
+    /// Rules: the first rule whose pattern matches a cgroup wins, and for IO a match nested below
+    /// another match is skipped (its IO counts in the ancestor's). With --config, every rule that
+    /// can lose cgroups this way is listed (flag `shadowed_rule`; `--json`: `shares.rules`), whatever
+    /// cgroups exist now: all of them when an earlier pattern matches every path its pattern can
+    /// (`tenants/*` then `tenants/b`: the second never applies), some when a path matches both
+    /// (`t/a*` then `t/*b`: `t/ab` goes to the first). `*` and `?` match within one path component;
+    /// `**` is the same as `*`. The exit status stays 0.
     Check {
         /// Print JSON instead of text.
         #[arg(long)]
@@ -30,6 +38,11 @@ pub enum Command {
     },
     /// Apply a configuration and keep it applied (foreground; SIGTERM/SIGINT revert every change;
     /// SIGHUP, or `ioshare agent reload`, reads the configuration again and applies the difference).
+    ///
+    /// Rules: the first rule whose pattern matches a cgroup wins, and for IO a match nested below
+    /// another match is skipped (its IO counts in the ancestor's). A rule that can lose cgroups this
+    /// way — all of them (`tenants/*` then `tenants/b`) or some (`t/a*` then `t/*b`) — is named in one
+    /// warning line each at start and on reload, and listed by `ioshare agent check --config`.
     Run {
         /// The TOML configuration (devices, groups); validated whole before anything is written.
         #[arg(long)]
@@ -158,7 +171,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
                 }
             }
             tracing::info!(
-                backend = agent.backend().name(),
+                backend = agent.backend_name(),
                 root = %agent.hierarchy().root.display(),
                 state_dir = %state_dir.display(),
                 "started (Ctrl-C or SIGTERM reverts)"

@@ -1,6 +1,7 @@
 //! `ioshare agent` on good and bad input: a bad configuration is one line naming file, line and key,
 //! exit 1, and nothing applied; `check --json` is JSON; `status` without an agent says so; (root)
-//! `model = "profile"` measures a loop device at the first start and reuses the cached model next.
+//! `model = "profile"` measures a loop device at the first start and reuses the cached model next;
+//! overlapping rules are listed by `check` (exit 0) and warned about at the agent's start (root).
 
 mod common;
 
@@ -279,4 +280,73 @@ fn check_with_a_config_gives_each_cgroups_share_and_flags() {
     let out = ioshare(&["agent", "check", "--config", config.to_str().unwrap(), "--backend", "userspace"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(&format!("{t}/a")) && text.contains("! limit_never_binds: bps-read=999999999999"), "{text}");
+}
+
+/// Rules where an earlier one takes all a later one's cgroups (`PREFIX/*` then `PREFIX/b`) and some of
+/// another's (`PREFIX/a*` then `PREFIX/*b`), for `device`.
+fn overlapping_rules(device: &str, prefix: &str) -> String {
+    format!(
+        "[[devices]]\npath = \"{device}\"\nmodel = \"ssd_dfl\"\n[[groups]]\ncgroup = \"{prefix}/*\"\nweight = 100\n\
+         [[groups]]\ncgroup = \"{prefix}/b\"\nweight = 300\n[[groups]]\ncgroup = \"{prefix}-2/a*\"\n\
+         [[groups]]\ncgroup = \"{prefix}-2/*b\"\n"
+    )
+}
+
+/// `agent check --config` lists every rule that loses cgroups to another, in the text and in JSON,
+/// whatever cgroups exist, and exits 0.
+#[test]
+fn check_lists_rules_that_lose_cgroups_to_earlier_ones_and_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("agent.toml");
+    let prefix = format!("ioshare-agent-cli-{}-tenants", std::process::id());
+    std::fs::write(&config, overlapping_rules(&some_device(), &prefix)).unwrap();
+    let out = ioshare(&["agent", "check", "--config", config.to_str().unwrap()]);
+    let (text, err) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    if err.contains("neither cgroup v2 io nor cgroup v1 blk-throttle") {
+        eprintln!("skipping: no backend on this host ({err})");
+        return;
+    }
+    assert!(out.status.success(), "{text}{err}");
+    let all = format!("rule 2 (`{prefix}/b`) ! shadowed_rule: never applies: rule 1 (`{prefix}/*`) comes first");
+    assert!(text.contains(&all), "{text}");
+    let some = format!(
+        "rule 4 (`{prefix}-2/*b`) ! shadowed_rule: loses the cgroups rule 3 (`{prefix}-2/a*`) also matches, like \
+         `{prefix}-2/ab`"
+    );
+    assert!(text.contains(&some), "{text}");
+    assert_eq!(text.matches("shadowed_rule").count(), 2, "rules 1 and 3 lose nothing: {text}");
+
+    let out = ioshare(&["agent", "check", "--config", config.to_str().unwrap(), "--json"]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rules = v["shares"]["rules"].as_array().unwrap();
+    let listed: Vec<(u64, &str)> =
+        rules.iter().map(|r| (r["rule"].as_u64().unwrap(), r["flags"][0]["kind"].as_str().unwrap())).collect();
+    assert_eq!(listed, [(2, "shadowed_rule"), (4, "shadowed_rule")], "{}", v["shares"]["rules"]);
+}
+
+/// `agent run` warns at start, one line per rule that loses cgroups, and runs on (root: a loop device).
+#[test]
+fn run_warns_about_rules_that_lose_cgroups_at_start() {
+    if ioshare_host::skip_unless_root("run_warns_about_rules_that_lose_cgroups_at_start") {
+        return;
+    }
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let backing = dir.path().join("backing");
+    std::fs::write(&backing, vec![0x5a_u8; 16 << 20]).unwrap();
+    let dev = ioshare_host::LoopDevice::attach(&backing, true).unwrap();
+    let config = dir.path().join("agent.toml");
+    let prefix = format!("ioshare-agent-cli-{}-none", std::process::id());
+    std::fs::write(&config, overlapping_rules(&dev.path().display().to_string(), &prefix)).unwrap();
+    let state = dir.path().join("state");
+    let args = ["agent", "run", "--backend", "userspace", "--config", config.to_str().unwrap()];
+    let log = run_until_applied(
+        &[&args[..], &["--state-dir", state.to_str().unwrap()]].concat(),
+        &state,
+        &dir.path().join("log"),
+    );
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains("WARN") && l.contains(" rule ")).collect();
+    assert_eq!(warnings.len(), 2, "{log}");
+    assert!(warnings[0].contains(&format!("rule 2 (`{prefix}/b`) never applies: rule 1 (`{prefix}/*`)")), "{log}");
+    assert!(warnings[1].contains(&format!("rule 4 (`{prefix}-2/*b`) loses the cgroups rule 3")), "{log}");
 }

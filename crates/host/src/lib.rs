@@ -48,6 +48,7 @@
 //! BlockDevice::resolve("/dev/loop3" | "7:3")          // whole device: number and /sys/block name
 //! find_cgroups(root, "tenants/*") -> Vec<String>; check_pattern(p)   // cgroups by glob
 //! pattern_matches(pattern, rel); pattern_covers(wide, narrow)   // a path by glob; glob within glob
+//! patterns_overlap(a, b) -> Option<String>           // a path both match (shortest), if any
 //! BlockQueue::read(sys_block, name, dev, v2_root)      // scheduler, blk-mq or not, iocost on or off
 //! WeightFile::{IoCost, BfqV2, BfqV1}.read(dir, dev)  // the weight a cgroup has under each mechanism
 //! child_cgroups(dir); populated(dir); subtree_control(dir)   // a cgroup as the share diagnosis reads it
@@ -111,7 +112,7 @@ pub use block_device::BlockDevice;
 pub use block_queue::BlockQueue;
 pub use capabilities::{Capabilities, CgroupLayout, KernelPeer};
 pub use cgroup2::{remove_stale_cgroups2, Cgroup2, KernelIoCost};
-pub use cgroup_glob::{check_pattern, find_cgroups, pattern_covers, pattern_matches};
+pub use cgroup_glob::{check_pattern, find_cgroups, pattern_covers, pattern_matches, patterns_overlap};
 pub use cgroup_io::{child_cgroups, populated, subtree_control, WeightFile};
 pub use disk_stats::{DiskId, DiskStats};
 pub use error::{Error, Result};

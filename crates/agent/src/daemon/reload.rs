@@ -121,6 +121,7 @@ impl Agent {
     /// restored either.
     pub fn reload(&mut self, mut config: Config) -> Result<Reloaded> {
         config.memory_dry_run = self.config.memory_dry_run;
+        crate::rules::warn_overlaps(&config);
         let old = std::mem::replace(&mut self.config, config);
         match self.converge(&old) {
             Ok(done) => Ok(done),

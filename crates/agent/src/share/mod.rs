@@ -25,7 +25,7 @@ use crate::check::{Backend, BackendChoice, Check};
 use crate::config::Config;
 use crate::error::Result;
 use crate::hierarchy::{Flavor, Hierarchy};
-use crate::rules::{matched, never_applying};
+use crate::rules::{matched, overlaps};
 
 /// What divides a device between cgroups.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,7 +91,7 @@ pub struct DeviceShares {
     pub groups: Vec<GroupShare>,
 }
 
-/// A rule that never applies.
+/// A rule that loses some or all of its cgroups to another rule (see [`crate::rules`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RuleNote {
     /// The rule, counted from 1.
@@ -102,12 +102,12 @@ pub struct RuleNote {
     pub flags: Vec<Flag>,
 }
 
-/// Every managed cgroup's share on every device, and the rules that never apply.
+/// Every managed cgroup's share on every device, and the rules that lose cgroups to others.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Shares {
     /// Per configured device.
     pub devices: Vec<DeviceShares>,
-    /// Rules that can never apply.
+    /// Rules that can lose cgroups to others, whatever cgroups exist: never applying, or partly.
     pub rules: Vec<RuleNote>,
 }
 
@@ -174,34 +174,18 @@ impl Shares {
                 }
             })
             .collect();
-        let rules = never_applying(&config.groups)
-            .into_iter()
-            .map(|s| {
-                let (rule, by) = (&config.groups[s.rule], &config.groups[s.by]);
-                let message = if s.nested {
-                    format!(
-                        "never applies: every cgroup it matches lies below one rule {} (`{}`) matches, whose counters \
-                         already include it (nested matches are skipped); drop it or narrow rule {}",
-                        s.by + 1,
-                        by.cgroup,
-                        s.by + 1
-                    )
-                } else {
-                    format!(
-                        "never applies: rule {} (`{}`) comes first and matches every cgroup it matches (the first match \
-                         wins); move it above rule {} or drop it",
-                        s.by + 1,
-                        by.cgroup,
-                        s.by + 1
-                    )
-                };
-                RuleNote {
-                    rule: s.rule + 1,
-                    cgroup: rule.cgroup.clone(),
-                    flags: vec![Flag { kind: FlagKind::ShadowedRule, message }],
-                }
-            })
-            .collect();
+        let mut rules: Vec<RuleNote> = Vec::new();
+        for o in overlaps(&config.groups, !config.devices.is_empty()) {
+            let flag = Flag { kind: FlagKind::ShadowedRule, message: o.describe(&config.groups) };
+            match rules.last_mut().filter(|n| n.rule == o.rule + 1) {
+                Some(note) => note.flags.push(flag),
+                None => rules.push(RuleNote {
+                    rule: o.rule + 1,
+                    cgroup: config.groups[o.rule].cgroup.clone(),
+                    flags: vec![flag],
+                }),
+            }
+        }
         Shares { devices, rules }
     }
 }
@@ -380,21 +364,23 @@ mod tests {
     }
 
     #[test]
-    fn rules_that_never_apply_are_listed_with_their_line() {
+    fn rules_that_lose_cgroups_are_listed_with_their_line() {
         let root = tempfile::tempdir().unwrap();
         let h = Hierarchy { flavor: Flavor::V1, root: root.path().to_path_buf() };
         let s = Shares::check(
-            &config(&[("t/*", 100), ("t/web", 300), ("t/*/x", 100)]),
+            &config(&[("t/*", 100), ("t/web", 300), ("t/*/x", 100), ("u/a*", 100), ("u/*b", 100)]),
             Backend::Userspace,
             &h,
             root.path(),
         );
         let notes: Vec<(usize, &str)> = s.rules.iter().map(|n| (n.rule, n.flags[0].message.as_str())).collect();
-        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert_eq!(notes.len(), 3, "{notes:?}");
         assert_eq!(notes[0].0, 2);
         assert!(notes[0].1.starts_with("never applies: rule 1 (`t/*`) comes first"), "{notes:?}");
         assert_eq!(notes[1].0, 3);
         assert!(notes[1].1.contains("lies below one rule 1 (`t/*`) matches"), "{notes:?}");
+        assert_eq!(notes[2].0, 5);
+        assert!(notes[2].1.starts_with("loses the cgroups rule 4 (`u/a*`) also matches, like `u/ab`"), "{notes:?}");
         assert!(s.to_string().contains("rule 2 (`t/web`) ! shadowed_rule: never applies"), "{s}");
     }
 }

@@ -1,7 +1,10 @@
 //! Helpers of the agent's root tests: a loop device over a filled file, blkio cgroups, fio readers
-//! in them, IO counts per cgroup, agent configurations, and a snapshot of every throttle file.
+//! in them, IO counts per cgroup, agent configurations, and a snapshot of every throttle file; and
+//! ([`v2_mock`]) a directory tree with cgroup v2's file layout for the mock tests.
 
 #![allow(dead_code)] // each test binary uses part of this module
+
+pub mod v2_mock;
 
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -1,0 +1,78 @@
+//! Example status lines — what a userspace agent's status file holds — for the tests of the status
+//! table, the `/metrics` endpoint and its cost benchmark: one builder, so that a field added to a
+//! line is added once. Each builder fills every field with a fixed, distinct value; a test changes
+//! what it cares about with struct update syntax (`GroupLine { weight: 300, ..group(..) }`).
+
+use ioshare_core::ModelParams;
+
+use super::{DeviceLine, GroupLine, Status};
+use crate::check::Backend;
+use crate::memory::MemoryLine;
+
+/// Cgroup `cgroup` on a device, in `state` with `limits` (read/write IOPS, read/write bytes/s):
+/// weight 200, hweights 0.5 active and 0.25 in use, 12.5% of the device used, 1.5 ms of debt.
+pub fn group(cgroup: &str, state: &str, limits: [u64; 4]) -> GroupLine {
+    GroupLine {
+        cgroup: cgroup.into(),
+        weight: 200,
+        hweight_active: 0.5,
+        hweight_inuse: 0.25,
+        usage_share: 0.125,
+        limits,
+        state: state.into(),
+        debt_us: 1500,
+    }
+}
+
+/// Memory-guarded cgroup `cgroup`: priority 2, 300 MiB used of a 512 MiB limit, watermarks 400 and
+/// 397 MiB, the last reclaim 12 MiB in 3.5 ms, 3 reclaims in 0.5 s, an OOM kill by the agent and
+/// two by the kernel, PSI some 2.5% and full 0.75%.
+pub fn memory(cgroup: &str) -> MemoryLine {
+    MemoryLine {
+        cgroup: cgroup.into(),
+        priority: 2,
+        usage: 300 << 20,
+        limit: Some(512 << 20),
+        watermarks: Some((400 << 20, 397 << 20)),
+        last_reclaim: Some((12 << 20, 3.5)),
+        oom_kills: 1,
+        kernel_kills: 2,
+        pressure: Some((2.5, 0.75)),
+        reclaims: 3,
+        reclaim_seconds: 0.5,
+    }
+}
+
+/// Device loop3 (7:3) with `groups`: vrate 87.5%, busy level -2, reads at 350 µs against a 1 ms
+/// target with 1.25% of them late, no write target, model `ssd_dfl`.
+pub fn device(groups: Vec<GroupLine>) -> DeviceLine {
+    DeviceLine {
+        device: "loop3".into(),
+        dev: "7:3".into(),
+        vrate_pct: 87.5,
+        busy_level: -2,
+        lat_us: [350.0, 0.0],
+        target_us: [1000, 0],
+        missed_ppm: [12_500, 0],
+        model: Some(ModelParams::SSD_DFL),
+        groups,
+    }
+}
+
+/// A userspace agent's status with `devices` and `memory`: pid 1, 100 ms periods, 7 of them, in
+/// the v1 blkio root, written at the epoch, no shares yet.
+pub fn status(devices: Vec<DeviceLine>, memory: Vec<MemoryLine>) -> Status {
+    Status {
+        pid: 1,
+        pid_start_ticks: None,
+        period_ms: 100,
+        backend: Backend::Userspace.name().into(),
+        root: "/sys/fs/cgroup/blkio".into(),
+        periods: 7,
+        updated_unix: 0.0,
+        devices,
+        memory,
+        shares: None,
+        kubernetes: None,
+    }
+}
