@@ -130,7 +130,7 @@ mod tests {
     #[test]
     fn a_burst_allowance_lets_that_many_through_after_a_lull_then_paces() {
         let spec =
-            RemoteSpec { iops: 1000.0, mbps: 1e5, latency_us: 0.0, io_unit_kb: 256, queue_depth: None, burst: 3.0 };
+            RemoteSpec { iops: 1000.0, mbps: 1e5, latency_us: 1.0, io_unit_kb: 256, queue_depth: None, burst: 3.0 };
         let mut d = Device::new(Remote::new(&spec));
         let r = |token| Request { token, group: 0, op: Op::Read, offset: 0, len: 4096 };
         // Four at once: the bucket holds 0, 1, 2, 3 ops when each arrives — all within the allowance.
