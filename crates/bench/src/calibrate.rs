@@ -108,9 +108,10 @@ const PROBE_SAMPLE: u64 = 100 * NSEC_PER_MSEC;
 const EARLY: usize = 3;
 /// See [`EARLY`].
 const STEADY: usize = 4;
-/// A burst: the early rate more than this × the steady one (the guest's was 1.2–1.35×; a busy
-/// host's samples spread by a few percent).
-const BURST_FACTOR: f64 = 1.10;
+/// A burst: the early rate more than this × the steady one's highest sample (the guest's early
+/// samples at --iops 3000 ran at 5680–5780 IOPS, 1.9×; on this host's loop device, whose rate
+/// depends on the CPU left by other work, early samples ran up to 1.14× the median of the rest).
+const BURST_FACTOR: f64 = 1.25;
 /// Latency percentile IOCost judges, ppm (p50; see the module comment).
 const LAT_PPM: u32 = 500_000;
 /// Latency target = this × the p50 at saturation (SPEC §7's "× 1.5").
@@ -166,15 +167,18 @@ fn steady_cap(best_round: f64, burst: Option<Burst>) -> f64 {
 }
 
 /// Whether a run's IOPS per sample (from its start) show a burst: the highest of the first
-/// [`EARLY`] samples above [`BURST_FACTOR`] × the median of the last [`STEADY`]. `None` too when
-/// there are fewer samples than both need.
+/// [`EARLY`] samples above [`BURST_FACTOR`] × the highest of the last [`STEADY`] (the highest, so
+/// that a device whose rate is merely noisy does not pass for one with a burst); the steady rate is
+/// their median. `None` too when there are fewer samples than both need.
 pub fn burst(series: &[f64]) -> Option<Burst> {
     if series.len() < EARLY + STEADY {
         return None;
     }
-    let early_iops = series[..EARLY].iter().copied().fold(0.0, f64::max);
-    let steady_iops = median(&series[series.len() - STEADY..])?;
-    (steady_iops > 0.0 && early_iops > BURST_FACTOR * steady_iops).then_some(Burst { early_iops, steady_iops })
+    let highest = |s: &[f64]| s.iter().copied().fold(0.0, f64::max);
+    let tail = &series[series.len() - STEADY..];
+    let early_iops = highest(&series[..EARLY]);
+    let steady_iops = median(tail)?;
+    (steady_iops > 0.0 && early_iops > BURST_FACTOR * highest(tail)).then_some(Burst { early_iops, steady_iops })
 }
 
 #[cfg(test)]
@@ -183,18 +187,20 @@ mod tests {
 
     #[test]
     fn qemus_allowance_is_a_burst() {
-        // The guest at --iops 3000: ~3600 IOPS while the 300 IOs of allowance last, then the rate.
-        let series = [3500.0, 3650.0, 3620.0, 3400.0, 3050.0, 3010.0, 2990.0, 3000.0, 2980.0, 3020.0];
-        assert_eq!(burst(&series), Some(Burst { early_iops: 3650.0, steady_iops: 3000.0 }));
+        // The guest at --iops 3000: the 300 IOs of allowance at ~5700 IOPS, then the throttle's rate.
+        let series = [5680.0, 3900.0, 3050.0, 3010.0, 3000.0, 3010.0, 2990.0, 3000.0, 2980.0, 3020.0];
+        assert_eq!(burst(&series), Some(Burst { early_iops: 5680.0, steady_iops: 3000.0 }));
     }
 
     #[test]
-    fn a_steady_or_ramping_device_is_not() {
-        assert_eq!(burst(&[50_000.0, 52_000.0, 51_000.0, 50_500.0, 49_000.0, 50_000.0, 51_000.0, 48_000.0]), None);
+    fn a_noisy_steady_or_ramping_device_is_not() {
+        // The loop device on a busy host: an early sample 1.14× the rest's median, one of the rest as high.
+        let noisy = [177_000.0, 150_000.0, 160_000.0, 140_000.0, 155_000.0, 170_000.0, 150_000.0, 160_000.0];
+        assert_eq!(burst(&noisy), None);
         // Slow to start (a cold cache, a stalled vCPU) is no burst.
         assert_eq!(burst(&[1000.0, 2000.0, 2900.0, 3000.0, 3000.0, 3000.0, 3000.0, 3000.0]), None);
         // Exactly at the factor is not above it.
-        assert_eq!(burst(&[3300.0, 3000.0, 3000.0, 3000.0, 3000.0, 3000.0, 3000.0]), None);
+        assert_eq!(burst(&[3750.0, 3000.0, 3000.0, 3000.0, 3000.0, 3000.0, 3000.0]), None);
     }
 
     #[test]
