@@ -117,7 +117,7 @@ const LAT_PPM: u32 = 500_000;
 /// Latency target = this × the p50 at saturation (SPEC §7's "× 1.5").
 const LAT_FACTOR: f64 = 1.5;
 
-/// Measures the target (about 5 s, 3 s without writes; 13 s and 7 s on a device with a burst).
+/// Measures the target (about 5 s, 3 s without writes; 14 s and 8 s on a device with a burst).
 /// Writes only if the target is writable.
 pub fn measure(target: &Target, stop: &AtomicBool) -> Result<Calibration> {
     let start = Instant::now();
@@ -161,7 +161,7 @@ fn probe(target: &Target, stop: &AtomicBool) -> Result<Vec<f64>> {
 /// The random-read IOPS to believe: the best round's, but on a device with a burst at most the
 /// probe's steady rate — a stalled guest CPU during a round's warm-up is a lull that refills QEMU's
 /// allowance, and the best of the rounds is the one that caught most of it (3327 IOPS of 3000 at
-/// load 15–27, the probe's steady rate 2999).
+/// load 15–27, the probe's steady rate 3000).
 fn steady_cap(best_round: f64, burst: Option<Burst>) -> f64 {
     burst.map_or(best_round, |b| best_round.min(b.steady_iops))
 }

@@ -53,15 +53,16 @@ pub fn fidelity(rows: &[FidelityRow]) -> Option<String> {
         return None;
     }
     let mut canvas = Canvas::new(WIDTH, HEADER + ROW_H * rows.len() as f64 + 10.0);
-    canvas.text(10.0, 26.0, "fidelity — ioshare IOCost and the kernel's, per second", TextStyle::new(18.0));
+    canvas.text(10.0, 26.0, "fidelity — ioshare IOCost and the kernel's, per sample interval", TextStyle::new(18.0));
     for (i, row) in rows.iter().enumerate() {
         let y = HEADER + ROW_H * i as f64;
         let half = WIDTH / 2.0;
         let line = |name: &str, v: &[[f64; 2]]| Series::new(name, v.iter().map(|p| (p[0], p[1])).collect());
         let mut ratios: Vec<Series> = sides(row).map(|(who, f)| line(who, &f.ratio_series)).collect();
-        let end = sides(row).flat_map(|(_, f)| f.ratio_series.last()).map(|p| p[0]).fold(0.0, f64::max);
+        let times = sides(row).flat_map(|(_, f)| f.ratio_series.iter().map(|p| p[0]));
+        let (start, end) = times.fold((f64::INFINITY, 0.0_f64), |(lo, hi), t| (lo.min(t), hi.max(t)));
         if let Some(t) = row.target {
-            ratios.push(Series::new("target", vec![(0.0, t), (end, t)]));
+            ratios.push(Series::new("target", vec![(start, t), (end, t)]));
         }
         let chart = |what: &str, y: Axis, series| LineChart {
             title: format!("{}: {what}", row.case),
