@@ -23,6 +23,16 @@
 //! resulting model charged about a second of device time for every random read that happened to land
 //! near the previous one, so IOCost held all IOs for seconds. A stall now costs one round, not the
 //! step.
+//!
+//! A device with a burst allowance (QEMU's throttle lets a tenth of a second's IOs through at once
+//! after a lull, issue 20) serves faster than its rate for the first fraction of a second of every
+//! run, and a 0.3 s round can lie wholly inside it: the lab guest's 3000 IOPS disk calibrated at
+//! 3582–4061 IOPS, and every IOCost given that model over-committed the device. So a 1 s probe of
+//! random reads, sampled every 0.1 s, comes first: when its first samples run well above its last
+//! ([`burst`]), the rounds become 1 s with a 0.6 s warm-up, which drains the allowance before
+//! measuring (2915–2998 IOPS in the guest), and the random-read figure is capped at the probe's
+//! steady rate ([`steady_cap`]); otherwise they stay short, and calibration costs the probe's
+//! second more than before.
 
 use std::sync::atomic::AtomicBool;
 
@@ -30,9 +40,15 @@ use ioshare_core::iocost::qos::QosParams;
 use ioshare_core::{ModelConfig, ModelParams, NSEC_PER_MSEC};
 use serde::Serialize;
 
+use std::time::Instant;
+
+use ioshare_core::{NoControl, NSEC_PER_SEC};
 use ioshare_engine::error::Result;
 use ioshare_engine::profile::measure::{self, Plan, Step};
 use ioshare_engine::target::Target;
+use ioshare_engine::{run, RunOptions, TenantSpec};
+
+use crate::stats::median;
 
 /// What the suite measured about the target.
 #[derive(Clone, Debug, Serialize)]
@@ -52,6 +68,21 @@ pub struct Calibration {
     pub writes_measured: bool,
     /// Latency QoS for IOCost.
     pub qos: QosParams,
+    /// The burst the probe saw at the start of a run, if any (then the rounds were long).
+    pub burst: Option<Burst>,
+    /// Length of each measurement round, warm-up included, s.
+    pub round_s: f64,
+    /// How long the calibration took, s.
+    pub took_s: f64,
+}
+
+/// A device that serves faster for a moment after a lull: the probe's figures.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Burst {
+    /// Highest IOPS of the probe's first samples.
+    pub early_iops: f64,
+    /// Median IOPS of the probe's last samples.
+    pub steady_iops: f64,
 }
 
 /// Queue depth of the 4 KiB measurements: where virtual and flash disks reach their IOPS.
@@ -66,16 +97,36 @@ const PLAN: Plan = Plan {
     big_depth: 8,
     rounds: 2,
 };
+/// The rounds when the probe saw a burst: 1 s, the first 0.6 s left out (QEMU's allowance at
+/// 3000 IOPS lasted up to ~0.5 s in the lab guest).
+const DRAINING_PLAN: Plan = Plan { duration: NSEC_PER_SEC, warmup: 600 * NSEC_PER_MSEC, ..PLAN };
+/// The probe: random 4 KiB reads at [`DEPTH`] for this long, sampled every [`PROBE_SAMPLE`].
+const PROBE: u64 = NSEC_PER_SEC;
+/// See [`PROBE`].
+const PROBE_SAMPLE: u64 = 100 * NSEC_PER_MSEC;
+/// The probe's first samples (where a burst shows) and last ones (the steady rate), counts.
+const EARLY: usize = 3;
+/// See [`EARLY`].
+const STEADY: usize = 4;
+/// A burst: the early rate more than this × the steady one's highest sample (the guest's early
+/// samples at --iops 3000 ran at 5680–5780 IOPS, 1.9×; on this host's loop device, whose rate
+/// depends on the CPU left by other work, early samples ran up to 1.14× the median of the rest).
+const BURST_FACTOR: f64 = 1.25;
 /// Latency percentile IOCost judges, ppm (p50; see the module comment).
 const LAT_PPM: u32 = 500_000;
 /// Latency target = this × the p50 at saturation (SPEC §7's "× 1.5").
 const LAT_FACTOR: f64 = 1.5;
 
-/// Measures the target (about 4 s; 2 s without writes). Writes only if the target is writable.
+/// Measures the target (about 5 s, 3 s without writes; 14 s and 8 s on a device with a burst).
+/// Writes only if the target is writable.
 pub fn measure(target: &Target, stop: &AtomicBool) -> Result<Calibration> {
-    let m = measure::measure(target, &PLAN, target.writable(), stop, &mut |_, _, _| {})?;
+    let start = Instant::now();
+    let burst = burst(&probe(target, stop)?);
+    let plan = if burst.is_some() { DRAINING_PLAN } else { PLAN };
+    let mut m = measure::measure(target, &plan, target.writable(), stop, &mut |_, _, _| {})?;
+    let max_iops = steady_cap(m.report(Step::Rrandiops).expect("reads are always measured").tenants[0].iops, burst);
+    m.model.rrandiops = (max_iops.round() as u64).max(1);
     let p50 = |step| m.report(step).map(|r| ((r.tenants[0].lat_us.p50 * LAT_FACTOR).ceil() as u64).max(1));
-    let rrand = m.report(Step::Rrandiops).expect("reads are always measured");
     let rlat_us = p50(Step::Rrandiops).expect("reads are always measured");
     let qos = QosParams {
         rppm: LAT_PPM,
@@ -87,11 +138,82 @@ pub fn measure(target: &Target, stop: &AtomicBool) -> Result<Calibration> {
     let model_line =
         ModelConfig { device: None, ctrl: ioshare_core::iocost::line::Ctrl::User, params: m.model }.to_string();
     Ok(Calibration {
-        max_iops: rrand.tenants[0].iops,
+        max_iops,
         device_depth: DEPTH,
         model: m.model,
         model_line,
         writes_measured: m.writes_measured,
         qos,
+        burst,
+        round_s: plan.duration as f64 / NSEC_PER_SEC as f64,
+        took_s: start.elapsed().as_secs_f64(),
     })
+}
+
+/// The probe's IOPS per [`PROBE_SAMPLE`], from the start of the run.
+fn probe(target: &Target, stop: &AtomicBool) -> Result<Vec<f64>> {
+    let tenants = [TenantSpec::new("probe", 100, Step::Rrandiops.job(&PLAN))];
+    let opts = RunOptions { warmup: 0, sample_every: PROBE_SAMPLE, ..RunOptions::new(PROBE) };
+    let report = run(target, &tenants, &mut NoControl::new(), &opts, stop)?;
+    Ok(report.tenants[0].series.iter().map(|s| s.iops).collect())
+}
+
+/// The random-read IOPS to believe: the best round's, but on a device with a burst at most the
+/// probe's steady rate — a stalled guest CPU during a round's warm-up is a lull that refills QEMU's
+/// allowance, and the best of the rounds is the one that caught most of it (3327 IOPS of 3000 at
+/// load 15–27, the probe's steady rate 3000).
+fn steady_cap(best_round: f64, burst: Option<Burst>) -> f64 {
+    burst.map_or(best_round, |b| best_round.min(b.steady_iops))
+}
+
+/// Whether a run's IOPS per sample (from its start) show a burst: the highest of the first
+/// [`EARLY`] samples above [`BURST_FACTOR`] × the highest of the last [`STEADY`] (the highest, so
+/// that a device whose rate is merely noisy does not pass for one with a burst); the steady rate is
+/// their median. `None` too when there are fewer samples than both need.
+pub fn burst(series: &[f64]) -> Option<Burst> {
+    if series.len() < EARLY + STEADY {
+        return None;
+    }
+    let highest = |s: &[f64]| s.iter().copied().fold(0.0, f64::max);
+    let tail = &series[series.len() - STEADY..];
+    let early_iops = highest(&series[..EARLY]);
+    let steady_iops = median(tail)?;
+    (steady_iops > 0.0 && early_iops > BURST_FACTOR * highest(tail)).then_some(Burst { early_iops, steady_iops })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qemus_allowance_is_a_burst() {
+        // The guest at --iops 3000: the 300 IOs of allowance at ~5700 IOPS, then the throttle's rate.
+        let series = [5680.0, 3900.0, 3050.0, 3010.0, 3000.0, 3010.0, 2990.0, 3000.0, 2980.0, 3020.0];
+        assert_eq!(burst(&series), Some(Burst { early_iops: 5680.0, steady_iops: 3000.0 }));
+    }
+
+    #[test]
+    fn a_noisy_steady_or_ramping_device_is_not() {
+        // The loop device on a busy host: an early sample 1.14× the rest's median, one of the rest as high.
+        let noisy = [177_000.0, 150_000.0, 160_000.0, 140_000.0, 155_000.0, 170_000.0, 150_000.0, 160_000.0];
+        assert_eq!(burst(&noisy), None);
+        // Slow to start (a cold cache, a stalled vCPU) is no burst.
+        assert_eq!(burst(&[1000.0, 2000.0, 2900.0, 3000.0, 3000.0, 3000.0, 3000.0, 3000.0]), None);
+        // Exactly at the factor is not above it.
+        assert_eq!(burst(&[3750.0, 3000.0, 3000.0, 3000.0, 3000.0, 3000.0, 3000.0]), None);
+    }
+
+    #[test]
+    fn with_a_burst_the_steady_rate_caps_the_rounds() {
+        let burst = Some(Burst { early_iops: 5780.0, steady_iops: 2999.0 });
+        assert_eq!(steady_cap(3327.0, burst), 2999.0);
+        assert_eq!(steady_cap(2915.0, burst), 2915.0, "a lower round stands");
+        assert_eq!(steady_cap(52_000.0, None), 52_000.0, "no burst, no cap");
+    }
+
+    #[test]
+    fn too_few_samples_decide_nothing() {
+        assert_eq!(burst(&[4000.0, 3000.0, 3000.0, 3000.0, 3000.0, 3000.0]), None);
+        assert_eq!(burst(&[]), None);
+    }
 }

@@ -8,6 +8,13 @@
 //! their `iocost` and `kernel-iocost` runs into one comparison ([`FidelityRow`], [`table`]): per
 //! tenant IOPS, share of the total, p50 and p99, and the scenario's own figure (IOPS ratio, share of
 //! the leftover taken) for each side, with the relative differences to the target and between sides.
+//!
+//! Drift (issue 20): on a device whose saturation hides behind a burst allowance (QEMU's throttle)
+//! both IOCosts swing between the weights' split and the device FIFO's over a period of seconds, so
+//! a whole-run ratio depends on where in the swing the run fell. For the proportional cases each side
+//! therefore also shows the ratio over the second half of the measured window, the ratio and vrate
+//! per sample interval (1 s for runs of 5 s and more; the kernel's vrate read from the root's
+//! `io.stat`), so that a run of `--duration 10` or more shows the swing on both sides.
 
 use std::fmt::Write;
 
@@ -21,6 +28,7 @@ use crate::scenarios::donation::Donation;
 use crate::scenarios::proportional::Proportional;
 use crate::scenarios::work_conserving::WorkConserving;
 use crate::verdict::Side;
+use ioshare_engine::report::RunReport;
 
 /// The name that selects the comparison.
 pub const NAME: &str = "fidelity";
@@ -72,6 +80,12 @@ pub struct SideFigures {
     pub tenants: Vec<TenantFigures>,
     /// Total IOPS.
     pub total_iops: f64,
+    /// The IOPS ratio over the second half of the measured window (proportional cases only).
+    pub second_half: Option<f64>,
+    /// Per sample interval, `[end s, high/low IOPS ratio]` (proportional cases only).
+    pub ratio_series: Vec<[f64; 2]>,
+    /// Per sample, `[s, vrate %]`, where the run recorded it.
+    pub vrate_series: Vec<[f64; 2]>,
 }
 
 /// One case: ioshare's IOCost and the kernel's side by side.
@@ -98,9 +112,13 @@ pub fn rows(scenarios: &[ScenarioReport]) -> Vec<FidelityRow> {
             let side = |side: Side, controller: &str| {
                 let run = report.runs.iter().find(|r| r.side == side && r.report.controller == controller)?;
                 let total: f64 = run.report.tenants.iter().map(|t| t.iops).sum();
+                let ratios = (*figure == Figure::WeightRatio).then(|| Drift::of(&run.report)).flatten();
                 Some(SideFigures {
                     value: run.verdict.as_ref().map_or(f64::NAN, |v| v.value),
                     total_iops: total,
+                    second_half: ratios.as_ref().map(|d| d.second_half),
+                    ratio_series: ratios.map_or_else(Vec::new, |d| d.series),
+                    vrate_series: run.report.controller_series.iter().map(|c| [c.t_s, c.vrate_pct]).collect(),
                     tenants: run
                         .report
                         .tenants
@@ -128,6 +146,24 @@ pub fn rows(scenarios: &[ScenarioReport]) -> Vec<FidelityRow> {
             })
         })
         .collect()
+}
+
+/// How a two-tenant run's IOPS ratio moved: over the second half of its window, and per sample.
+struct Drift {
+    second_half: f64,
+    series: Vec<[f64; 2]>,
+}
+
+impl Drift {
+    /// The first tenant's IOPS over the second's; `None` without two tenants or samples.
+    fn of(r: &RunReport) -> Option<Drift> {
+        let [high, low, ..] = r.tenants.as_slice() else { return None };
+        let end = high.series.last()?.t_s;
+        let half = end - r.window_s / 2.0;
+        let second_half = high.window_iops(half, end) / low.window_iops(half, end).max(1e-9);
+        let series = high.series.iter().zip(&low.series).map(|(h, l)| [h.t_s, h.iops / l.iops.max(1e-9)]).collect();
+        Some(Drift { second_half, series })
+    }
 }
 
 /// The comparison as a table.
@@ -162,8 +198,36 @@ pub fn table(rows: &[FidelityRow]) -> String {
             total(&row.kernel)
         );
         let _ = writeln!(s, "{:<17} {}", "", figures_line(row));
+        for line in drift_lines(row) {
+            let _ = writeln!(s, "{:<17} {line}", "");
+        }
     }
     s
+}
+
+/// For a proportional case: the second half's ratio and the per-second ratio and vrate of each side.
+fn drift_lines(row: &FidelityRow) -> Vec<String> {
+    let sides = [("ioshare", &row.ioshare), ("kernel", &row.kernel)];
+    let halves: Vec<String> = sides
+        .iter()
+        .filter_map(|(name, f)| f.as_ref()?.second_half.filter(|v| v.is_finite()).map(|v| format!("{name} {v:.2}")))
+        .collect();
+    if halves.is_empty() {
+        return Vec::new();
+    }
+    let mut lines = vec![format!("second half: {}", halves.join(", "))];
+    let seq =
+        |v: &[[f64; 2]], digits: usize| v.iter().map(|p| format!("{:.*}", digits, p[1])).collect::<Vec<_>>().join(" ");
+    for (name, f) in sides {
+        let Some(f) = f else { continue };
+        if !f.ratio_series.is_empty() {
+            lines.push(format!("{name} ratio per sample: {}", seq(&f.ratio_series, 2)));
+        }
+        if !f.vrate_series.is_empty() {
+            lines.push(format!("{name} vrate % per sample: {}", seq(&f.vrate_series, 0)));
+        }
+    }
+    lines
 }
 
 /// `IOPS ratio high/low: ioshare 2.03, kernel 2.00, target 2.00; ioshare is +1.5% off the target,

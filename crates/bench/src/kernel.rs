@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use ioshare_engine::interrupt;
 use ioshare_engine::job::TenantSpec;
-use ioshare_engine::report::{CpuReport, DeviceReport, RunReport};
+use ioshare_engine::report::{ControllerSample, CpuReport, DeviceReport, RunReport};
 use ioshare_engine::run::{run, RunOptions};
 use ioshare_engine::target::{Target, TargetKind};
 use ioshare_engine::Error as EngineError;
@@ -285,20 +285,28 @@ impl Peers {
             _ => None,
         };
         let stop = AtomicBool::new(false);
-        let reports = std::thread::scope(|s| {
+        let vrate_from = (*setup == KernelSetup::IoCost).then(|| Capabilities::probe().cgroup_v2).flatten();
+        let dev = self.dev.dev().to_string();
+        let (reports, vrates) = std::thread::scope(|s| {
             let agent = agent.map(|a| s.spawn(|| a.run(&stop)));
+            let (dev, stop) = (&dev, &stop);
+            let sampler = vrate_from.map(|root| s.spawn(move || sample_vrate(&root.join("io.stat"), dev, opts, stop)));
             let reports = collect(&mut workers, tenants);
             stop.store(true, Ordering::Relaxed);
+            let vrates = sampler.map_or_else(Vec::new, |h| h.join().expect("vrate sampler thread"));
             // The agent reverts its limits before the cgroups go.
             match agent.map(|h| h.join().expect("agent thread")) {
-                Some(Err(e)) => Err(peer_error("the agent", e)),
-                _ => reports,
+                Some(Err(e)) => (Err(peer_error("the agent", e)), vrates),
+                _ => (reports, vrates),
             }
-        })?;
+        });
+        let reports = reports?;
         // Empty once the agent stopped (it removes its state and status files).
         let _ = std::fs::remove_dir(&state);
         drop(workers);
-        Ok(merge(setup.name(), reports))
+        let mut report = merge(setup.name(), reports);
+        report.controller_series = vrates;
+        Ok(report)
     }
 
     /// A v1 blkio cgroup for tenant `t` (the `i`th) configured for `setup`.
@@ -384,6 +392,35 @@ impl Peers {
 
 /// The agent peer's planning period.
 pub const AGENT_PERIOD: Duration = Duration::from_millis(100);
+
+/// The kernel IOCost's vrate for device `dev` (`MAJ:MIN`), read from the v2 root's `io.stat`
+/// (`cost.vrate=`) every sample interval of `opts` until `stop`, times in seconds from the start
+/// (the workers start with it, within a few ms). A read that fails or lacks the key is skipped.
+fn sample_vrate(io_stat: &Path, dev: &str, opts: &RunOptions, stop: &AtomicBool) -> Vec<ControllerSample> {
+    let start = std::time::Instant::now();
+    let every = Duration::from_nanos(opts.sample_every);
+    let mut next = every;
+    let mut samples = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        let now = start.elapsed();
+        if now < next {
+            std::thread::sleep((next - now).min(Duration::from_millis(20)));
+            continue;
+        }
+        next += every;
+        let text = std::fs::read_to_string(io_stat).unwrap_or_default();
+        if let Some(vrate_pct) = parse_vrate(&text, dev) {
+            samples.push(ControllerSample { t_s: now.as_secs_f64(), vrate_pct, ..ControllerSample::default() });
+        }
+    }
+    samples
+}
+
+/// `cost.vrate` of device `dev`'s line in an `io.stat` text.
+fn parse_vrate(io_stat: &str, dev: &str) -> Option<f64> {
+    let line = io_stat.lines().find(|l| l.split_whitespace().next() == Some(dev))?;
+    line.split_whitespace().find_map(|kv| kv.strip_prefix("cost.vrate="))?.parse().ok()
+}
 
 /// Starts the ready workers together and reads their reports.
 fn collect(workers: &mut Workers, tenants: &[TenantSpec]) -> Result<Vec<RunReport>> {
@@ -476,4 +513,19 @@ pub fn worker_main() -> Result<()> {
     let opts = RunOptions { warmup: req.warmup, sample_every: req.sample_every, ..RunOptions::new(req.duration) };
     let report = run(&target, std::slice::from_ref(&req.tenant), &mut NoControl::new(), &opts, stop)?;
     Ok(say(&mut out, &serde_json::to_string(&report).expect("report serialises"))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_vrate;
+
+    #[test]
+    fn vrate_is_read_from_the_devices_io_stat_line() {
+        let text = "8:0 rbytes=1 wbytes=0 rios=1 wios=0 dbytes=0 dios=0 cost.vrate=97.50 cost.usage=3\n\
+                    259:0 rbytes=4096 wbytes=0 rios=1 wios=0 dbytes=0 dios=0 cost.vrate=114.68 cost.usage=0\n";
+        assert_eq!(parse_vrate(text, "259:0"), Some(114.68));
+        assert_eq!(parse_vrate(text, "8:0"), Some(97.5));
+        assert_eq!(parse_vrate(text, "259:1"), None, "no line for the device");
+        assert_eq!(parse_vrate("259:0 rbytes=1 rios=1\n", "259:0"), None, "iocost off: no vrate");
+    }
 }

@@ -374,6 +374,9 @@ pub(crate) mod fixtures {
             model_line: String::new(),
             writes_measured: true,
             qos: QosParams::default(),
+            burst: None,
+            round_s: 0.3,
+            took_s: 0.0,
         }
     }
 

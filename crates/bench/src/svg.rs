@@ -1,11 +1,14 @@
 //! The chart of a scenario, drawn by `ioshare-chart`: for the work-conserving scenario first the
 //! frontier with every controller as a dot, then one row per run with each tenant's IOPS over time
-//! on the left and its p99 latency over time on the right. This module only turns a report into the
+//! on the left and its p99 latency over time on the right. The fidelity comparison gets a page of
+//! its own ([`fidelity`]): per proportional case the IOPS ratio per second of ioshare's IOCost and the
+//! kernel's beside the target, and both sides' vrate. This module only turns a report into the
 //! charts' series, dots and axes, and places them on one page.
 
 use ioshare_chart::{Axis, Canvas, Chart, Dot, DotChart, LineChart, Rect, Series, TextStyle};
 use ioshare_engine::report::{TenantReport, TenantSample};
 
+use crate::fidelity::{FidelityRow, SideFigures};
 use crate::frontier::{Yardsticks, DEPTHS};
 use crate::report::ScenarioReport;
 use crate::verdict::{RunEntry, Side};
@@ -72,6 +75,46 @@ fn distributions(report: &ScenarioReport) -> String {
     canvas.finish()
 }
 
+/// The fidelity comparison's page: per case with a per-second ratio (the proportional ones) a row,
+/// ioshare's and the kernel's ratio and the target on the left, their vrate on the right. `None`
+/// when no case has a ratio series.
+pub fn fidelity(rows: &[FidelityRow]) -> Option<String> {
+    let rows: Vec<&FidelityRow> = rows.iter().filter(|r| sides(r).any(|(_, f)| !f.ratio_series.is_empty())).collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let mut canvas = Canvas::new(WIDTH, HEADER + ROW_H * rows.len() as f64 + 10.0);
+    canvas.text(10.0, 26.0, "fidelity — ioshare IOCost and the kernel's, per sample interval", TextStyle::new(18.0));
+    for (i, row) in rows.iter().enumerate() {
+        let y = HEADER + ROW_H * i as f64;
+        let half = WIDTH / 2.0;
+        let line = |name: &str, v: &[[f64; 2]]| Series::new(name, v.iter().map(|p| (p[0], p[1])).collect());
+        let mut ratios: Vec<Series> = sides(row).map(|(who, f)| line(who, &f.ratio_series)).collect();
+        let times = sides(row).flat_map(|(_, f)| f.ratio_series.iter().map(|p| p[0]));
+        let (start, end) = times.fold((f64::INFINITY, 0.0_f64), |(lo, hi), t| (lo.min(t), hi.max(t)));
+        if let Some(t) = row.target {
+            ratios.push(Series::new("target", vec![(start, t), (end, t)]));
+        }
+        let chart = |what: &str, y: Axis, series| LineChart {
+            title: format!("{}: {what}", row.case),
+            x: Axis::linear("time").unit("s").tight(),
+            y: y.from_zero(),
+            series,
+        };
+        chart(row.figure, Axis::linear("ratio"), ratios).draw(&mut canvas, Rect::new(0.0, y, half, ROW_H));
+        let vrates = sides(row).map(|(who, f)| line(who, &f.vrate_series)).collect();
+        chart("vrate", Axis::linear("vrate").unit("%"), vrates).draw(&mut canvas, Rect::new(half, y, half, ROW_H));
+    }
+    Some(canvas.finish())
+}
+
+/// The sides of `row` that ran, named as the legends show them.
+fn sides(row: &FidelityRow) -> impl Iterator<Item = (&'static str, &SideFigures)> {
+    [("ioshare iocost", &row.ioshare), ("kernel iocost", &row.kernel)]
+        .into_iter()
+        .filter_map(|(n, f)| Some((n, f.as_ref()?)))
+}
+
 /// Who ran `run`, as titles and dots name it: `iocost (ioshare)`.
 fn who(run: &RunEntry) -> String {
     format!("{} ({})", run.report.controller, run.side.name())
@@ -125,6 +168,7 @@ mod tests {
     use ioshare_engine::report::RunReport;
 
     use super::*;
+    use crate::fidelity::{FidelityRow, SideFigures};
     use crate::frontier::sweep_name;
     use crate::plan::fixtures::{report, tenant};
     use crate::verdict::Verdict;
@@ -220,5 +264,38 @@ mod tests {
         assert!(svg.contains(">iocost (ioshare)</text>") && svg.contains(">bfq (kernel)</text>"));
         assert!(svg.contains(">neighbour-qd2 (reference): IOPS</text>"), "the sweep's runs have their panels");
         assert_eq!(svg.matches("<path").count(), 1 + 6 * 4, "the frontier, then a line per tenant per panel");
+    }
+
+    #[test]
+    fn the_fidelity_page_draws_both_ratios_the_target_and_both_vrates_per_proportional_case() {
+        let side = |ratios: [f64; 3], vrates: [f64; 3]| SideFigures {
+            value: 2.0,
+            tenants: Vec::new(),
+            total_iops: 3000.0,
+            second_half: Some(2.0),
+            ratio_series: (1..=3).zip(ratios).map(|(t, r)| [f64::from(t), r]).collect(),
+            vrate_series: (1..=3).zip(vrates).map(|(t, v)| [f64::from(t), v]).collect(),
+        };
+        let row = |case: &str, ratio: bool| {
+            let mut ioshare = side([1.0, 2.0, 2.0], [100.0, 95.0, 90.0]);
+            if !ratio {
+                ioshare.ratio_series.clear();
+            }
+            FidelityRow {
+                case: case.into(),
+                figure: if ratio { "IOPS ratio high/low" } else { "share of the leftover taken" },
+                target: ratio.then_some(2.0),
+                ioshare: Some(ioshare),
+                kernel: ratio.then(|| side([1.1, 1.9, 2.1], [98.0, 96.0, 91.0])),
+            }
+        };
+        let svg = fidelity(&[row("proportional-2-1", true), row("work-conserving", false)]).expect("a page");
+        assert!(svg.contains(">proportional-2-1: IOPS ratio high/low</text>"), "{svg}");
+        assert!(svg.contains(">proportional-2-1: vrate</text>") && svg.contains(">vrate (%)</text>"), "{svg}");
+        assert!(!svg.contains("work-conserving"), "no row for a case without a ratio");
+        assert_eq!(svg.matches(">kernel iocost</text>").count(), 2, "both panels' legends name the kernel");
+        assert_eq!(svg.matches(">target</text>").count(), 1, "the target only beside the ratios");
+        assert_eq!(svg.matches("<path").count(), 3 + 2, "two ratios and the target, two vrates");
+        assert!(fidelity(&[row("work-conserving", false)]).is_none(), "nothing to draw, no page");
     }
 }

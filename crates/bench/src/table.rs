@@ -27,6 +27,14 @@ pub fn header(target: &TargetInfo, cal: &Calibration) -> String {
         q.wppm as f64 / 1e4,
         q.wlat_us
     );
+    let rounds = match cal.burst {
+        Some(b) => format!(
+            "{:.1} s rounds: a burst at the start ({:.0} IOPS, then {:.0}) drained before measuring",
+            cal.round_s, b.early_iops, b.steady_iops
+        ),
+        None => format!("{:.1} s rounds, no burst at the start", cal.round_s),
+    };
+    let _ = writeln!(s, "calibration:  {:.1} s, {rounds}", cal.took_s);
     s
 }
 

@@ -41,7 +41,8 @@ pub struct Args {
     /// Print the results as JSON instead of tables.
     #[arg(long)]
     json: bool,
-    /// Write per-tenant IOPS and latency charts (one SVG per scenario) into this directory.
+    /// Write per-tenant IOPS and latency charts (one SVG per scenario; fidelity.svg with both IOCosts' ratio per
+    /// second) into this directory.
     #[arg(long, value_name = "DIR")]
     svg: Option<PathBuf>,
     /// Do not run the kernel's controllers (BFQ, blk-throttle) and the ioshare agent as peers even as root.
@@ -133,9 +134,10 @@ pub fn run(args: Args) -> anyhow::Result<Found> {
         print!("{}", table::summary(&suite));
     }
     if let Some(dir) = &args.svg {
-        for sc in &suite.scenarios {
-            let path = dir.join(format!("{}.svg", sc.name));
-            std::fs::write(&path, svg::scenario(sc)).with_context(|| format!("cannot write '{}'", path.display()))?;
+        let pages = suite.scenarios.iter().map(|sc| (sc.name.clone(), svg::scenario(sc)));
+        for (name, page) in pages.chain(svg::fidelity(&suite.fidelity).map(|p| ("fidelity".to_string(), p))) {
+            let path = dir.join(format!("{name}.svg"));
+            std::fs::write(&path, page).with_context(|| format!("cannot write '{}'", path.display()))?;
             if !args.json {
                 println!("chart: {}", path.display());
             }

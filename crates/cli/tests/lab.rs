@@ -25,11 +25,17 @@ fn guest_has_cgroup_v2_io_the_disks_and_ioshare_and_returns_the_status() {
         echo "ioshare $(ioshare --version)"
         echo "iops $(fio --name=r --filename=$LAB_DISK --rw=randread --bs=4k --direct=1 --ioengine=io_uring \
             --iodepth=16 --runtime=2 --time_based --output-format=terse | cut -d';' -f8)"
+        echo "to-stderr" >&2
         exit 7
     "#;
     let out = lab(&["--iops", "1000", "--null-blk", "--zram", "16M"], script);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(7), "the lab exits with the command's status\n{stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stdout.contains("to-stderr") && stderr.contains("to-stderr\n"),
+        "the command's stderr on stderr\n{stderr}"
+    );
     assert_eq!(field(&stdout, "controllers"), "io memory");
     assert_eq!(field(&stdout, "files"), "io.cost.model io.cost.qos memory.reclaim");
     assert_eq!(

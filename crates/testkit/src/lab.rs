@@ -35,7 +35,8 @@ pub fn skip_unless_lab(test: &str) -> bool {
 pub struct LabRun {
     /// Whether the guest's command (the tests) succeeded.
     pub success: bool,
-    /// The tests' output.
+    /// The tests' output: their stdout, then their stderr (the lab keeps the two apart; a test's
+    /// "skipping" line and a panic's message are on stderr).
     pub stdout: String,
 }
 
@@ -56,7 +57,7 @@ pub fn run_tests_in_lab(test: &str, filter: &str, lab_args: &[&str]) -> Option<L
         .args(["--", "env", &format!("{IN_LAB_ENV}=1"), &name, filter, "--test-threads=1", "--nocapture"])
         .output()
         .expect("scripts/lab runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    eprintln!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    eprintln!("{stdout}");
     Some(LabRun { success: out.status.success(), stdout })
 }

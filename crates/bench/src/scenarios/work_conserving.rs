@@ -4,6 +4,8 @@
 //! depths 1..32) within [`frontier::ON_FRONTIER`], and no kernel peer may dominate it. The subjects
 //! are IOCost with p99 targets of 2× and 4× solo and the device-depth option; the kernel-faithful
 //! rows cannot hold the device's queue short enough to reach the frontier (issue 13) and are shown.
+//! A subject that misses its p99 target fails, unless the sweep shows the device cannot meet it
+//! ([`frontier::check_target`]); then its verdict says why.
 
 use ioshare_core::NSEC_PER_USEC;
 use ioshare_engine::job::{JobSpec, Pattern, TenantSpec};
@@ -11,7 +13,7 @@ use ioshare_engine::report::RunReport;
 
 use crate::calibrate::Calibration;
 use crate::controllers::ControllerKind;
-use crate::frontier::{self, Yardsticks};
+use crate::frontier::{self, TargetCheck, Yardsticks};
 use crate::kernel::KernelSetup;
 use crate::options::BenchOptions;
 use crate::plan::{reader, Plan, Planned, References};
@@ -20,6 +22,9 @@ use crate::verdict::{RunEntry, Side, Verdict};
 
 /// The scenario.
 pub struct WorkConserving;
+
+/// The subjects: IOCost with a p99 target and the device-depth option.
+const SUBJECTS: [ControllerKind; 2] = [ControllerKind::IoCostP99Qd(2), ControllerKind::IoCostP99Qd(4)];
 
 /// The latency-sensitive tenant: QD1 random 4 KiB reads with 100 µs of think time.
 fn latency_sensitive(weight: u32) -> TenantSpec {
@@ -67,7 +72,7 @@ impl Planned for WorkConserving {
                     ControllerKind::IoCostP99Qd(2),
                     ControllerKind::IoCostP99Qd(4),
                 ],
-                vec![ControllerKind::IoCostP99Qd(2), ControllerKind::IoCostP99Qd(4)],
+                SUBJECTS.to_vec(),
             )
         }
     }
@@ -98,13 +103,18 @@ impl Planned for WorkConserving {
         }
     }
 
-    /// Fails every ioshare run whose point a kernel peer dominates, and describes the sweep.
+    /// Fails every ioshare run whose point a kernel peer dominates, and every subject that missed its
+    /// p99 target the device could meet (saying why where it could not), and describes the sweep.
     fn review(&self, runs: &mut [RunEntry], notes: &mut Vec<String>) {
         let Some(yard) = Yardsticks::from_runs(runs) else { return };
         let kernel: Vec<frontier::Point> =
             runs.iter().filter(|r| r.side == Side::Kernel).map(|r| yard.point(r)).collect();
         for entry in runs.iter_mut().filter(|r| r.side == Side::Ioshare) {
             let p = yard.point(entry);
+            let subject = SUBJECTS.iter().find(|k| k.name() == entry.report.controller);
+            if let (Some(v), Some(factor)) = (entry.verdict.as_mut(), subject.and_then(|k| k.p99_factor())) {
+                target_verdict(v, &yard, factor, p.p99x);
+            }
             if let (Some(v), Some(k)) = (entry.verdict.as_mut(), kernel.iter().find(|k| frontier::dominates(k, &p))) {
                 v.pass = false;
                 v.summary.push_str(&format!(
@@ -119,6 +129,40 @@ impl Planned for WorkConserving {
             notes.push(yard.describe());
         }
     }
+}
+
+/// Adds to subject verdict `v` (at QD1 p99 `p99x` × solo) how it fared against its target of
+/// `factor` × solo: failed when the sweep shows the device could have held it, else why it could not.
+fn target_verdict(v: &mut Verdict, yard: &Yardsticks, factor: u32, p99x: f64) {
+    let at = |p: &frontier::Point| {
+        format!("{} {:.0}% at {:.2}x", p.label.trim_start_matches("neighbour-"), p.leftover * 100.0, p.p99x)
+    };
+    let spread = format!(
+        "solo p99 {:.2} ms is {:.0}x its p50 {:.2} ms",
+        yard.solo_p99 / 1000.0,
+        yard.solo_p99 / yard.solo_p50.max(1e-9),
+        yard.solo_p50 / 1000.0
+    );
+    let Some(check) = frontier::check_target(&yard.sweep, f64::from(factor), p99x) else { return };
+    let why = match check {
+        TargetCheck::Held => return,
+        TargetCheck::Unreachable(first) => format!(
+            "; its {factor}x p99 target is beyond this device: no neighbour depth kept the QD1 reader within it \
+             (shallowest: {}; {spread})",
+            at(&first)
+        ),
+        TargetCheck::Unsteady(a, b) => format!(
+            "; its {factor}x p99 target has no stable point on this device: the QD1 reader's p99 does not grow \
+             with the neighbour's depth ({} then {}; {spread})",
+            at(&a),
+            at(&b)
+        ),
+        TargetCheck::Missed(met) => {
+            v.pass = false;
+            format!("; missed its {factor}x p99 target, which the uncontrolled neighbour at {} held", at(&met))
+        }
+    };
+    v.summary.push_str(&why);
 }
 
 #[cfg(test)]
@@ -140,6 +184,42 @@ mod tests {
         assert!(!judge(&WorkConserving, &below, &refs).pass, "64% is 14% below the frontier");
         let fast = report(vec![tenant("qd1", 1000.0, 110.0), tenant("sat", 600.0, 900.0)]);
         assert!(judge(&WorkConserving, &fast, &refs).pass, "at 1.1x the frontier has only 6%");
+    }
+
+    #[test]
+    fn a_subject_missing_its_target_fails_unless_the_sweep_says_the_device_cannot() {
+        let point = |label: &str, p99x: f64| frontier::Point { label: sweep_name_of(label), p99x, leftover: 1.0 };
+        let yard = |sweep: Vec<frontier::Point>| Yardsticks {
+            solo_p99: 7600.0,
+            solo_p50: 100.0,
+            capacity: 3000.0,
+            frontier: frontier::envelope(&sweep),
+            sweep,
+        };
+        let verdict = || Verdict { pass: true, value: 1.0, summary: "leftover used 100%".into() };
+        let mut held = verdict();
+        target_verdict(&mut held, &yard(vec![point("qd1", 1.5)]), 2, 2.0);
+        assert_eq!(held, verdict(), "held: nothing to add");
+        let mut beyond = verdict();
+        target_verdict(&mut beyond, &yard(vec![point("qd1", 2.9), point("qd2", 4.0)]), 2, 5.45);
+        assert!(beyond.pass, "the device cannot: judged on the frontier alone");
+        assert_eq!(
+            beyond.summary,
+            "leftover used 100%; its 2x p99 target is beyond this device: no neighbour depth kept the QD1 reader \
+             within it (shallowest: qd1 100% at 2.90x; solo p99 7.60 ms is 76x its p50 0.10 ms)"
+        );
+        let mut unsteady = verdict();
+        target_verdict(&mut unsteady, &yard(vec![point("qd1", 2.9), point("qd2", 1.0), point("qd8", 13.7)]), 2, 6.64);
+        assert!(unsteady.pass && unsteady.summary.contains("no stable point on this device"), "{unsteady:?}");
+        assert!(unsteady.summary.contains("(qd1 100% at 2.90x then qd2 100% at 1.00x;"), "{unsteady:?}");
+        let mut missed = verdict();
+        target_verdict(&mut missed, &yard(vec![point("qd1", 1.5), point("qd2", 2.5)]), 2, 3.0);
+        assert!(!missed.pass, "the device could");
+        assert!(missed.summary.ends_with("which the uncontrolled neighbour at qd1 100% at 1.50x held"), "{missed:?}");
+    }
+
+    fn sweep_name_of(label: &str) -> String {
+        frontier::sweep_name(label.trim_start_matches("qd").parse().unwrap())
     }
 
     #[test]

@@ -31,6 +31,7 @@ registry! {
     fixed,
     limits,
     qdepth,
+    throttle,
 }
 
 /// The built-in scenario called `name`.
