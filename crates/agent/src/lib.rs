@@ -47,6 +47,7 @@
 pub mod check;
 pub mod claim;
 pub mod config;
+pub mod cpu;
 pub mod daemon;
 pub mod error;
 pub mod hierarchy;
@@ -61,6 +62,7 @@ pub mod rules;
 pub mod share;
 pub mod signals;
 pub mod status;
+pub mod trace;
 pub mod userspace;
 
 pub use check::{Backend, BackendChoice, Check};

@@ -340,6 +340,7 @@ mod tests {
             limits,
             state: state.into(),
             debt_us: 1500,
+            note: String::new(),
         }
     }
 

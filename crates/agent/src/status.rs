@@ -44,6 +44,11 @@ pub struct GroupLine {
     /// Device time used beyond its budget still to pay back, µs (userspace backend).
     #[serde(default)]
     pub debt_us: u64,
+    /// Why an active group is below its share when no limit of the agent holds it (userspace
+    /// backend): `not using its share: not limited by ioshare`, and whether its threads were
+    /// CPU-bound; empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
 }
 
 /// One device.
@@ -275,6 +280,9 @@ impl fmt::Display for Status {
                     lim(g.limits[3]),
                     g.state
                 )?;
+                if !g.note.is_empty() {
+                    writeln!(f, "  {:<32} {}", "", g.note)?;
+                }
             }
         }
         if !self.memory.is_empty() {
@@ -353,6 +361,7 @@ mod tests {
                     limits: [30000, 100, 122880000, 409600],
                     state: "limited".into(),
                     debt_us: 1500,
+                    note: String::new(),
                 }],
             }],
             memory: vec![crate::memory::MemoryLine {

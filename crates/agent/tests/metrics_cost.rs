@@ -55,6 +55,7 @@ fn status(n: usize, periods: u64) -> Status {
                     limits: [1000 + i as u64, 0, 4_096_000, 8_192_000],
                     state: ["donating", "limited", "running"][i % 3].into(),
                     debt_us: i as u64,
+                    note: String::new(),
                 })
                 .collect(),
         }],
