@@ -91,7 +91,9 @@ pub struct PeriodRecord {
     pub elapsed_s: f64,
     /// Share of the period the device had IO in flight.
     pub util: f64,
-    /// Whether that counts as busy.
+    /// Mean IOs in flight at the device.
+    pub inflight: f64,
+    /// Whether the device counts as busy (busy time or IOs in flight).
     pub busy: bool,
     /// Mean latency net of size, µs, [read, write].
     pub lat_us: [f64; 2],
@@ -479,6 +481,7 @@ mod tests {
             device: "loop9".into(),
             elapsed_s: 0.1,
             util: 1.0,
+            inflight: 8.0,
             busy: true,
             lat_us: [100.0, 0.0],
             rq_wait: false,

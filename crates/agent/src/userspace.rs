@@ -12,11 +12,16 @@
 //! 3. judge the device's latency from `/sys/block/X/stat` ([`crate::latency`]) and record it, with an
 //!    rq-wait stand-in when the device rather than its limit held a competing group back (it got
 //!    less than [`FULLY_HELD`] of its limit on a busy device);
-//! 4. run the planner ([`ioshare_core::Controller::tick`]): hweights, donation, vrate;
-//! 5. turn each group's budget for the next period into blk-throttle limits ([`crate::limits`]),
+//! 4. run the planner ([`ioshare_core::Controller::tick`]): hweights, donation, vrate (brought down
+//!    first to what the device did when it held a competing group back: [`follow_device`]);
+//! 5. turn each group's budget for the next period (at least [`MIN_BUDGET_SHARE`] of its in-use
+//!    share of a period: an overrun is paid back over periods) into blk-throttle limits ([`crate::limits`]),
 //!    keeping those in force when they are within a few percent; the recorder writes only values
 //!    that changed, and limits the same as last period's are looked at again (a file someone
 //!    else changed set back) only every [`RECHECK_EVERY`] periods.
+//!
+//! With `--trace` each period also leaves a [`PeriodRecord`] of all this, and the status notes
+//! a group below its share that no limit held back, with its threads' CPU ([`crate::cpu`]).
 //!
 //! Cgroups come and go (containers); the controller never forgets a group, so once the groups of
 //! cgroups that are gone outnumber [`RENEW_AT`] and four times the live ones, the device's
@@ -36,9 +41,9 @@
 //! that the limits promise more than the device does — the model is above what the device gives
 //! this load (a profile taken on a quiet machine, a device shared with others, a loaded host). The
 //! kernel would step vrate down 1–2% a period from there; the agent knows what the device delivered
-//! in that period (the cost of every tracked cgroup's IO at the model's prices) and brings vrate down
-//! to it at once ([`follow_device`]; at most halving it per period, so a stalled period cannot
-//! collapse it). Then the limits bind, the shares are the weights', and the planner raises vrate
+//! (the cost of every tracked cgroup's IO at the model's prices) and brings vrate down to the most it
+//! did in the last second ([`follow_device`]; by at most 15% a period, so a stall of the device
+//! cannot collapse it). Then the limits bind, the shares are the weights', and the planner raises vrate
 //! again while groups are short of budget and the device keeps up. Without it, a model 30% above the
 //! device left every limit loose, the device split its work by queue depth (1:1 for two QD32
 //! readers), and the high-weight tenant, below its share and not at its limit, counted as a donor.
@@ -49,7 +54,7 @@
 //! process at QD32 gets half of what two get from a loop device here) does not cap the total, and
 //! one above it does not leave the limits loose.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 use std::time::Duration;
 
@@ -91,7 +96,13 @@ pub const MOST_FALL_PER_PERIOD: f64 = 0.85;
 /// IOPS for a period after a period at 146% of the model).
 pub const MIN_BUDGET_SHARE: f64 = 0.5;
 
-/// vrate after a device-bound period that delivered `delivered_pct` of the model: at most that, and
+/// Periods over which the most the device did is what vrate follows down ([`follow_device`]): a
+/// stall of the host disk (one period at 1% of the model seen in a trace, latencies of 100 ms)
+/// must not take vrate down with it — the kernel's step table then needs seconds to climb back.
+pub const FOLLOW_WINDOW: usize = 10;
+
+/// vrate after a device-bound period when the device did at most `delivered_pct` of the model in
+/// the last [`FOLLOW_WINDOW`] periods: at most that, and
 /// at least [`MOST_FALL_PER_PERIOD`] of `vrate_pct` (never raised: raising is the planner's, when
 /// groups are short of budget and none is held by the device).
 pub fn follow_device(vrate_pct: f64, delivered_pct: f64) -> f64 {
@@ -125,6 +136,12 @@ pub const RECHECK_EVERY: u64 = 10;
 
 /// Share of a period the device must have had IO in flight to count as busy.
 pub const DEVICE_BUSY: f64 = 0.9;
+/// Mean number of IOs in flight at the device over a period from which it counts as busy whatever
+/// its busy time says: IOs are queued at the device, not at a limit. A loop device here reported
+/// 30–80% busy time while two readers kept 64 IOs in flight at it (its `io_ticks` are sampled at
+/// IO start and end), so busy time alone never saw it busy, no group counted as held by the
+/// device, and vrate rose past what the device did until no limit bound.
+pub const DEVICE_QUEUED: f64 = 4.0;
 /// Share of its fair part of a busy device's work a group must get to count as competing for it.
 pub const FAIR_SHARE_REACHED: f64 = 0.9;
 
@@ -228,6 +245,8 @@ pub struct DeviceLoop {
     record: Option<PeriodRecord>,
     /// The tracked cgroups' threads.
     cpu: CpuWatch,
+    /// What the device did in the last [`FOLLOW_WINDOW`] periods, % of the model.
+    delivered: VecDeque<f64>,
 }
 
 impl DeviceLoop {
@@ -254,6 +273,7 @@ impl DeviceLoop {
             tracing: false,
             record: None,
             cpu: CpuWatch::default(),
+            delivered: VecDeque::with_capacity(FOLLOW_WINDOW),
         }
     }
 
@@ -383,7 +403,10 @@ impl DeviceLoop {
         if disk.is_some() {
             self.last_disk = disk;
         }
-        let busy = delta.is_some_and(|d| d.io_ticks_ms as f64 >= DEVICE_BUSY * elapsed_s * 1000.0);
+        // Mean IOs in flight over the period: the sum of the completed IOs' latencies over its length.
+        let inflight = delta.map_or(0.0, |d| (d.ticks_ms[0] + d.ticks_ms[1]) as f64 / (elapsed_s * 1000.0));
+        let busy = inflight >= DEVICE_QUEUED
+            || delta.is_some_and(|d| d.io_ticks_ms as f64 >= DEVICE_BUSY * elapsed_s * 1000.0);
         let before = self.ctl.stats(now);
         self.mix.refresh();
         // 1–2: usage since the last period.
@@ -455,8 +478,13 @@ impl DeviceLoop {
         }
         // What the device did, in percent of the model's capacity over the period.
         let delivered_pct = delivered as f64 / (elapsed_s * 1e9 * VTIME_PER_NSEC as f64) * 100.0;
+        if self.delivered.len() == FOLLOW_WINDOW {
+            self.delivered.pop_front();
+        }
+        self.delivered.push_back(delivered_pct);
         if device_bound {
-            self.ctl.set_vrate_pct(follow_device(self.ctl.vrate_pct(), delivered_pct));
+            let most = self.delivered.iter().copied().fold(0.0, f64::max);
+            self.ctl.set_vrate_pct(follow_device(self.ctl.vrate_pct(), most));
         }
         // 4: plan.
         self.ctl.tick(now);
@@ -538,6 +566,7 @@ impl DeviceLoop {
                 elapsed_s,
                 util: delta.map_or(0.0, |d| d.io_ticks_ms as f64 / (elapsed_s * 1000.0)),
                 busy,
+                inflight,
                 lat_us: self.verdicts.mean_us,
                 rq_wait: rq_wait_ns > 0,
                 delivered_pct,
@@ -659,6 +688,21 @@ mod tests {
     use super::*;
     use ioshare_core::ModelParams;
     use ioshare_host::{DevNum, DiskId};
+
+    /// A device-bound period brings vrate down to what the device did, by at most 15% a period, and
+    /// never raises it.
+    #[test]
+    fn vrate_follows_a_device_bound_device_down() {
+        assert_eq!(follow_device(100.0, 90.0), 90.0);
+        assert_eq!(follow_device(100.0, 30.0), 85.0, "at most 15% a period");
+        assert_eq!(follow_device(100.0, 120.0), 100.0, "never raised");
+        // From a model three times the device: within 7 periods.
+        let mut v = 300.0;
+        for _ in 0..7 {
+            v = follow_device(v, 100.0);
+        }
+        assert!((v - 100.0).abs() < 1e-9, "{v}");
+    }
 
     /// 5 000 cgroups come and go, 10 alive at a time: the controller holds the live groups and at
     /// most `RENEW_AT` others, each live cgroup's id names its group, and the vrate survives.
