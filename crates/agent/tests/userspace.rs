@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::{wait_for, Rig};
 use ioshare_agent::cpu::CpuWatch;
+use ioshare_agent::trace::{Summary, TraceWriter};
 use ioshare_agent::userspace::DONATING_SLACK;
 use ioshare_agent::{Agent, BackendChoice, Config};
 use ioshare_host::{skip_unless_root, BlkioCgroup, ThrottleKnob};
@@ -27,10 +28,12 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Runs `body` with an agent started on `config` in another thread; stops it (reverting) after.
+/// Runs `body` with an agent started on `config` in another thread; stops it (reverting) after. It
+/// writes its period trace to `state/trace.jsonl`.
 fn with_agent<T>(config: &std::path::Path, state: &std::path::Path, body: impl FnOnce() -> T) -> T {
     let config = Config::load(config).unwrap();
-    let (agent, _) = Agent::start(config, BackendChoice::Userspace, state).unwrap();
+    let (mut agent, _) = Agent::start(config, BackendChoice::Userspace, state).unwrap();
+    agent.trace_to(TraceWriter::create(&state.join("trace.jsonl")).unwrap());
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         let runner = s.spawn(|| agent.run(&stop));
@@ -205,6 +208,17 @@ fn weights_split_two_readers_and_idle_share_is_donated() {
         (split, views, (slowed, slowed_views, cpu_bound))
     });
     let (slowed, slowed_views, cpu_bound) = slowed;
+    // The agent's trace of the whole run: one record a period, and in the periods both tenants did IO
+    // their targets are the weights' 2/3 and 1/3. ± 0.05: equal weights would give 1/2, and a period
+    // in which a tenant (re)started reads its target from before it counted (0, or 1 for the other),
+    // each moving a mean over ~60 periods by up to 0.017.
+    let summary = Summary::read(&state.path().join("trace.jsonl")).unwrap();
+    eprint!("{summary}");
+    let traced = &summary.devices[0];
+    assert!(traced.periods >= 50, "{} periods traced", traced.periods);
+    let target = |name: &str| traced.groups.iter().find(|g| g.cgroup == name).map(|g| g.target).unwrap();
+    let (hi_target, lo_target) = (target(&rig.rel(0)), target(&rig.rel(1)));
+    assert!((hi_target - 2.0 / 3.0).abs() < 0.05 && (lo_target - 1.0 / 3.0).abs() < 0.05, "{hi_target} {lo_target}");
     drop(lo);
     let ratio = split[0] / split[1];
     let total = split[0] + split[1];
