@@ -178,7 +178,11 @@ fn unused_share_note(t: &Tracked) -> String {
         Some(c) if c.cpu_bound() => {
             format!("; CPU-bound: its busiest thread was on or waiting for a CPU {:.0}% of the time", c.busiest * 100.0)
         }
-        Some(c) => format!("; its threads were not CPU-bound ({:.0}%): it had no more IO to do", c.busiest * 100.0),
+        Some(c) => format!(
+            "; its threads were not CPU-bound ({:.0}%): it issues no more (no more to do, or its queue depth at the \
+             device's latency)",
+            c.busiest * 100.0
+        ),
         None => String::new(),
     };
     format!("not using its share: not limited by ioshare{why}")
