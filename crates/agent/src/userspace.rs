@@ -41,9 +41,9 @@
 //! that the limits promise more than the device does — the model is above what the device gives
 //! this load (a profile taken on a quiet machine, a device shared with others, a loaded host). The
 //! kernel would step vrate down 1–2% a period from there; the agent knows what the device delivered
-//! (the cost of every tracked cgroup's IO at the model's prices) and brings vrate down to the most it
-//! did in the last second ([`follow_device`]; by at most 15% a period, so a stall of the device
-//! cannot collapse it). Then the limits bind, the shares are the weights', and the planner raises vrate
+//! (the cost of every tracked cgroup's IO at the model's prices) and brings vrate down to the median
+//! of what it did in the last second ([`follow_device`]; by at most 15% a period, so a stall of the
+//! device cannot collapse it). Then the limits bind, the shares are the weights', and the planner raises vrate
 //! again while groups are short of budget and the device keeps up. Without it, a model 30% above the
 //! device left every limit loose, the device split its work by queue depth (1:1 for two QD32
 //! readers), and the high-weight tenant, below its share and not at its limit, counted as a donor.
@@ -96,13 +96,15 @@ pub const MOST_FALL_PER_PERIOD: f64 = 0.85;
 /// IOPS for a period after a period at 146% of the model).
 pub const MIN_BUDGET_SHARE: f64 = 0.5;
 
-/// Periods over which the most the device did is what vrate follows down ([`follow_device`]): a
-/// stall of the host disk (one period at 1% of the model seen in a trace, latencies of 100 ms)
-/// must not take vrate down with it — the kernel's step table then needs seconds to climb back.
+/// Periods over whose median of what the device did vrate follows down ([`follow_device`]): a
+/// stall of the host disk (periods at 1% of the model seen in a trace, latencies of 100 ms) shorter
+/// than half of them must not take vrate down with it — the kernel's step table then needs seconds
+/// to climb back; and the median, not the most, so that the limits add up to what the device does
+/// (following the most left the high-weight tenant at 60–65% of the work where 2/3 was its share).
 pub const FOLLOW_WINDOW: usize = 10;
 
-/// vrate after a device-bound period when the device did at most `delivered_pct` of the model in
-/// the last [`FOLLOW_WINDOW`] periods: at most that, and
+/// vrate after a device-bound period when the device did `delivered_pct` of the model over the last
+/// [`FOLLOW_WINDOW`] periods (their median): at most that, and
 /// at least [`MOST_FALL_PER_PERIOD`] of `vrate_pct` (never raised: raising is the planner's, when
 /// groups are short of budget and none is held by the device).
 pub fn follow_device(vrate_pct: f64, delivered_pct: f64) -> f64 {
@@ -487,8 +489,9 @@ impl DeviceLoop {
         }
         self.delivered.push_back(delivered_pct);
         if device_bound {
-            let most = self.delivered.iter().copied().fold(0.0, f64::max);
-            self.ctl.set_vrate_pct(follow_device(self.ctl.vrate_pct(), most));
+            let mut last: Vec<f64> = self.delivered.iter().copied().collect();
+            last.sort_by(f64::total_cmp);
+            self.ctl.set_vrate_pct(follow_device(self.ctl.vrate_pct(), last[last.len() / 2]));
         }
         // 4: plan.
         self.ctl.tick(now);
