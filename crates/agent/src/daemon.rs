@@ -48,6 +48,7 @@ use crate::pods::Pods;
 use crate::share::watch::{PlannerActivity, ShareWatch};
 use crate::status::{DeviceLine, GroupLine, Status};
 use crate::targets::{targets, userspace_plan, Owner, PodRef, Target};
+use crate::trace::TraceWriter;
 use crate::userspace::DeviceLoop;
 
 /// How often the group patterns are matched again.
@@ -90,6 +91,8 @@ pub struct Agent {
     claim: Claim,
     /// The `/metrics` endpoint, when the configuration asks for it.
     metrics: Option<Metrics>,
+    /// The period trace (`--trace`), when asked for.
+    trace: Option<TraceWriter>,
 }
 
 impl Agent {
@@ -144,6 +147,7 @@ impl Agent {
             shares: ShareWatch::default(),
             claim,
             metrics,
+            trace: None,
         };
         let exact = agent.memory_asks();
         let started = MemoryGuard::start(&agent.config, &exact, &mut agent.recorder).map(|m| agent.memory = m);
@@ -157,6 +161,15 @@ impl Agent {
                 let _ = agent.recorder.revert();
                 Err(e)
             }
+        }
+    }
+
+    /// Writes every device's [`PeriodRecord`](crate::trace::PeriodRecord) to `trace` from the next
+    /// period on (userspace backend; the kernel plans by itself).
+    pub fn trace_to(&mut self, trace: TraceWriter) {
+        self.trace = Some(trace);
+        for d in &mut self.devices {
+            d.set_tracing(true);
         }
     }
 
@@ -315,6 +328,10 @@ impl Agent {
             for d in &mut self.devices {
                 d.plan(now, &self.hierarchy, &mut self.recorder, &self.sys_block)?;
             }
+            if let Some(trace) = self.trace.as_mut() {
+                let records: Vec<_> = self.devices.iter_mut().filter_map(DeviceLoop::take_record).collect();
+                trace.write(&records)?;
+            }
         }
         let planner = || {
             let mut active = PlannerActivity::new();
@@ -367,6 +384,7 @@ impl Agent {
                                 limits: caps.as_array(),
                                 state: "kernel".into(),
                                 debt_us: 0,
+                                note: String::new(),
                             }
                         })
                         .collect(),

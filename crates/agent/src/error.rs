@@ -96,6 +96,14 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// The period trace (`--trace`) cannot be written or read.
+    #[error("trace {}: {reason}", path.display())]
+    Trace {
+        /// The trace file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 /// Result with the agent's error.

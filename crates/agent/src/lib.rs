@@ -51,6 +51,7 @@
 pub mod check;
 pub mod claim;
 pub mod config;
+pub mod cpu;
 pub mod daemon;
 pub mod error;
 pub mod hierarchy;
@@ -67,6 +68,7 @@ pub mod share;
 pub mod signals;
 pub mod status;
 pub mod targets;
+pub mod trace;
 pub mod userspace;
 
 pub use check::{Backend, BackendChoice, Check};

@@ -46,6 +46,11 @@ pub struct GroupLine {
     /// Device time used beyond its budget still to pay back, µs (userspace backend).
     #[serde(default)]
     pub debt_us: u64,
+    /// Why an active group is below its share when no limit of the agent holds it (userspace
+    /// backend): `not using its share: not limited by ioshare`, and whether its threads were
+    /// CPU-bound; empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
 }
 
 /// One device.
@@ -281,6 +286,9 @@ impl fmt::Display for Status {
                     g.state,
                     self.pod_of(&g.cgroup)
                 )?;
+                if !g.note.is_empty() {
+                    writeln!(f, "  {:<32} {}", "", g.note)?;
+                }
             }
         }
         if !self.memory.is_empty() {

@@ -12,11 +12,16 @@
 //! 3. judge the device's latency from `/sys/block/X/stat` ([`crate::latency`]) and record it, with an
 //!    rq-wait stand-in when the device rather than its limit held a competing group back (it got
 //!    less than [`FULLY_HELD`] of its limit on a busy device);
-//! 4. run the planner ([`ioshare_core::Controller::tick`]): hweights, donation, vrate;
-//! 5. turn each group's budget for the next period into blk-throttle limits ([`crate::limits`]),
+//! 4. run the planner ([`ioshare_core::Controller::tick`]): hweights, donation, vrate (brought down
+//!    first to what the device did when it held a competing group back: [`follow_device`]);
+//! 5. turn each group's budget for the next period (at least [`MIN_BUDGET_SHARE`] of its in-use
+//!    share of a period: an overrun is paid back over periods) into blk-throttle limits ([`crate::limits`]),
 //!    keeping those in force when they are within a few percent; the recorder writes only values
 //!    that changed, and limits the same as last period's are looked at again (a file someone
 //!    else changed set back) only every [`RECHECK_EVERY`] periods.
+//!
+//! With `--trace` each period also leaves a [`PeriodRecord`] of all this, and the status notes
+//! a group below its share that no limit held back, with its threads' CPU ([`crate::cpu`]).
 //!
 //! Cgroups come and go (containers); the controller never forgets a group, so once the groups of
 //! cgroups that are gone outnumber [`RENEW_AT`] and four times the live ones, the device's
@@ -31,36 +36,80 @@
 //! it, for the next file attached), it is said once on stderr and in the status (state `device
 //! gone`), and nothing more is written for that number, whatever takes it.
 //!
-//! Without a QoS line the vrate is pinned at 100% (`min=max=100`): the counters carry no
-//! device-saturation signal of their own (the kernel's rq-wait), so without latency targets the
-//! planner would raise vrate without bound and the limits would stop meaning anything.
+//! vrate follows the device where the counters can tell: a period in which a competing group was
+//! held back by the busy device rather than by its own limit (the rq-wait stand-in of step 3) shows
+//! that the limits promise more than the device does — the model is above what the device gives
+//! this load (a profile taken on a quiet machine, a device shared with others, a loaded host). The
+//! kernel would step vrate down 1–2% a period from there; the agent knows what the device delivered
+//! (the cost of every tracked cgroup's IO at the model's prices) and brings vrate down to the median
+//! of what it did in the last second ([`follow_device`]; by at most 15% a period, so a stall of the
+//! device cannot collapse it). Then the limits bind, the shares are the weights', and the planner raises vrate
+//! again while groups are short of budget and the device keeps up. Without it, a model 30% above the
+//! device left every limit loose, the device split its work by queue depth (1:1 for two QD32
+//! readers), and the high-weight tenant, below its share and not at its limit, counted as a donor.
+//!
+//! Without a QoS line vrate ranges over [`NO_QOS`]'s 10–500% of the model: groups held by their
+//! limits while no group is held by the device raise it (the planner's shortages), a group held by
+//! the device brings it down to what the device did. So a model below the device (a profile of one
+//! process at QD32 gets half of what two get from a loop device here) does not cap the total, and
+//! one above it does not leave the limits loose.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::Path;
 use std::time::Duration;
 
 use crate::status::{DeviceLine, GroupLine};
 use ioshare_core::iocost::aggregate::Charge;
+use ioshare_core::iocost::model::VTIME_PER_NSEC;
 use ioshare_core::{Controller, GroupId, GroupSettings, GroupStats, IoCost, Limits, LinearModel, Nanos, Op, QosParams};
 use ioshare_host::{DevNum, DiskStats, Recorder, RwCounts, Written};
 
 use crate::config::DeviceConfig;
+use crate::cpu::{CpuUse, CpuWatch};
 use crate::error::Result;
 use crate::hierarchy::{Hierarchy, Throttle};
 use crate::io_mix::IoMix;
 use crate::latency::{verdicts, Verdicts};
 use crate::limits::{settle, throttle_for, DirUsage};
+use crate::trace::{GroupRecord, LimitAction, PeriodRecord};
 
-/// QoS used when the configuration gives none: vrate pinned to the model.
-pub const PINNED_QOS: QosParams = QosParams {
+/// QoS used when the configuration gives none: no latency targets; vrate between 10% and 500% of
+/// the model (see the module comment).
+pub const NO_QOS: QosParams = QosParams {
     enable: true,
     rppm: 0,
     rlat_us: 25_000,
     wppm: 0,
     wlat_us: 25_000,
-    min_ppm: 1_000_000,
-    max_ppm: 1_000_000,
+    min_ppm: 100_000,
+    max_ppm: 5_000_000,
 };
+
+/// The most [`follow_device`] lowers vrate in one period (a factor of it): from a model three times
+/// the device to the device in 7 periods, while one period the machine stalled costs at most 15%.
+pub const MOST_FALL_PER_PERIOD: f64 = 0.85;
+
+/// A group's budget for a period is at least this share of what its in-use share earns in one:
+/// a group that overran (the device did more than vrate promised, or it was found mid-burst) pays
+/// back over several periods instead of being stopped for one — a limit of a few IOs per second
+/// for 100 ms idled the device and let the group burst after (seen in traces: both tenants at 10
+/// IOPS for a period after a period at 146% of the model).
+pub const MIN_BUDGET_SHARE: f64 = 0.5;
+
+/// Periods over whose median of what the device did vrate follows down ([`follow_device`]): a
+/// stall of the host disk (periods at 1% of the model seen in a trace, latencies of 100 ms) shorter
+/// than half of them must not take vrate down with it — the kernel's step table then needs seconds
+/// to climb back; and the median, not the most, so that the limits add up to what the device does
+/// (following the most left the high-weight tenant at 60–65% of the work where 2/3 was its share).
+pub const FOLLOW_WINDOW: usize = 10;
+
+/// vrate after a device-bound period when the device did `delivered_pct` of the model over the last
+/// [`FOLLOW_WINDOW`] periods (their median): at most that, and
+/// at least [`MOST_FALL_PER_PERIOD`] of `vrate_pct` (never raised: raising is the planner's, when
+/// groups are short of budget and none is held by the device).
+pub fn follow_device(vrate_pct: f64, delivered_pct: f64) -> f64 {
+    delivered_pct.max(vrate_pct * MOST_FALL_PER_PERIOD).min(vrate_pct)
+}
 
 /// A cgroup this device's controller tracks.
 #[derive(Debug)]
@@ -73,6 +122,10 @@ struct Tracked {
     usage: [DirUsage; 2],
     throttle: Throttle,
     present: bool,
+    /// Last period: active beside others, below its share of the work done, not held by its limit.
+    unused_share: bool,
+    /// Its threads' CPU at the last sample ([`crate::cpu`]).
+    cpu: Option<CpuUse>,
 }
 
 /// Groups of vanished cgroups the controller may hold (beyond four per live one) before it is
@@ -85,6 +138,12 @@ pub const RECHECK_EVERY: u64 = 10;
 
 /// Share of a period the device must have had IO in flight to count as busy.
 pub const DEVICE_BUSY: f64 = 0.9;
+/// Mean number of IOs in flight at the device over a period from which it counts as busy whatever
+/// its busy time says: IOs are queued at the device, not at a limit. A loop device here reported
+/// 30–80% busy time while two readers kept 64 IOs in flight at it (its `io_ticks` are sampled at
+/// IO start and end), so busy time alone never saw it busy, no group counted as held by the
+/// device, and vrate rose past what the device did until no limit bound.
+pub const DEVICE_QUEUED: f64 = 4.0;
 /// Share of its fair part of a busy device's work a group must get to count as competing for it.
 pub const FAIR_SHARE_REACHED: f64 = 0.9;
 
@@ -109,6 +168,26 @@ pub const DONATING_SLACK: f64 = 1e-3;
 /// Whether the planner has the group donating part of its share this period.
 pub fn donating(g: &GroupStats) -> bool {
     g.hweight_inuse + DONATING_SLACK < g.hweight_active
+}
+
+/// What the status says of a group below its share that no limit held back, with what its threads'
+/// CPU says of why (empty for any other group).
+fn unused_share_note(t: &Tracked) -> String {
+    if !t.unused_share {
+        return String::new();
+    }
+    let why = match t.cpu {
+        Some(c) if c.cpu_bound() => {
+            format!("; CPU-bound: its busiest thread was on or waiting for a CPU {:.0}% of the time", c.busiest * 100.0)
+        }
+        Some(c) => format!(
+            "; its threads were not CPU-bound ({:.0}%): it issues no more (no more to do, or its queue depth at the \
+             device's latency)",
+            c.busiest * 100.0
+        ),
+        None => String::new(),
+    };
+    format!("not using its share: not limited by ioshare{why}")
 }
 
 /// A disk's identity in `sys_block`: its `diskseq` (Linux 5.15+: the kernel numbers each disk it
@@ -169,12 +248,20 @@ pub struct DeviceLoop {
     identity: Option<String>,
     /// The device went away: nothing more is planned or written for it.
     gone: bool,
+    /// Whether each period builds a [`PeriodRecord`] (`--trace`).
+    tracing: bool,
+    /// The last period's record, until taken.
+    record: Option<PeriodRecord>,
+    /// The tracked cgroups' threads.
+    cpu: CpuWatch,
+    /// What the device did in the last [`FOLLOW_WINDOW`] periods, % of the model.
+    delivered: VecDeque<f64>,
 }
 
 impl DeviceLoop {
     /// A controller for `cfg`'s device planning every `period`.
     pub fn new(cfg: DeviceConfig, period: Duration) -> Self {
-        let qos = cfg.qos.unwrap_or(PINNED_QOS);
+        let qos = cfg.qos.unwrap_or(NO_QOS);
         let ctl = controller(&cfg, qos, period);
         let mix = IoMix::start(cfg.device.dev);
         DeviceLoop {
@@ -193,6 +280,10 @@ impl DeviceLoop {
             groups: HashMap::new(),
             identity: None,
             gone: false,
+            tracing: false,
+            record: None,
+            cpu: CpuWatch::default(),
+            delivered: VecDeque::with_capacity(FOLLOW_WINDOW),
         }
     }
 
@@ -217,6 +308,8 @@ impl DeviceLoop {
             usage: Default::default(),
             throttle: Throttle::default(),
             present: true,
+            unused_share: false,
+            cpu: None,
         });
         t.weight = weight;
         t.caps = caps.clone();
@@ -240,6 +333,16 @@ impl DeviceLoop {
         Ok(())
     }
 
+    /// Builds a [`PeriodRecord`] every period from now on ([`take_record`](DeviceLoop::take_record)).
+    pub fn set_tracing(&mut self, on: bool) {
+        self.tracing = on;
+    }
+
+    /// The last period's record (tracing on), once.
+    pub fn take_record(&mut self) -> Option<PeriodRecord> {
+        self.record.take()
+    }
+
     /// The device and settings this controller runs with.
     pub fn config(&self) -> &DeviceConfig {
         &self.cfg
@@ -260,6 +363,7 @@ impl DeviceLoop {
             }
             t.present
         });
+        self.cpu.retain(|rel| self.groups.contains_key(rel));
     }
 
     /// Marks every cgroup absent (discovery then marks the ones it finds).
@@ -275,6 +379,7 @@ impl DeviceLoop {
         let before = self.groups.len();
         self.groups.retain(|_, t| t.present);
         let dropped = before - self.groups.len();
+        self.cpu.retain(|rel| self.groups.contains_key(rel));
         self.retired += dropped;
         if self.retired > RENEW_AT.max(4 * self.groups.len()) {
             self.renew(now)?;
@@ -327,7 +432,10 @@ impl DeviceLoop {
         if disk.is_some() {
             self.last_disk = disk;
         }
-        let busy = delta.is_some_and(|d| d.io_ticks_ms as f64 >= DEVICE_BUSY * elapsed_s * 1000.0);
+        // Mean IOs in flight over the period: the sum of the completed IOs' latencies over its length.
+        let inflight = delta.map_or(0.0, |d| (d.ticks_ms[0] + d.ticks_ms[1]) as f64 / (elapsed_s * 1000.0));
+        let busy = inflight >= DEVICE_QUEUED
+            || delta.is_some_and(|d| d.io_ticks_ms as f64 >= DEVICE_BUSY * elapsed_s * 1000.0);
         let before = self.ctl.stats(now);
         self.mix.refresh();
         // 1–2: usage since the last period.
@@ -363,29 +471,31 @@ impl DeviceLoop {
         // it, or when the device was busy and it got about its fair share of what the device did — its
         // IO then waits at the device instead of at a limit, and it is a competitor, not a donor.
         let mut device_bound = false;
-        let charges: Vec<Charge> = paths
-            .iter()
-            .map(|rel| &self.groups[rel])
-            .filter(|t| t.present)
-            .map(|t| {
-                let cost = t.usage[0].cost + t.usage[1].cost;
-                let g = before.groups.get(t.id.index());
-                let fair = g.map_or(0.0, |g| g.hweight_active);
-                let competing = busy && cost > 0 && cost as f64 >= FAIR_SHARE_REACHED * fair * delivered as f64;
-                // A donor's limit is its donation target plus its budget left (about 1.5 × what it
-                // used): one that nears it is usually a noisy small user, not one held back — and one
-                // really held back grows its target anyway (the donation math doubles a target whose
-                // budget was spent). Only reaching its limit in full ends its donating.
-                let fully_held = held_back(&t.throttle, &t.usage, elapsed_s, FULLY_HELD);
-                let held = if g.is_some_and(donating) {
-                    fully_held
-                } else {
-                    held_back(&t.throttle, &t.usage, elapsed_s, LIMITED_AT)
-                };
-                device_bound |= competing && !fully_held && t.throttle.is_limited();
-                Charge { group: t.id, abs_cost: cost, limited: competing || held }
-            })
-            .collect();
+        let mut flags: HashMap<&str, (bool, bool)> = HashMap::new();
+        let mut charges: Vec<Charge> = Vec::new();
+        for rel in &paths {
+            let t = &self.groups[rel];
+            if !t.present {
+                continue;
+            }
+            let cost = t.usage[0].cost + t.usage[1].cost;
+            let g = before.groups.get(t.id.index());
+            let fair = g.map_or(0.0, |g| g.hweight_active);
+            let competing = busy && cost > 0 && cost as f64 >= FAIR_SHARE_REACHED * fair * delivered as f64;
+            // A donor's limit is its donation target plus its budget left (about 1.5 × what it
+            // used): one that nears it is usually a noisy small user, not one held back — and one
+            // really held back grows its target anyway (the donation math doubles a target whose
+            // budget was spent). Only reaching its limit in full ends its donating.
+            let fully_held = held_back(&t.throttle, &t.usage, elapsed_s, FULLY_HELD);
+            let held = if g.is_some_and(donating) {
+                fully_held
+            } else {
+                held_back(&t.throttle, &t.usage, elapsed_s, LIMITED_AT)
+            };
+            device_bound |= competing && !fully_held && t.throttle.is_limited();
+            flags.insert(rel, (competing, held));
+            charges.push(Charge { group: t.id, abs_cost: cost, limited: competing || held });
+        }
         self.ctl.charge_period(now, &charges);
         // 3: latency, and device-slot waits: a competing group that its own limit did not hold back
         // was held back by the device — the kernel sees that as IOs waiting for a device slot
@@ -395,14 +505,29 @@ impl DeviceLoop {
             self.verdicts = verdicts(&d, &model, &self.qos);
             self.ctl.record_completions(self.verdicts.met, self.verdicts.missed, rq_wait_ns);
         }
+        // What the device did, in percent of the model's capacity over the period.
+        let delivered_pct = delivered as f64 / (elapsed_s * 1e9 * VTIME_PER_NSEC as f64) * 100.0;
+        if self.delivered.len() == FOLLOW_WINDOW {
+            self.delivered.pop_front();
+        }
+        self.delivered.push_back(delivered_pct);
+        if device_bound {
+            let mut last: Vec<f64> = self.delivered.iter().copied().collect();
+            last.sort_by(f64::total_cmp);
+            self.ctl.set_vrate_pct(follow_device(self.ctl.vrate_pct(), last[last.len() / 2]));
+        }
         // 4: plan.
         self.ctl.tick(now);
         // 5: limits for the next period.
         let horizon = self.period.as_nanos() as Nanos;
         let stats = self.ctl.stats(now);
+        let horizon_vtime = horizon as f64 * VTIME_PER_NSEC as f64;
         let mut written = 0;
         self.plans += 1;
         let recheck = self.plans % RECHECK_EVERY == 0;
+        // Threads' CPU: every period while tracing, else at each recheck (for the status' note).
+        let sample_cpu = self.tracing || recheck;
+        let mut records = Vec::new();
         for rel in &paths {
             let t = self.groups.get_mut(rel).expect("tracked");
             if !t.present {
@@ -410,20 +535,75 @@ impl DeviceLoop {
             }
             let g = &stats.groups[t.id.index()];
             let alone = g.hweight_active >= 0.999;
-            let budget = if alone { None } else { self.ctl.budget(now, t.id, horizon) };
-            let throttle = settle(&t.throttle, throttle_for(budget, &t.usage, &model, self.period, &t.caps));
-            if throttle == t.throttle && !recheck {
-                continue;
+            let floor = (MIN_BUDGET_SHARE * g.hweight_inuse * stats.device.vrate_pct / 100.0 * horizon_vtime) as u64;
+            let budget = if alone { None } else { self.ctl.budget(now, t.id, horizon).map(|b| b.max(floor)) };
+            let planned = throttle_for(budget, &t.usage, &model, self.period, &t.caps);
+            let throttle = settle(&t.throttle, planned);
+            let (competing, held) = flags.get(rel.as_str()).copied().unwrap_or_default();
+            let cost = t.usage[0].cost + t.usage[1].cost;
+            let target = before.groups.get(t.id.index()).map_or(0.0, |g| g.hweight_active);
+            // Below its share of what the device did, and not because of its limit: the note.
+            t.unused_share =
+                g.active && !alone && !held && (cost as f64) < FAIR_SHARE_REACHED * target * delivered as f64;
+            if sample_cpu {
+                t.cpu = self.cpu.sample(rel, &h.dir(rel), now);
             }
-            match h.set_throttle(rec, rel, dev, &throttle)? {
-                Written::Vanished => t.present = false,
-                Written::Changed => {
-                    tracing::trace!(cgroup = %rel, dev = %dev, limits = %throttle, "limits written");
-                    written += 1;
-                    t.throttle = throttle;
+            let action = if throttle != t.throttle {
+                LimitAction::Written
+            } else if planned != throttle {
+                LimitAction::Kept
+            } else {
+                LimitAction::Same
+            };
+            if throttle != t.throttle || recheck {
+                match h.set_throttle(rec, rel, dev, &throttle)? {
+                    Written::Vanished => t.present = false,
+                    Written::Changed => {
+                        tracing::trace!(cgroup = %rel, dev = %dev, limits = %throttle, "limits written");
+                        written += 1;
+                        t.throttle = throttle;
+                    }
+                    Written::Unchanged => t.throttle = throttle,
                 }
-                Written::Unchanged => t.throttle = throttle,
             }
+            if self.tracing {
+                records.push(GroupRecord {
+                    cgroup: rel.clone(),
+                    weight: t.weight,
+                    ios: [t.usage[0].ios, t.usage[1].ios],
+                    bytes: [t.usage[0].bytes, t.usage[1].bytes],
+                    cost,
+                    target,
+                    hweight_active: g.hweight_active,
+                    hweight_inuse: g.hweight_inuse,
+                    held,
+                    competing,
+                    short: held || competing,
+                    donating: donating(g),
+                    debt_us: g.debt_us,
+                    budget,
+                    planned: planned.as_array(),
+                    limits: t.throttle.as_array(),
+                    action,
+                    cpu: t.cpu,
+                });
+            }
+        }
+        if self.tracing {
+            self.record = Some(PeriodRecord {
+                t_s: now as f64 / 1e9,
+                device: self.cfg.device.name.clone(),
+                elapsed_s,
+                util: delta.map_or(0.0, |d| d.io_ticks_ms as f64 / (elapsed_s * 1000.0)),
+                busy,
+                inflight,
+                lat_us: self.verdicts.mean_us,
+                rq_wait: rq_wait_ns > 0,
+                delivered_pct,
+                vrate_pct: stats.device.vrate_pct,
+                busy_level: stats.device.busy_level,
+                groups: records,
+            });
         }
         tracing::debug!(
             device = %self.cfg.device.name,
@@ -478,7 +658,7 @@ impl DeviceLoop {
     /// The device's state now.
     pub fn status(&self, now: Nanos) -> DeviceLine {
         let stats = self.ctl.stats(now);
-        let period_vtime = self.last_elapsed_s * 1e9 * ioshare_core::iocost::model::VTIME_PER_NSEC as f64;
+        let period_vtime = self.last_elapsed_s * 1e9 * VTIME_PER_NSEC as f64;
         let mut groups: Vec<GroupLine> = self
             .groups
             .iter()
@@ -510,6 +690,7 @@ impl DeviceLoop {
                     limits: t.throttle.as_array(),
                     state: state.into(),
                     debt_us: g.debt_us,
+                    note: if g.active && !self.gone { unused_share_note(t) } else { String::new() },
                 }
             })
             .collect();
@@ -538,12 +719,27 @@ mod tests {
     use ioshare_core::ModelParams;
     use ioshare_host::{DevNum, DiskId};
 
+    /// A device-bound period brings vrate down to what the device did, by at most 15% a period, and
+    /// never raises it.
+    #[test]
+    fn vrate_follows_a_device_bound_device_down() {
+        assert_eq!(follow_device(100.0, 90.0), 90.0);
+        assert_eq!(follow_device(100.0, 30.0), 85.0, "at most 15% a period");
+        assert_eq!(follow_device(100.0, 120.0), 100.0, "never raised");
+        // From a model three times the device: within 7 periods.
+        let mut v = 300.0;
+        for _ in 0..7 {
+            v = follow_device(v, 100.0);
+        }
+        assert!((v - 100.0).abs() < 1e-9, "{v}");
+    }
+
     /// 5 000 cgroups come and go, 10 alive at a time: the controller holds the live groups and at
     /// most `RENEW_AT` others, each live cgroup's id names its group, and the vrate survives.
     #[test]
     fn the_controller_is_renewed_over_the_live_groups() {
         let device = DiskId { dev: DevNum { major: 7, minor: 250 }, name: "loop250".into() };
-        let qos = QosParams { min_ppm: 10_000, max_ppm: 10_000_000, ..PINNED_QOS };
+        let qos = QosParams { min_ppm: 10_000, max_ppm: 10_000_000, ..NO_QOS };
         let cfg = DeviceConfig { device, model: ModelParams::SSD_DFL, qos: Some(qos) };
         let mut d = DeviceLoop::new(cfg, Duration::from_millis(100));
         d.ctl.set_vrate_pct(60.0);

@@ -196,6 +196,7 @@ fn status() -> impl Strategy<Value = Status> {
             limits,
             state: state.into(),
             debt_us: 0,
+            note: String::new(),
         });
     let device = (text(8), any::<i32>(), share.clone(), any::<[u64; 2]>(), prop::collection::vec(group, 0..4))
         .prop_map(|(device, busy_level, vrate, target_us, groups)| DeviceLine {

@@ -4,9 +4,11 @@
 mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{wait_for, Rig};
+use ioshare_agent::cpu::CpuWatch;
+use ioshare_agent::trace::{Summary, TraceWriter};
 use ioshare_agent::userspace::DONATING_SLACK;
 use ioshare_agent::{Agent, BackendChoice, Config};
 use ioshare_host::{skip_unless_root, BlkioCgroup, ThrottleKnob};
@@ -26,10 +28,12 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Runs `body` with an agent started on `config` in another thread; stops it (reverting) after.
+/// Runs `body` with an agent started on `config` in another thread; stops it (reverting) after. It
+/// writes its period trace to `state/trace.jsonl`.
 fn with_agent<T>(config: &std::path::Path, state: &std::path::Path, body: impl FnOnce() -> T) -> T {
     let config = Config::load(config).unwrap();
-    let (agent, _) = Agent::start(config, BackendChoice::Userspace, state).unwrap();
+    let (mut agent, _) = Agent::start(config, BackendChoice::Userspace, state).unwrap();
+    agent.trace_to(TraceWriter::create(&state.join("trace.jsonl")).unwrap());
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         let runner = s.spawn(|| agent.run(&stop));
@@ -81,14 +85,35 @@ struct View {
     riops: [u64; 2],
 }
 
-/// Each cgroup's IOPS over `window`, and the agent's view of both groups read every period meanwhile.
-fn rates_and_views(rig: &Rig, state: &std::path::Path, window: Duration) -> (Vec<f64>, Vec<View>) {
-    std::thread::scope(|s| {
+/// Share of the 100 ms samples of a window in which a tenant's busiest thread must have been
+/// CPU-bound (on or waiting for a CPU for `cpu::CPU_BOUND_AT` of the sample) for the tenant to count
+/// as held by the machine: a tenant stalled for a fifth of the window loses about that much of its
+/// rate, more than the ratio's tolerance.
+const CPU_BOUND_SAMPLES: f64 = 0.2;
+
+/// Each cgroup's IOPS over `window`, the agent's view of both groups read every period meanwhile,
+/// and per cgroup the share of 100 ms samples in which its threads were CPU-bound.
+fn rates_and_views(rig: &Rig, state: &std::path::Path, window: Duration) -> (Vec<f64>, Vec<View>, [f64; 2]) {
+    let mut cpu = CpuWatch::default();
+    let clock = Instant::now();
+    let mut sample_cpu = |bound: &mut [u32; 2], samples: &mut u32| {
+        let now = clock.elapsed().as_nanos() as u64;
+        let used: Vec<_> = (0..2).map(|i| cpu.sample(&rig.rel(i), rig.cgroups[i].path(), now)).collect();
+        if let (Some(hi), Some(lo)) = (used[0], used[1]) {
+            *samples += 1;
+            bound[0] += u32::from(hi.cpu_bound());
+            bound[1] += u32::from(lo.cpu_bound());
+        }
+    };
+    let (mut bound, mut samples) = ([0u32; 2], 0u32);
+    sample_cpu(&mut bound, &mut samples);
+    let (rates, views) = std::thread::scope(|s| {
         let rates = s.spawn(|| rig.rates(window).0);
         let (mut views, mut last_period) = (Vec::new(), None);
         let names = [rig.rel(0), rig.rel(1)];
         while !rates.is_finished() {
             std::thread::sleep(Duration::from_millis(100));
+            sample_cpu(&mut bound, &mut samples);
             let Ok(st) = ioshare_agent::Status::read(state) else { continue };
             // One view per period the agent planned (a stale status is not counted again).
             if last_period == Some(st.periods) {
@@ -105,7 +130,9 @@ fn rates_and_views(rig: &Rig, state: &std::path::Path, window: Duration) -> (Vec
             }
         }
         (rates.join().unwrap(), views)
-    })
+    });
+    let share = |n: u32| f64::from(n) / f64::from(samples.max(1));
+    (rates, views, [share(bound[0]), share(bound[1])])
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -123,8 +150,11 @@ fn weights_split_two_readers_and_idle_share_is_donated() {
     let before = rig.snapshot();
     let state = tempfile::tempdir().unwrap();
 
-    // Uncontrolled: both readers saturating, then the high-weight one at a tenth of the device.
+    // Uncontrolled: the high-weight reader alone (what it can do by itself), both readers
+    // saturating, then the high-weight one at a tenth of the device.
     let hi = rig.fio(0, DEPTH, SATURATING);
+    std::thread::sleep(Duration::from_millis(500));
+    let solo_hi = rig.rates(Duration::from_millis(1500)).0[0];
     let lo = rig.fio(1, DEPTH, SATURATING);
     std::thread::sleep(Duration::from_millis(500));
     let (free, free_lat) = rig.rates(Duration::from_millis(2000));
@@ -137,13 +167,11 @@ fn weights_split_two_readers_and_idle_share_is_donated() {
     let (free_slow, _) = rig.rates(Duration::from_millis(2000));
     drop(slow);
 
-    // The model: this device's measured random-read rate (what `ioshare profile` would measure).
+    // The model: this device's measured random-read rate (what `ioshare profile` would measure), and
+    // no QoS line, as issue 22's user configured it: vrate then follows what the device delivers
+    // when a tenant is held by the device rather than by its limit.
     let model = format!("ssd_dfl rrandiops={iops} rseqiops={iops}");
-    // Latency target: 0.7 × the mean read latency at saturation, judged at the median, so that vrate
-    // settles where the device is kept busy (throughput at 70% of the saturated queue depth is near
-    // the maximum here) but not flooded (which is when fio's queue depth, not weight, would split it).
-    let qos = format!("rpct=50 rlat={} min=20 max=500", (free_lat * 0.7).round().max(50.0));
-    let config = rig.config(state.path(), &model, Some(&qos), &[200, 100], 100);
+    let config = rig.config(state.path(), &model, None, &[200, 100], 100);
 
     let (split, views, slowed) = with_agent(&config, state.path(), || {
         let hi = rig.fio(0, DEPTH, SATURATING);
@@ -151,7 +179,7 @@ fn weights_split_two_readers_and_idle_share_is_donated() {
             std::thread::sleep(Duration::from_millis(100));
             trace(state.path());
         }
-        let (split, views) = rates_and_views(&rig, state.path(), Duration::from_millis(3000));
+        let (split, views, cpu_bound) = rates_and_views(&rig, state.path(), Duration::from_millis(3000));
         eprintln!("{}", ioshare_agent::Status::read(state.path()).unwrap());
         drop(hi);
         let _slow = rig.fio(0, 4, &[&slow_rate]);
@@ -175,17 +203,28 @@ fn weights_split_two_readers_and_idle_share_is_donated() {
                 );
             }
         }
-        let (slowed, slowed_views) = rates_and_views(&rig, state.path(), Duration::from_millis(2000));
+        let (slowed, slowed_views, _) = rates_and_views(&rig, state.path(), Duration::from_millis(2000));
         eprintln!("{}", ioshare_agent::Status::read(state.path()).unwrap());
-        (split, views, (slowed, slowed_views))
+        (split, views, (slowed, slowed_views, cpu_bound))
     });
-    let (slowed, slowed_views) = slowed;
+    let (slowed, slowed_views, cpu_bound) = slowed;
+    // The agent's trace of the whole run: one record a period, and in the periods both tenants did IO
+    // their targets are the weights' 2/3 and 1/3. ± 0.05: equal weights would give 1/2, and a period
+    // in which a tenant (re)started reads its target from before it counted (0, or 1 for the other),
+    // each moving a mean over ~60 periods by up to 0.017.
+    let summary = Summary::read(&state.path().join("trace.jsonl")).unwrap();
+    eprint!("{summary}");
+    let traced = &summary.devices[0];
+    assert!(traced.periods >= 50, "{} periods traced", traced.periods);
+    let target = |name: &str| traced.groups.iter().find(|g| g.cgroup == name).map(|g| g.target).unwrap();
+    let (hi_target, lo_target) = (target(&rig.rel(0)), target(&rig.rel(1)));
+    assert!((hi_target - 2.0 / 3.0).abs() < 0.05 && (lo_target - 1.0 / 3.0).abs() < 0.05, "{hi_target} {lo_target}");
     drop(lo);
     let ratio = split[0] / split[1];
     let total = split[0] + split[1];
     let kept = slowed[1] / free_slow[1];
     eprintln!(
-        "uncontrolled {:.0}+{:.0}={free_total:.0} IOPS at {free_lat:.0} µs; {qos}; agent 2:1 {:.0}+{:.0}={total:.0} IOPS, \
+        "uncontrolled {:.0}+{:.0}={free_total:.0} IOPS at {free_lat:.0} µs (hi alone {solo_hi:.0}); agent 2:1 {:.0}+{:.0}={total:.0} IOPS, \
          ratio {ratio:.2}, total {:.0}% of uncontrolled; hi at a tenth: lo {:.0} IOPS with the agent, {:.0} without ({:.0}%)",
         free[0],
         free[1],
@@ -229,21 +268,29 @@ fn weights_split_two_readers_and_idle_share_is_donated() {
     let mean_limit = |i: usize| views.iter().map(|v| v.riops[i] as f64).sum::<f64>() / views.len() as f64;
     let (hi_limit, lo_limit) = (mean_limit(0), mean_limit(1));
     assert!(split[1] <= 1.3 * lo_limit, "lo did {:.0} IOPS under a mean limit of {lo_limit:.0}", split[1]);
-    // The split on real IO is the agent's only when the limits set the rates. When other engineers'
-    // builds and QEMU guests take this machine's two cores (load averages of 5-8 seen), the fio
-    // threads get equal slices of CPU, and the high-weight one cannot use the larger limit it was
-    // given: the split drifts towards 1:1 whatever the limits say — the total may still look normal,
-    // since the uncontrolled run was held back the same way. So the real ratio is asserted
-    // (acceptance 2.0 ± 10%; here ± 15% for noise between the periods' limits) only when the
-    // high-weight tenant reached 85% of its mean limit (its limit, not the machine, held it);
-    // otherwise it is printed.
-    if split[0] >= 0.85 * hi_limit {
-        assert!((ratio / 2.0 - 1.0).abs() <= 0.15, "ratio {ratio:.2} with both at their limits");
-    } else {
+    // The split on real IO is judged in every run in which both tenants could use their shares,
+    // measured: (1) neither tenant's threads were CPU-bound — when other builds and QEMU guests take
+    // this machine's two cores, the fio threads get equal slices of CPU and the high-weight one
+    // cannot issue what its larger limit allows; IOCost is work-conserving, so the split then drifts
+    // towards 1:1 by design; (2) the high-weight tenant alone did at least its 2/3 of what both did
+    // under the agent — on this loop device a single cgroup's IO goes through one loop worker, and
+    // when the host disk is busy with other users one tenant alone may do less than 2/3 of two
+    // (its queue, not a limit, holds it). Otherwise the ratio is printed with the reason.
+    // Tolerance ± 15%: the acceptance is ± 10% over 15 s; this window is 3 s (30 periods), in which
+    // one period of a stalled machine (the host disk or CPU taken by others) moves the ratio by a few
+    // percent more.
+    let bound_note =
+        format!("CPU-bound in {:.0}% / {:.0}% of the 100 ms samples", cpu_bound[0] * 100.0, cpu_bound[1] * 100.0);
+    if cpu_bound.iter().any(|&b| b >= CPU_BOUND_SAMPLES) {
+        eprintln!("ratio {ratio:.2} not judged: a tenant was held by the CPU (hi, lo {bound_note})");
+    } else if solo_hi < total * 2.0 / 3.0 {
         eprintln!(
-            "ratio {ratio:.2} not judged: hi did {:.0} IOPS under a mean limit of {hi_limit:.0} (the machine held it)",
-            split[0]
+            "ratio {ratio:.2} not judged: hi alone did {solo_hi:.0} IOPS, less than 2/3 of the {total:.0} both did \
+             under the agent (its own queue holds it; {bound_note})"
         );
+    } else {
+        eprintln!("ratio {ratio:.2} judged (hi alone {solo_hi:.0} IOPS; {bound_note}), hi's mean limit {hi_limit:.0}");
+        assert!((ratio / 2.0 - 1.0).abs() <= 0.15, "ratio {ratio:.2} with both tenants able to use their shares");
     }
     // Donation: with the high-weight tenant at a tenth, it lends its share out (in-use share below
     // its 2/3) and the low-weight one holds more than its 1/3 — in the median period of the window

@@ -68,6 +68,21 @@ pub enum Command {
         /// text: one line per event; json: one JSON object per line (for log collectors).
         #[arg(long, value_enum, default_value = "text")]
         log_format: LogFormatArg,
+        /// Userspace backend: append one JSON line per device per period to FILE — each cgroup's
+        /// counters, the planner's decisions, the limits written or kept, its threads' CPU (read it
+        /// with `ioshare agent trace FILE`).
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
+    },
+    /// Summarise a trace written by `agent run --trace`: per cgroup its achieved share of the work
+    /// against its target, periods held by its limit, short, donating, CPU-bound, limits written or
+    /// kept; and the same per second.
+    Trace {
+        /// The trace file.
+        file: PathBuf,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// Show the running agent's state: per device vrate, busy level, latency; per cgroup weight,
     /// shares, usage, limits in force, and whether it is donating or limited. Exits 1, saying so
@@ -147,7 +162,15 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
                 print!("{report}");
             }
         }
-        Command::Run { config, backend, state_dir, cache_dir, dry_run, log_level, log_format } => {
+        Command::Trace { file, json } => {
+            let summary = ioshare_agent::trace::Summary::read(&file)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&summary)?);
+            } else {
+                print!("{summary}");
+            }
+        }
+        Command::Run { config, backend, state_dir, cache_dir, dry_run, log_level, log_format, trace } => {
             let format = match log_format {
                 LogFormatArg::Text => LogFormat::Text,
                 LogFormatArg::Json => LogFormat::Json,
@@ -163,7 +186,13 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
                 Config::load_profiling(&config_file, &cache_dir, ioshare_engine::interrupt::stop_flag(), &progress);
             let config = Config { memory_dry_run: dry_run, ..loaded? };
             let stop = ioshare_agent::stop_on_signals();
-            let (agent, recovered) = Agent::start(config, backend.into(), &state_dir)?;
+            // The trace file first: one that cannot be created stops the start before anything is written.
+            let trace = trace.map(|f| ioshare_agent::trace::TraceWriter::create(&f).map(|w| (f, w))).transpose()?;
+            let (mut agent, recovered) = Agent::start(config, backend.into(), &state_dir)?;
+            if let Some((file, writer)) = trace {
+                agent.trace_to(writer);
+                tracing::info!(file = %file.display(), "writing a trace of every period");
+            }
             if let Some(r) = recovered {
                 tracing::info!(restored = r.restored, "restored the settings a previous agent left");
                 for line in r.unreadable {

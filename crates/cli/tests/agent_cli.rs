@@ -57,6 +57,40 @@ fn status_without_an_agent_says_so() {
     assert!(err.contains("is `ioshare agent run` running"), "{err}");
 }
 
+#[test]
+fn agent_trace_summarises_a_trace_and_names_a_bad_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "{\"t_s\": 1}\n").unwrap();
+    let out = ioshare(&["agent", "trace", bad.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains("line 1: not a trace record") && err.contains("--trace"), "{err}");
+    // Two periods of two groups, as `agent run --trace` writes them.
+    let group = |cgroup: &str, ios: u64, target: f64| {
+        serde_json::json!({"cgroup": cgroup, "weight": 100, "ios": [ios, 0], "bytes": [ios * 4096, 0],
+            "cost": ios, "target": target, "hweight_active": target, "hweight_inuse": target, "held": true,
+            "competing": true, "short": true, "donating": false, "debt_us": 0, "budget": 5,
+            "planned": [1, 1, 1, 1], "limits": [1, 1, 1, 1], "action": "written", "cpu": null})
+    };
+    let period = |t: f64| {
+        serde_json::json!({"t_s": t, "device": "loop9", "elapsed_s": 0.1, "util": 1.0, "inflight": 9.0,
+            "busy": true, "lat_us": [100.0, 0.0], "rq_wait": false, "delivered_pct": 90.0, "vrate_pct": 80.0,
+            "busy_level": 0, "groups": [group("a", 300, 0.75), group("b", 100, 0.25)]})
+    };
+    let good = dir.path().join("good.jsonl");
+    std::fs::write(&good, format!("{}\n{}\n", period(0.1), period(0.2))).unwrap();
+    let out = ioshare(&["agent", "trace", "--json", good.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let a = &v["devices"][0]["groups"][0];
+    assert_eq!((a["cgroup"].as_str(), a["competed"].as_u64(), a["written"].as_u64()), (Some("a"), Some(2), Some(2)));
+    assert!((a["achieved"].as_f64().unwrap() - 0.75).abs() < 1e-9, "{a}");
+    let text = String::from_utf8_lossy(&ioshare(&["agent", "trace", good.to_str().unwrap()]).stdout).into_owned();
+    assert!(text.contains("loop9: 2 periods") && text.contains("75.0%"), "{text}");
+}
+
 /// Starts `ioshare agent run` with `args`, waits until it wrote its status file in `state` (it
 /// has then applied its configuration), stops it with SIGTERM and returns its stderr.
 fn run_until_applied(args: &[&str], state: &std::path::Path, log: &std::path::Path) -> String {

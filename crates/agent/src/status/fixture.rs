@@ -21,6 +21,7 @@ pub fn group(cgroup: &str, state: &str, limits: [u64; 4]) -> GroupLine {
         limits,
         state: state.into(),
         debt_us: 1500,
+        note: String::new(),
     }
 }
 
