@@ -57,7 +57,9 @@ pub struct Calibration {
 /// Queue depth of the 4 KiB measurements: where virtual and flash disks reach their IOPS.
 const DEPTH: u32 = 32;
 /// The measurement: per step two interleaved rounds of 0.3 s (50 ms warm-up each), large reads and
-/// writes of 1 MiB at QD8.
+/// writes of 1 MiB at QD8, each IO submitted alone so that the block layer does not merge
+/// neighbouring 4 KiB IOs (bench does not own the disk under its file, so it cannot switch merging
+/// off; see [`ioshare_engine::profile::measure`]).
 const PLAN: Plan = Plan {
     duration: 300 * NSEC_PER_MSEC,
     warmup: 50 * NSEC_PER_MSEC,
@@ -65,6 +67,7 @@ const PLAN: Plan = Plan {
     big_block: 1 << 20,
     big_depth: 8,
     rounds: 2,
+    submit_batch: 1,
 };
 /// Latency percentile IOCost judges, ppm (p50; see the module comment).
 const LAT_PPM: u32 = 500_000;
@@ -73,7 +76,7 @@ const LAT_FACTOR: f64 = 1.5;
 
 /// Measures the target (about 4 s; 2 s without writes). Writes only if the target is writable.
 pub fn measure(target: &Target, stop: &AtomicBool) -> Result<Calibration> {
-    let m = measure::measure(target, &PLAN, target.writable(), stop, &mut |_, _, _| {})?;
+    let m = measure::measure(target, &PLAN, target.writable(), None, stop, &mut |_, _, _| {})?;
     let p50 = |step| m.report(step).map(|r| ((r.tenants[0].lat_us.p50 * LAT_FACTOR).ceil() as u64).max(1));
     let rrand = m.report(Step::Rrandiops).expect("reads are always measured");
     let rlat_us = p50(Step::Rrandiops).expect("reads are always measured");

@@ -1,14 +1,21 @@
 //! The device measurement shared by `ioshare profile` and the bench's calibration: the six runs of
 //! the kernel's `iocost_coef_gen.py` on the engine, one after another with no controller.
 //!
-//! - bps: sequential reads (writes) of large blocks at depth, bytes per second;
+//! - bps: sequential reads (writes) of large blocks, bytes per second — by default the kernel
+//!   tool's 128 MiB blocks at depth 1 ([`Plan::big_block`], [`Plan::big_depth`]), which the block
+//!   layer splits into the device's largest requests, all in flight at once;
 //! - seqiops: sequential 4 KiB reads (writes) at depth, IOs per second;
 //! - randiops: uniformly random 4 KiB reads (writes) at depth, IOs per second.
 //!
-//! The kernel's tool reads 128 MiB blocks at depth 1 (split by the block layer into the device's
-//! maximum request size, so in effect a deep queue of large requests); the engine keeps its IOs
-//! whole, so it issues large blocks at depth instead ([`Plan::big_block`] × [`Plan::big_depth`]),
-//! which loads the device the same way without 128 MiB buffers.
+//! What IOCost charges is each IO as submitted, while a device serves requests: when the block
+//! layer merges neighbouring sequential 4 KiB IOs into one request, a seqiops run counts twice or
+//! more the IOs the device could serve unmerged, and a model built from it charges sequential IO
+//! half of what it costs. The runs must therefore issue IOs the block layer does not merge. The
+//! caller switches merging off where it may (`queue/nomerges=2` on a device the profile owns); where
+//! it may not, [`Plan::submit_batch`] 1 submits each IO alone, which io_uring does without a plug,
+//! so neighbours never meet in a plug (the kernel tool's fio submits one IO per call the same way).
+//! The device's merge counters (`/sys/block/X/stat`) are read around every run, so the result says
+//! how many merges there were ([`Merges`]).
 //!
 //! Each run is split into [`Plan::rounds`] rounds, interleaved (round 1 of every run, then round 2
 //! …), and a coefficient is the best round's figure. Why the best and not the mean: at saturation
@@ -21,9 +28,11 @@
 //! measured read side times the write:read ratios of a built-in set ([`WRITE_RATIOS_FROM`], the
 //! kernel's default for SSDs), and [`Measured::writes_measured`] says so.
 
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
-use ioshare_core::{ModelParams, Nanos, NoControl};
+use ioshare_core::{ModelParams, Nanos, NoControl, NSEC_PER_MSEC};
+use ioshare_host::DiskStats;
 use serde::Serialize;
 
 use crate::error::Result;
@@ -50,13 +59,29 @@ pub struct Plan {
     pub big_depth: u32,
     /// Rounds each run is split into (interleaved; the best counts).
     pub rounds: u32,
+    /// IOs submitted together (1: each alone, so the block layer cannot merge them in a plug).
+    pub submit_batch: u32,
 }
 
 impl Plan {
     /// The options of one run of this plan.
     pub fn run_options(&self) -> RunOptions {
-        RunOptions { warmup: self.warmup, sample_every: self.duration, ..RunOptions::new(self.duration) }
+        RunOptions {
+            warmup: self.warmup,
+            sample_every: self.duration,
+            submit_batch: self.submit_batch,
+            ..RunOptions::new(self.duration)
+        }
     }
+}
+
+/// What the device's counters saw during a run's rounds (all of them, warm-up included).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Merges {
+    /// IOs the block layer merged into a queued request (reads and writes).
+    pub merged: u64,
+    /// Requests the device completed.
+    pub requests: u64,
 }
 
 /// One of the six coefficient runs.
@@ -117,13 +142,9 @@ impl Step {
     }
 }
 
-/// `4 KiB random reads at QD64`, `4 MiB sequential writes at QD16`.
+/// `4 KiB random reads at QD64`, `128 MiB sequential writes at QD1`.
 pub fn describe(job: &JobSpec) -> String {
-    let size = if job.block_size >= 1 << 20 {
-        format!("{} MiB", job.block_size >> 20)
-    } else {
-        format!("{} KiB", job.block_size >> 10)
-    };
+    let size = size_name(job.block_size);
     let kind = match job.pattern {
         Pattern::Read => "sequential reads",
         Pattern::Write => "sequential writes",
@@ -133,6 +154,40 @@ pub fn describe(job: &JobSpec) -> String {
     };
     let rate = job.rate_iops.map(|r| format!(" capped at {r} IOPS")).unwrap_or_default();
     format!("{size} {kind} at QD{}{rate}", job.iodepth)
+}
+
+/// `4 KiB`, `128 MiB`.
+pub fn size_name(bytes: u32) -> String {
+    if bytes >= 1 << 20 {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{} KiB", bytes >> 10)
+    }
+}
+
+/// The fio command that runs `job` as one round of `plan` does, on `path` (named `name`).
+pub fn fio_command(name: &str, job: &JobSpec, plan: &Plan, path: &Path) -> String {
+    let rw = match job.pattern {
+        Pattern::Read => "read",
+        Pattern::Write => "write",
+        Pattern::RandRead => "randread",
+        Pattern::RandWrite => "randwrite",
+        Pattern::RandRw => "randrw",
+    };
+    let bs = match job.block_size {
+        b if b % (1 << 20) == 0 => format!("{}m", b >> 20),
+        b => format!("{}k", b >> 10),
+    };
+    let rate = job.rate_iops.map(|r| format!(" --rate_iops={r}")).unwrap_or_default();
+    format!(
+        "fio --name={name} --filename={} --direct=1 --ioengine=io_uring --rw={rw} --bs={bs} --iodepth={} \
+         --iodepth_batch_submit={} --numjobs=1{rate} --time_based --runtime={}ms --ramp_time={}ms",
+        path.display(),
+        job.iodepth,
+        plan.submit_batch.min(job.iodepth),
+        (plan.duration - plan.warmup) / NSEC_PER_MSEC,
+        plan.warmup / NSEC_PER_MSEC
+    )
 }
 
 /// What the six runs found.
@@ -146,6 +201,8 @@ pub struct Measured {
     pub runs: Vec<(Step, RunReport)>,
     /// For each run, how far its rounds disagreed: (best − worst) / best of the figure, percent.
     pub spread_pct: Vec<f64>,
+    /// For each run, the merges the device counted during its rounds (`None`: no counters given).
+    pub merges: Vec<Option<Merges>>,
 }
 
 impl Measured {
@@ -161,38 +218,65 @@ pub fn run_alone(target: &Target, job: JobSpec, plan: &Plan, stop: &AtomicBool) 
     run(target, &tenants, &mut NoControl::new(), &plan.run_options(), stop)
 }
 
-/// Runs `jobs` in `plan.rounds` interleaved rounds (round 1 of each job, then round 2 …);
+/// One job's rounds, and what the device's counters saw during them.
+#[derive(Clone, Debug, Default)]
+pub struct Rounds {
+    /// Each round's report, in order.
+    pub reports: Vec<RunReport>,
+    /// Merges over all rounds (`None`: no counters, or unreadable).
+    pub merges: Option<Merges>,
+}
+
+/// Runs `jobs` in `plan.rounds` interleaved rounds (round 1 of each job, then round 2 …), reading
+/// the device counters file `stat` (`/sys/block/X/stat`, if given) around each run;
 /// `progress(job index, run index, runs)` is called before each run. Returns each job's rounds.
 pub fn interleaved(
     target: &Target,
     plan: &Plan,
     jobs: &[JobSpec],
+    stat: Option<&Path>,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(usize, usize, usize),
-) -> Result<Vec<Vec<RunReport>>> {
+) -> Result<Vec<Rounds>> {
     let total = jobs.len() * plan.rounds as usize;
-    let mut rounds: Vec<Vec<RunReport>> = jobs.iter().map(|_| Vec::new()).collect();
+    let read = || stat.and_then(|p| std::fs::read_to_string(p).ok()).and_then(|t| DiskStats::parse(&t).ok());
+    let mut rounds: Vec<Rounds> =
+        jobs.iter().map(|_| Rounds { merges: stat.map(|_| Merges::default()), ..Rounds::default() }).collect();
     for round in 0..plan.rounds as usize {
         for (j, job) in jobs.iter().enumerate() {
             progress(j, round * jobs.len() + j, total);
-            rounds[j].push(run_alone(target, job.clone(), plan, stop)?);
+            let before = read();
+            rounds[j].reports.push(run_alone(target, job.clone(), plan, stop)?);
+            rounds[j].merges = match (rounds[j].merges, before, read()) {
+                (Some(m), Some(a), Some(b)) => {
+                    let d = b.since(&a);
+                    Some(Merges {
+                        merged: m.merged + d.merges[0] + d.merges[1],
+                        requests: m.requests + d.ios[0] + d.ios[1],
+                    })
+                }
+                _ => None,
+            };
         }
     }
     Ok(rounds)
 }
 
-/// Measures the six coefficients (the three read ones only unless `writes`); `progress(step, i, n)`
-/// is called before each of the n runs.
+/// Measures the six coefficients (the three read ones only unless `writes`), reading the device
+/// counters `stat` around each run (see [`interleaved`]); `progress(step, i, n)` is called before
+/// each of the n runs.
 pub fn measure(
     target: &Target,
     plan: &Plan,
     writes: bool,
+    stat: Option<&Path>,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(Step, usize, usize),
 ) -> Result<Measured> {
     let steps: Vec<Step> = Step::ALL.into_iter().filter(|s| writes || !s.writes()).collect();
     let jobs: Vec<JobSpec> = steps.iter().map(|s| s.job(plan)).collect();
-    let rounds = interleaved(target, plan, &jobs, stop, &mut |j, i, n| progress(steps[j], i, n))?;
+    let rounds = interleaved(target, plan, &jobs, stat, stop, &mut |j, i, n| progress(steps[j], i, n))?;
+    let merges = rounds.iter().map(|r| r.merges).collect();
     let figure = |step: Step, r: &RunReport| {
         let t = &r.tenants[0];
         if matches!(step, Step::Rbps | Step::Wbps) {
@@ -205,7 +289,7 @@ pub fn measure(
     let runs: Vec<(Step, RunReport)> = steps
         .iter()
         .zip(rounds)
-        .map(|(&step, reports)| {
+        .map(|(&step, Rounds { reports, .. })| {
             spread_pct.push(spread(reports.iter().map(|r| figure(step, r) as f64)));
             let best = reports.into_iter().max_by_key(|r| figure(step, r)).expect("at least one round");
             (step, best)
@@ -220,7 +304,7 @@ pub fn measure(
         }
         _ => with_preset_writes(ModelParams { rbps, rseqiops, rrandiops, wbps: 0, wseqiops: 0, wrandiops: 0 }),
     };
-    Ok(Measured { model, writes_measured: writes, runs, spread_pct })
+    Ok(Measured { model, writes_measured: writes, runs, spread_pct, merges })
 }
 
 /// (largest − smallest) / largest of `values`, percent; 0 for fewer than two.
@@ -248,6 +332,7 @@ pub fn with_preset_writes(read: ModelParams) -> ModelParams {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ioshare_core::NSEC_PER_SEC;
 
     #[test]
     fn unmeasured_writes_keep_the_preset_ratios() {
@@ -267,10 +352,24 @@ mod tests {
 
     #[test]
     fn descriptions_name_size_pattern_and_depth() {
-        let plan = Plan { duration: 1, warmup: 0, depth: 64, big_block: 4 << 20, big_depth: 16, rounds: 1 };
-        assert_eq!(Step::Rbps.describe(&plan), "4 MiB sequential reads at QD16");
+        let plan = Plan {
+            duration: 3 * NSEC_PER_SEC,
+            warmup: NSEC_PER_SEC / 2,
+            depth: 64,
+            big_block: 128 << 20,
+            big_depth: 1,
+            rounds: 1,
+            submit_batch: 1,
+        };
+        assert_eq!(Step::Rbps.describe(&plan), "128 MiB sequential reads at QD1");
         assert_eq!(Step::Wrandiops.describe(&plan), "4 KiB random writes at QD64");
         let capped = JobSpec { rate_iops: Some(900), ..Step::Rrandiops.job(&plan) };
         assert_eq!(describe(&capped), "4 KiB random reads at QD64 capped at 900 IOPS");
+        let fio = fio_command("rseqiops", &Step::Rseqiops.job(&plan), &plan, Path::new("/dev/loop3"));
+        for part in ["--filename=/dev/loop3", "--rw=read ", "--bs=4k ", "--iodepth=64 ", "--iodepth_batch_submit=1 "] {
+            assert!(fio.contains(part), "{part}: {fio}");
+        }
+        assert!(fio.contains("--runtime=2500ms --ramp_time=500ms"), "{fio}");
+        assert!(fio_command("rbps", &Step::Rbps.job(&plan), &plan, Path::new("f")).contains("--bs=128m --iodepth=1"));
     }
 }

@@ -4,6 +4,7 @@
 //! non-rotational disk, p50 on a rotational one, as the kernel tool chooses); vrate bounds
 //! [`QOS_VRATE_PCT`]. Without writes the write target is the read one.
 
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 use ioshare_core::{ModelParams, QosParams};
@@ -16,10 +17,13 @@ use crate::report::RunReport;
 use crate::target::Target;
 
 /// Runs the capped latency runs and derives the QoS parameters; returns them with the runs (the
-/// median round of each). `status(i, name, job)` is called before each run.
+/// median round of each; merges counted in the device counters `stat`). `status(i, name, job)` is
+/// called before each run.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn suggest(
     dev: &Target,
     plan: &Plan,
+    stat: Option<&Path>,
     model: &ModelParams,
     rotational: bool,
     writes: bool,
@@ -45,17 +49,18 @@ pub(super) fn suggest(
         })
         .collect();
     let name = |step: Step| if step.writes() { "wlat" } else { "rlat" };
-    let rounds = measure::interleaved(dev, plan, &jobs, stop, &mut |j, i, _| {
+    let rounds = measure::interleaved(dev, plan, &jobs, stat, stop, &mut |j, i, _| {
         status(i, name(steps[j]), &measure::describe(&jobs[j]))
     })?;
     check_stop(stop)?;
     let mut runs = Vec::new();
     let mut targets = Vec::new();
-    for ((&step, job), mut reports) in steps.iter().zip(&jobs).zip(rounds) {
+    for ((&step, job), rounds) in steps.iter().zip(&jobs).zip(rounds) {
+        let mut reports = rounds.reports;
         reports.sort_by(|a, b| percentile(a).total_cmp(&percentile(b)));
         let median = &reports[reports.len() / 2];
         let spread = measure::spread(reports.iter().map(percentile));
-        runs.push(profile_run(name(step), measure::describe(job), median, spread));
+        runs.push(profile_run(name(step), job, plan, dev.path(), median, spread, rounds.merges));
         targets.push(((percentile(median) * QOS_FACTOR).ceil() as u64).max(1));
     }
     let rlat_us = targets[0];
