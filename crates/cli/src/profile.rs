@@ -61,6 +61,10 @@ pub struct Args {
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
+    /// Where device settings profile changes (queue/nomerges) are recorded until restored; a
+    /// killed profile's are restored by the next profile with the same directory.
+    #[arg(long, value_name = "DIR", default_value = profile::STATE_DIR, hide = true)]
+    state_dir: PathBuf,
 }
 
 /// Runs `ioshare profile`.
@@ -81,6 +85,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         read_only: args.read_only,
         destructive: args.destructive,
         loop_device: args.loop_device,
+        state_dir: args.state_dir,
         ..base
     };
     if let Err(msg) = opts.validate() {
