@@ -45,6 +45,7 @@ pub const AGENT_PLAN: Plan = Plan {
     // Each IO submitted alone: the agent only reads the device, so it cannot switch merging off,
     // and merged sequential IOs would make seqiops count requests, not the IOs IOCost charges.
     submit_batch: 1,
+    max_jobs: 1,
 };
 
 /// Measures a device's cost model: the seam between the configuration and the profiler, there so

@@ -68,6 +68,7 @@ const PLAN: Plan = Plan {
     big_depth: 8,
     rounds: 2,
     submit_batch: 1,
+    max_jobs: 1,
 };
 /// Latency percentile IOCost judges, ppm (p50; see the module comment).
 const LAT_PPM: u32 = 500_000;

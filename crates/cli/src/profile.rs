@@ -55,9 +55,13 @@ pub struct Args {
     /// Size of the temporary file created in a TARGET directory, MiB.
     #[arg(long, value_name = "MIB", default_value_t = 2048)]
     size: u64,
-    /// Queue depth of the 4 KiB runs.
+    /// Queue depth of the 4 KiB runs (per job).
     #[arg(long, default_value_t = 64)]
     depth: u32,
+    /// Most parallel jobs (threads, one io_uring each) a run is raised to, as fio's --numjobs: the
+    /// first round adds one job at a time while one more adds at least 5%. 1: one job.
+    #[arg(long, value_name = "N", default_value_t = profile::MAX_JOBS)]
+    jobs: u32,
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
@@ -81,7 +85,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     };
     let opts = ProfileOptions {
-        plan: Plan { depth: args.depth, ..base.plan },
+        plan: Plan { depth: args.depth, max_jobs: args.jobs, ..base.plan },
         read_only: args.read_only,
         destructive: args.destructive,
         loop_device: args.loop_device,
@@ -134,30 +138,32 @@ fn table(p: &Profile) -> String {
     let _ = writeln!(s, "method: merges {}", m.merges);
     let _ = writeln!(
         s,
-        "        {}, {} job, {batch}, scheduler {}; bandwidth runs {} at QD{}, 4 KiB runs at QD{}; {} round(s) of {:.1} s \
-         per run ({:.1} s warm-up), interleaved, the best counting",
+        "        {}, {batch}, scheduler {}; bandwidth runs {} at QD{}, 4 KiB runs at QD{} per job; parallel jobs \
+         raised from 1 (up to {}) in the first round while one more added 5%; {} round(s) of {:.1} s per run ({:.1} s \
+         warm-up), interleaved, the best counting",
         m.io,
-        m.jobs,
         m.scheduler.as_deref().unwrap_or("(none)"),
         ioshare_engine::profile::measure::size_name(m.big_block),
         m.big_depth,
         m.depth,
+        m.max_jobs,
         m.rounds,
         m.round_s,
         m.warmup_s
     );
     let _ = writeln!(
         s,
-        "\n{:<10} {:<48} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>17}",
-        "run", "job", "IOPS", "MB/s", "p50 us", "p95 us", "p99 us", "spread", "merged/requests"
+        "\n{:<10} {:<48} {:>4} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>17}",
+        "run", "job", "jobs", "IOPS", "MB/s", "p50 us", "p95 us", "p99 us", "spread", "merged/requests"
     );
     for r in &p.runs {
         let merged = r.merges.map_or("-".to_string(), |m| format!("{}/{}", m.merged, m.requests));
         let _ = writeln!(
             s,
-            "{:<10} {:<48} {:>9.0} {:>9.1} {:>9.0} {:>9.0} {:>9.0} {:>6.0}% {:>17}",
+            "{:<10} {:<48} {:>4} {:>9.0} {:>9.1} {:>9.0} {:>9.0} {:>9.0} {:>6.0}% {:>17}",
             r.name,
             r.job,
+            r.jobs,
             r.iops,
             r.bw_bytes / 1e6,
             r.lat_us.p50,

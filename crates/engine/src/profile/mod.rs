@@ -45,6 +45,9 @@ use crate::report::{LatencyUs, RunReport};
 use disk::Disk;
 use measure::{Merges, Plan};
 
+/// Most parallel jobs a run is raised to: the kernel tool raises `--numjobs` until the device
+/// saturates; beyond twice the CPUs of a small machine more threads only queue for them.
+pub const MAX_JOBS: u32 = 8;
 /// Block size of the bandwidth runs: the kernel tool's `--seqio-block-mb` default (128 MiB, at QD1).
 pub const BIG_BLOCK: u32 = 128 << 20;
 /// Smallest target profile measures (large sequential runs must not wrap every few milliseconds).
@@ -93,6 +96,7 @@ impl Default for ProfileOptions {
                 big_depth: 1,
                 rounds: 4,
                 submit_batch: crate::run::SUBMIT_BATCH,
+                max_jobs: MAX_JOBS,
             },
             read_only: false,
             destructive: false,
@@ -127,6 +131,9 @@ impl ProfileOptions {
         if p.warmup * 2 > p.duration {
             return Err("the warm-up must be at most half of each run".into());
         }
+        if !(1..=MAX_JOBS).contains(&p.max_jobs) {
+            return Err(format!("jobs must be between 1 and {MAX_JOBS}"));
+        }
         if !(1..=1024).contains(&p.depth) || !(1..=256).contains(&p.big_depth) {
             return Err("queue depths must be between 1 and 1024 (4 KiB runs) and 1 and 256 (bandwidth runs)".into());
         }
@@ -150,6 +157,8 @@ pub struct ProfileRun {
     pub name: &'static str,
     /// The job (`4 KiB random reads at QD64`).
     pub job: String,
+    /// Parallel jobs it ran with (each at the job's depth, on its own part of the target).
+    pub jobs: u32,
     /// IOs per second.
     pub iops: f64,
     /// Bytes per second.
@@ -176,8 +185,8 @@ pub struct Method {
     pub merges: String,
     /// IOs per submission (1: each alone, never plugged).
     pub submit_batch: u32,
-    /// Jobs per run (the engine's single thread, one io_uring).
-    pub jobs: u32,
+    /// Most parallel jobs a run was raised to (each run's count is in [`ProfileRun::jobs`]).
+    pub max_jobs: u32,
     /// The IO interface: `io_uring, O_DIRECT`.
     pub io: &'static str,
     /// Block size and queue depth of the bandwidth runs.
@@ -273,9 +282,9 @@ pub fn profile(
     let mut runs: Vec<ProfileRun> = measured
         .runs
         .iter()
-        .zip(measured.spread_pct.iter().zip(&measured.merges))
-        .map(|((step, r), (&spread, &merges))| {
-            profile_run(step.name(), &step.job(&plan), &plan, dev.path(), r, spread, merges)
+        .zip(measured.spread_pct.iter().zip(&measured.merges).zip(&measured.jobs))
+        .map(|((step, r), ((&spread, &merges), &jobs))| {
+            profile_run(step.name(), &step.job(&plan), jobs, &plan, dev, r, spread, merges)
         })
         .collect();
     let model = measured.model;
@@ -289,9 +298,13 @@ pub fn profile(
     }
     let rotational = prepared.disk.as_ref().and_then(|d| d.rotational) == Some(true);
     let first = measured.runs.len() * plan.rounds as usize;
-    let (qos, lat_runs) = qos::suggest(dev, &plan, stat, &model, rotational, writes, stop, &mut |i, name, job| {
-        status(first + i, name, job)
-    })?;
+    let jobs_of = |step: measure::Step| {
+        measured.runs.iter().zip(&measured.jobs).find(|((s, _), _)| *s == step).map_or(1, |(_, &n)| n)
+    };
+    let (qos, lat_runs) =
+        qos::suggest(dev, &plan, stat, &jobs_of, &model, rotational, writes, stop, &mut |i, name, job| {
+            status(first + i, name, job)
+        })?;
     runs.extend(lat_runs);
     if !writes {
         notes.push("write latency target not measured (--read-only): set equal to the read target".into());
@@ -323,7 +336,7 @@ pub fn profile(
         merges_off: prepared.merges_off,
         merges: prepared.merges.clone(),
         submit_batch: plan.submit_batch,
-        jobs: 1,
+        max_jobs: plan.max_jobs,
         io: "io_uring, O_DIRECT",
         big_block: plan.big_block,
         big_depth: plan.big_depth,
@@ -368,11 +381,13 @@ pub(crate) fn check_stop(stop: &AtomicBool) -> Result<()> {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn profile_run(
     name: &'static str,
     job: &JobSpec,
+    jobs: u32,
     plan: &Plan,
-    path: &Path,
+    dev: &crate::Target,
     r: &RunReport,
     spread_pct: f64,
     merges: Option<Merges>,
@@ -381,11 +396,12 @@ pub(crate) fn profile_run(
     ProfileRun {
         name,
         job: measure::describe(job),
+        jobs,
         iops: t.iops,
         bw_bytes: t.bw_bytes,
         lat_us: t.lat_us.clone(),
         spread_pct,
         merges,
-        fio: measure::fio_command(name, job, plan, path),
+        fio: measure::fio_command(name, job, jobs, plan, dev.path(), dev.size()),
     }
 }
