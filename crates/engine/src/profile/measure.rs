@@ -242,11 +242,17 @@ fn part_size(size: u64, jobs: u32, block: u32) -> u64 {
     (size / jobs as u64 / block as u64).max(1) * block as u64
 }
 
+/// Most parallel jobs of `block`-sized IOs a target of `size` bytes has parts for (at least 1).
+fn most_jobs(size: u64, block: u32, max: u32) -> u32 {
+    (size / block as u64).clamp(1, max as u64) as u32
+}
+
 /// Runs `job` in `jobs` parallel engines (threads, each with its own ring, each on its own equal
 /// part of the target, a rate cap split evenly), no control; one report of them all: IOs and bytes
 /// summed, latency percentiles the IO-weighted means of the jobs' (the jobs are alike, so their
 /// distributions are too).
 pub fn run_jobs(target: &Target, job: &JobSpec, jobs: u32, plan: &Plan, stop: &AtomicBool) -> Result<RunReport> {
+    let jobs = most_jobs(target.size(), job.block_size, jobs);
     if jobs <= 1 {
         return run_alone(target, job.clone(), plan, stop);
     }
@@ -362,7 +368,7 @@ pub fn interleaved(
             let report = match counts {
                 Jobs::Raised(figure) if round == 0 => {
                     let (mut best, mut n) = (counted(1)?, 1);
-                    while n < plan.max_jobs {
+                    while n < most_jobs(target.size(), job.block_size, plan.max_jobs) {
                         let more = counted(n + 1)?;
                         let gain = figure(&more) / figure(&best).max(f64::MIN_POSITIVE);
                         if gain > 1.0 {
@@ -467,6 +473,34 @@ mod tests {
         assert_eq!(with_preset_writes(p), p);
         let doubled = with_preset_writes(ModelParams { wbps: 0, wseqiops: 0, wrandiops: 0, ..p.scaled(2.0) });
         assert_eq!(doubled, p.scaled(2.0));
+    }
+
+    #[test]
+    fn parallel_jobs_sum_their_ios_and_weigh_their_latencies() {
+        let report = |ios: u64, p50: f64| RunReport {
+            controller: "none".into(),
+            window_s: 1.0,
+            interrupted: false,
+            tenants: vec![crate::TenantReport {
+                ios,
+                iops: ios as f64,
+                bw_bytes: ios as f64 * 4096.0,
+                reads: ios,
+                lat_us: LatencyUs { p50, max: p50 * 2.0, ..LatencyUs::default() },
+                ..Default::default()
+            }],
+            device: Default::default(),
+            cpu: Default::default(),
+            controller_series: Vec::new(),
+        };
+        let r = combine(vec![report(300, 100.0), report(100, 500.0)]);
+        let t = &r.tenants[0];
+        assert_eq!((t.ios, t.iops, t.bw_bytes, t.reads), (400, 400.0, 400.0 * 4096.0, 400));
+        assert_eq!((t.lat_us.p50, t.lat_us.max), (200.0, 1000.0));
+        // Parts in whole blocks: 1 GiB in three parts of 4 KiB blocks, and at least one block.
+        assert_eq!(part_size(1 << 30, 3, 4096), 357_912_576);
+        assert_eq!((most_jobs(256 << 20, 128 << 20, 8), most_jobs(1 << 20, 1 << 20, 8)), (2, 1));
+        assert_eq!(most_jobs(1 << 30, 4096, 8), 8);
     }
 
     #[test]
