@@ -17,7 +17,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use ioshare_host::{AttrSwitch, LoopDevice, Restored};
+use ioshare_host::{AttrSwitch, BlockQueue, LoopDevice, Restored};
 
 use super::disk::{self, Disk};
 use super::{ProfileOptions, MIN_PROFILE_SIZE};
@@ -166,9 +166,8 @@ pub(super) fn prepare(
             format!("not switched off ({why}): each IO submitted alone, unplugged, so neighbours do not merge")
         }
     };
-    let scheduler = sys.as_ref().and_then(|s| fs::read_to_string(s.join("queue/scheduler")).ok()).map(|t| {
-        t.split_whitespace().find_map(|w| w.strip_prefix('[')?.strip_suffix(']')).unwrap_or("none").to_string()
-    });
+    let scheduler =
+        disk.as_ref().and_then(|d| BlockQueue::read(Path::new("/sys/block"), &d.name, d.dev, None).scheduler);
     Ok(Prepared {
         dev,
         merges_off: nomerges.is_some(),
