@@ -33,7 +33,8 @@ use serde::{Deserialize, Serialize};
 /// Default directory of the cache of measured models.
 pub const DEFAULT_CACHE_DIR: &str = "/var/cache/ioshare";
 
-/// The runs the agent measures a device with: 3 interleaved rounds of 1 s per run (0.2 s warm-up).
+/// The runs the agent measures a device with: 3 interleaved rounds of 1 s per run (0.2 s warm-up),
+/// each IO submitted alone.
 pub const AGENT_PLAN: Plan = Plan {
     duration: NSEC_PER_SEC,
     warmup: 200 * NSEC_PER_MSEC,
@@ -41,6 +42,10 @@ pub const AGENT_PLAN: Plan = Plan {
     big_block: 4 << 20,
     big_depth: 16,
     rounds: 3,
+    // Each IO submitted alone: the agent only reads the device, so it cannot switch merging off,
+    // and merged sequential IOs would make seqiops count requests, not the IOs IOCost charges.
+    submit_batch: 1,
+    max_jobs: 1,
 };
 
 /// Measures a device's cost model: the seam between the configuration and the profiler, there so
@@ -71,7 +76,8 @@ impl Measure for Profiler<'_> {
         let mut step = |step: Step, i: usize, n: usize| {
             (self.progress)(&format!("profiling {} [run {}/{n}] {}", device.name, i + 1, step.describe(&AGENT_PLAN)))
         };
-        Ok(measure(&target, &AGENT_PLAN, false, self.stop, &mut step).map_err(failed)?.model)
+        let stat = Path::new("/sys/block").join(&device.name).join("stat");
+        Ok(measure(&target, &AGENT_PLAN, false, Some(&stat), self.stop, &mut step).map_err(failed)?.model)
     }
 }
 

@@ -88,7 +88,9 @@ pub struct Burst {
 /// Queue depth of the 4 KiB measurements: where virtual and flash disks reach their IOPS.
 const DEPTH: u32 = 32;
 /// The measurement: per step two interleaved rounds of 0.3 s (50 ms warm-up each), large reads and
-/// writes of 1 MiB at QD8.
+/// writes of 1 MiB at QD8, each IO submitted alone so that the block layer does not merge
+/// neighbouring 4 KiB IOs (bench does not own the disk under its file, so it cannot switch merging
+/// off; see [`ioshare_engine::profile::measure`]).
 const PLAN: Plan = Plan {
     duration: 300 * NSEC_PER_MSEC,
     warmup: 50 * NSEC_PER_MSEC,
@@ -96,6 +98,8 @@ const PLAN: Plan = Plan {
     big_block: 1 << 20,
     big_depth: 8,
     rounds: 2,
+    submit_batch: 1,
+    max_jobs: 1,
 };
 /// The rounds when the probe saw a burst: 1 s, the first 0.6 s left out (QEMU's allowance at
 /// 3000 IOPS lasted up to ~0.5 s in the lab guest).
@@ -123,7 +127,7 @@ pub fn measure(target: &Target, stop: &AtomicBool) -> Result<Calibration> {
     let start = Instant::now();
     let burst = burst(&probe(target, stop)?);
     let plan = if burst.is_some() { DRAINING_PLAN } else { PLAN };
-    let mut m = measure::measure(target, &plan, target.writable(), stop, &mut |_, _, _| {})?;
+    let mut m = measure::measure(target, &plan, target.writable(), None, stop, &mut |_, _, _| {})?;
     let max_iops = steady_cap(m.report(Step::Rrandiops).expect("reads are always measured").tenants[0].iops, burst);
     m.model.rrandiops = (max_iops.round() as u64).max(1);
     let p50 = |step| m.report(step).map(|r| ((r.tenants[0].lat_us.p50 * LAT_FACTOR).ceil() as u64).max(1));

@@ -19,11 +19,14 @@ a file or block device given with --destructive; a block device is then opened e
 which the kernel refuses while it is mounted, so a mounted device is never written. An existing file
 or device without --destructive is refused before any IO, unless --read-only asks for reads only.
 
-Method (kernel iocost_coef_gen.py, resctl-bench iocost-params): saturating sequential large reads and
-writes (rbps, wbps), sequential and random 4 KiB reads and writes at depth (seqiops, randiops), each
-in interleaved rounds, the best round counting; then 4 KiB random reads (writes) capped at 90% of the
-measured randiops: latency target = 1.5 x the p95 (p50 on a rotational disk) of the median round;
-vrate min=60 max=100.")]
+Method (kernel iocost_coef_gen.py, resctl-bench iocost-params): saturating sequential 128 MiB reads
+and writes at QD1 (rbps, wbps), sequential and random 4 KiB reads and writes at QD64 (seqiops,
+randiops), each in interleaved rounds, the best round counting; then 4 KiB random reads (writes)
+capped at 90% of the measured randiops: latency target = 1.5 x the p95 (p50 on a rotational disk) of
+the median round; vrate min=60 max=100. IOs are not merged: on a whole disk profile owns (--loop, or
+a device with --destructive) queue/nomerges is 2 for the runs and restored afterwards (a killed
+profile's setting is restored by the next one); elsewhere each IO is submitted alone. The output
+states the method and an equivalent fio command per run, and the merges the disk counted.")]
 pub struct Args {
     /// A directory (a temporary file is created there, written, measured and removed), a file, or a
     /// block device.
@@ -52,12 +55,20 @@ pub struct Args {
     /// Size of the temporary file created in a TARGET directory, MiB.
     #[arg(long, value_name = "MIB", default_value_t = 2048)]
     size: u64,
-    /// Queue depth of the 4 KiB runs.
+    /// Queue depth of the 4 KiB runs (per job).
     #[arg(long, default_value_t = 64)]
     depth: u32,
+    /// Most parallel jobs (threads, one io_uring each) a run is raised to, as fio's --numjobs: the
+    /// first round adds one job at a time while one more adds at least 5%. 1: one job.
+    #[arg(long, value_name = "N", default_value_t = profile::MAX_JOBS)]
+    jobs: u32,
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
+    /// Where device settings profile changes (queue/nomerges) are recorded until restored; a
+    /// killed profile's are restored by the next profile with the same directory.
+    #[arg(long, value_name = "DIR", default_value = profile::STATE_DIR, hide = true)]
+    state_dir: PathBuf,
 }
 
 /// Runs `ioshare profile`.
@@ -74,10 +85,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     };
     let opts = ProfileOptions {
-        plan: Plan { depth: args.depth, ..base.plan },
+        plan: Plan { depth: args.depth, max_jobs: args.jobs, ..base.plan },
         read_only: args.read_only,
         destructive: args.destructive,
         loop_device: args.loop_device,
+        state_dir: args.state_dir,
         ..base
     };
     if let Err(msg) = opts.validate() {
@@ -117,24 +129,53 @@ fn table(p: &Profile) -> String {
         };
         let _ = writeln!(s, "disk:   {} ({}{rot})", d.name, d.dev);
     }
+    let m = &p.method;
+    let batch = if m.submit_batch == 1 {
+        "each IO submitted alone".to_string()
+    } else {
+        format!("IOs submitted in batches of {}", m.submit_batch)
+    };
+    let _ = writeln!(s, "method: merges {}", m.merges);
     let _ = writeln!(
         s,
-        "\n{:<10} {:<48} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
-        "run", "job", "IOPS", "MB/s", "p50 us", "p95 us", "p99 us", "spread"
+        "        {}, {batch}, scheduler {}; bandwidth runs {} at QD{}, 4 KiB runs at QD{} per job; parallel jobs \
+         raised from 1 (up to {}) in the first round while one more added 5%; {} round(s) of {:.1} s per run ({:.1} s \
+         warm-up), interleaved, the best counting",
+        m.io,
+        m.scheduler.as_deref().unwrap_or("(none)"),
+        ioshare_engine::profile::measure::size_name(m.big_block),
+        m.big_depth,
+        m.depth,
+        m.max_jobs,
+        m.rounds,
+        m.round_s,
+        m.warmup_s
+    );
+    let _ = writeln!(
+        s,
+        "\n{:<10} {:<48} {:>4} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>17}",
+        "run", "job", "jobs", "IOPS", "MB/s", "p50 us", "p95 us", "p99 us", "spread", "merged/requests"
     );
     for r in &p.runs {
+        let merged = r.merges.map_or("-".to_string(), |m| format!("{}/{}", m.merged, m.requests));
         let _ = writeln!(
             s,
-            "{:<10} {:<48} {:>9.0} {:>9.1} {:>9.0} {:>9.0} {:>9.0} {:>6.0}%",
+            "{:<10} {:<48} {:>4} {:>9.0} {:>9.1} {:>9.0} {:>9.0} {:>9.0} {:>6.0}% {:>17}",
             r.name,
             r.job,
+            r.jobs,
             r.iops,
             r.bw_bytes / 1e6,
             r.lat_us.p50,
             r.lat_us.p95,
             r.lat_us.p99,
-            r.spread_pct
+            r.spread_pct,
+            merged
         );
+    }
+    let _ = writeln!(s, "\nfio equivalents (one round each):");
+    for r in &p.runs {
+        let _ = writeln!(s, "  {}", r.fio);
     }
     let model = LinearModel::new(p.model);
     let _ = writeln!(s, "\nmodel (device time per IO at 100% vrate):");

@@ -92,8 +92,8 @@ impl JobSpec {
     /// Checks the job against a target of `target_size` bytes.
     pub fn validate(&self, tenant: &str, target_size: u64) -> Result<()> {
         let bad = |reason: String| Err(Error::InvalidJob { tenant: tenant.to_string(), reason });
-        if self.block_size == 0 || self.block_size % 512 != 0 || self.block_size > 16 << 20 {
-            return bad(format!("block size {} must be a multiple of 512 up to 16 MiB", self.block_size));
+        if self.block_size == 0 || self.block_size % 512 != 0 || self.block_size > 128 << 20 {
+            return bad(format!("block size {} must be a multiple of 512 up to 128 MiB", self.block_size));
         }
         if !(1..=4096).contains(&self.iodepth) {
             return bad(format!("iodepth {} must be between 1 and 4096", self.iodepth));

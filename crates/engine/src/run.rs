@@ -41,6 +41,10 @@ pub struct RunOptions {
     /// Most IOs on the device at once (a block device's tag count); released IOs beyond it wait in
     /// arrival order for a slot, and that wait is what `Completion::started` reports. 0 = unlimited.
     pub device_depth: u32,
+    /// IOs submitted together (one `io_uring_enter`); see [`SUBMIT_BATCH`]. 1 submits each IO
+    /// alone, which io_uring does without a plug, so the block layer cannot merge neighbouring IOs
+    /// of one submission (what IOCost charges per IO is then what the device serves per request).
+    pub submit_batch: u32,
     /// Time zero of the run's clock (its samples' times), when something else must line up with them;
     /// `None`: when the engine starts issuing.
     pub epoch: Option<Instant>,
@@ -55,6 +59,7 @@ impl RunOptions {
             warmup: (duration / 10).min(NSEC_PER_SEC),
             sample_every: (duration / 5).clamp(10 * NSEC_PER_MSEC, NSEC_PER_SEC),
             device_depth: 0,
+            submit_batch: SUBMIT_BATCH,
             epoch: None,
         }
     }
@@ -66,11 +71,11 @@ const DRAIN_LIMIT: Nanos = NSEC_PER_SEC;
 /// With nothing in flight, wake-ups nearer than this are waited for by spinning, ns (covers the
 /// bench's 100 µs think time).
 const SPIN: Nanos = 150 * NSEC_PER_USEC;
-/// IOs submitted together. io_uring plugs a batch: the block layer sees none of its IOs until it
+/// IOs submitted together by default. io_uring plugs a batch of more than two: the block layer sees none of its IOs until it
 /// has prepared all of them, so the first waits for the last. Submitting every few IOs, as they are
 /// produced, measured 10-20% more IOPS than one submission per loop turn (device latency 0.29 ms
 /// instead of 0.38 at the same queue depth on this virtual disk), level with fio.
-const SUBMIT_BATCH: u32 = 4;
+pub const SUBMIT_BATCH: u32 = 4;
 /// How far a rate-capped job may fall behind and catch up, ns.
 const RATE_SLACK: Nanos = NSEC_PER_SEC / 1000;
 
@@ -111,6 +116,8 @@ struct Device {
     pending: u32,
     /// Most IOs on the ring at once (0 = unlimited).
     depth: u32,
+    /// IOs queued before they are submitted.
+    batch: u32,
     /// Released IOs waiting for a device slot, in release order.
     waiting: VecDeque<u32>,
     inflight: u32,
@@ -134,8 +141,8 @@ impl Device {
         }
     }
 
-    /// Queues slot `slot`'s IO on the ring; it starts on the device now. Every [`SUBMIT_BATCH`] IOs
-    /// are submitted at once rather than at the end of the loop turn.
+    /// Queues slot `slot`'s IO on the ring; it starts on the device now. Every `batch` IOs are
+    /// submitted at once rather than at the end of the loop turn.
     #[inline]
     fn start(&mut self, slot: u32, now: Nanos) -> Result<()> {
         let s = &mut self.slots[slot as usize];
@@ -143,7 +150,7 @@ impl Device {
         let io = s.io;
         self.ring.push(slot, io.op, io.offset, io.len);
         self.pending += 1;
-        if self.pending >= SUBMIT_BATCH {
+        if self.pending >= self.batch {
             self.flush(now)?;
         }
         Ok(())
@@ -237,6 +244,7 @@ pub fn run<C: Controller + ?Sized>(
         slots,
         pending: 0,
         depth: opts.device_depth,
+        batch: opts.submit_batch.max(1),
         waiting: VecDeque::with_capacity(nslots as usize),
         inflight: 0,
         last_change: 0,

@@ -99,12 +99,20 @@ impl Target {
             flags |= libc::O_EXCL;
         }
         let writable = access != Access::ReadOnly;
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(writable)
-            .custom_flags(flags)
-            .open(path)
-            .map_err(|e| open_error(path, kind, e))?;
+        let open = || OpenOptions::new().read(true).write(writable).custom_flags(flags).open(path);
+        // A process that used the device through io_uring and just ended still holds its exclusive
+        // claim until the kernel tears its ring down, in a worker after the exit: EBUSY for some
+        // milliseconds (measured here: one profile right after another). A mounted device stays
+        // busy and is refused after the wait.
+        let deadline = std::time::Instant::now() + EXCL_RETRY;
+        let mut file = loop {
+            match open() {
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                other => break other.map_err(|e| open_error(path, kind, e))?,
+            }
+        };
         let size =
             file.seek(SeekFrom::End(0)).map_err(|e| Error::os(format!("cannot size '{}'", path.display()), e))?;
         if size < min_size {
@@ -145,6 +153,9 @@ impl Target {
         self.file.as_raw_fd()
     }
 }
+
+/// How long an exclusive open of a busy block device is retried (see [`Target::open`]).
+const EXCL_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn open_error(path: &Path, kind: TargetKind, e: io::Error) -> Error {
     match e.raw_os_error() {

@@ -1,7 +1,8 @@
 //! A block device's own counters (`/sys/block/NAME/stat`, the per-device line of
 //! `/proc/diskstats`), and finding a device by path or `MAJ:MIN`.
 //!
-//! The file has 11 to 17 numbers: reads completed, reads merged, sectors read, ms spent reading,
+//! The file has 11 to 17 numbers: reads completed, reads merged (IOs the block layer joined to a
+//! request already queued), sectors read, ms spent reading,
 //! the same four for writes, IOs in flight, ms the device was busy (io_ticks), weighted ms in queue,
 //! then discard and flush counters (newer kernels). The ms totals are summed per IO in ns by the
 //! kernel and printed in ms, so their deltas over a period give the mean latency of the period's IOs.
@@ -19,6 +20,9 @@ use crate::sysfs;
 pub struct DiskStats {
     /// Completed IOs, [read, write].
     pub ios: [u64; 2],
+    /// IOs merged into requests already queued, [read, write] (each merged IO is one fewer
+    /// completed request: `ios` counts requests).
+    pub merges: [u64; 2],
     /// 512-byte sectors transferred, [read, write].
     pub sectors: [u64; 2],
     /// Sum of the completed IOs' latencies in ms, [read, write].
@@ -43,6 +47,7 @@ impl DiskStats {
         }
         Ok(DiskStats {
             ios: [n[0], n[4]],
+            merges: [n[1], n[5]],
             sectors: [n[2], n[6]],
             ticks_ms: [n[3], n[7]],
             in_flight: n[8],
@@ -61,6 +66,7 @@ impl DiskStats {
         let d = |a: u64, b: u64| a.wrapping_sub(b);
         DiskStats {
             ios: [d(self.ios[0], earlier.ios[0]), d(self.ios[1], earlier.ios[1])],
+            merges: [d(self.merges[0], earlier.merges[0]), d(self.merges[1], earlier.merges[1])],
             sectors: [d(self.sectors[0], earlier.sectors[0]), d(self.sectors[1], earlier.sectors[1])],
             ticks_ms: [d(self.ticks_ms[0], earlier.ticks_ms[0]), d(self.ticks_ms[1], earlier.ticks_ms[1])],
             in_flight: self.in_flight,
@@ -112,9 +118,10 @@ mod tests {
     fn parses_and_subtracts() {
         let a = DiskStats::parse("   82104       14   656944   230815        0        0        0        0        0     2036   230815        0        0        0        0        0        0\n").unwrap();
         assert_eq!((a.ios, a.sectors, a.ticks_ms, a.io_ticks_ms), ([82104, 0], [656944, 0], [230815, 0], 2036));
-        let b = DiskStats { ios: [82204, 10], ticks_ms: [230915, 5], ..a };
+        assert_eq!(a.merges, [14, 0]);
+        let b = DiskStats { ios: [82204, 10], merges: [20, 3], ticks_ms: [230915, 5], ..a };
         let d = b.since(&a);
-        assert_eq!((d.ios, d.ticks_ms), ([100, 10], [100, 5]));
+        assert_eq!((d.ios, d.merges, d.ticks_ms), ([100, 10], [6, 3], [100, 5]));
         assert!(DiskStats::parse("1 2 3").is_err());
         assert!(DiskStats::parse("1 2 x 4 5 6 7 8 9 10 11").is_err());
     }

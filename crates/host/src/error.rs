@@ -202,6 +202,14 @@ pub enum Error {
         /// The refused path.
         path: PathBuf,
     },
+    /// Another live process switched a kernel attribute and has not put it back yet.
+    #[error("{} was switched by another ioshare process (pid {pid}), which puts it back when it ends: wait for it or stop it", file.display())]
+    AttributeBusy {
+        /// The attribute file.
+        file: PathBuf,
+        /// The other process.
+        pid: u32,
+    },
     /// A block device named by path or number that cannot be used.
     #[error("block device {name}: {reason}")]
     BlockDevice {

@@ -112,7 +112,7 @@ fn merge(changes: &mut Vec<Change>, c: Change) {
 }
 
 /// The JSON of a line whose checksum matches.
-fn decode(line: &[u8]) -> std::result::Result<&str, &'static str> {
+pub(crate) fn decode(line: &[u8]) -> std::result::Result<&str, &'static str> {
     let text = std::str::from_utf8(line).map_err(|_| "not text")?;
     let (crc, json) = text.split_once(' ').ok_or("no checksum")?;
     let crc = u32::from_str_radix(crc, 16).ok().filter(|_| crc.len() == 8).ok_or("no checksum")?;

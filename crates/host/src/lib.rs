@@ -67,6 +67,9 @@
 //!                                                    // on drop: .path() .usage() .set_limit() .spawn()
 //! IoMax (io.max line: FromStr/Display, parse_file/format_file), IoWeight (io.weight file: FromStr/Display)
 //! is_root() -> bool; skip_unless_root(test) -> bool   // prints "skipping <test>: needs root (...)"
+//! AttrSwitch::set(state_dir, file, value) -> Result<AttrSwitch>   // a sysfs attribute (queue/nomerges)
+//!     .previous() .file() .restore() -> Restored;  drop restores // set for a while, recorded first
+//! repair_attrs(state_dir) -> Vec<Repaired>           // restores what a killed writer left switched
 //! ProcessStat::read(pid) -> Option<ProcessStat { state, start_ticks }>   // /proc/PID/stat: exited,
 //!                                                    // stopped, and a reused pid told apart
 //! ```
@@ -78,6 +81,7 @@
 //! cgroup v1 cannot attribute buffered writes to a file system (writeback runs in kernel threads): use
 //! direct IO on the loop device for kernel-peer runs.
 
+mod attr_switch;
 mod blkio;
 mod blkio_stats;
 mod block_device;
@@ -106,6 +110,7 @@ mod sysfs;
 #[cfg(test)]
 mod fuzz;
 
+pub use attr_switch::{repair as repair_attrs, AttrSwitch, Repaired, Restored};
 pub use blkio::{remove_stale_cgroups, BlkioCgroup, ThrottleKnob, BFQ_WEIGHT_MAX, BFQ_WEIGHT_MIN};
 pub use blkio_stats::{read_throttle_stats, BlkioStats, DeviceStats, RwCounts};
 pub use block_device::BlockDevice;

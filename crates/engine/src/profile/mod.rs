@@ -6,8 +6,12 @@
 //!    in full (so reads reach the device) and removed afterwards; a file or block device is measured
 //!    in place. With [`ProfileOptions::loop_device`] (root) a loop device with direct IO is put over
 //!    the file and that is measured, so the lines name the loop device.
-//! 2. The model: the six saturating runs of [`measure`] (large sequential, 4 KiB sequential and
-//!    4 KiB random, reads and writes), no controller.
+//! 2. The model: the six saturating runs of [`measure`] (the kernel tool's 128 MiB sequential at
+//!    QD1, 4 KiB sequential and 4 KiB random at QD64, reads and writes), no controller, with IOs the
+//!    block layer does not merge: on a whole disk the profile owns, `queue/nomerges=2` for the
+//!    runs (recorded in [`ProfileOptions::state_dir`] first, restored after, and by the next
+//!    profile after a crash); elsewhere each IO submitted alone. The merges the disk counted are
+//!    reported per run.
 //! 3. The QoS suggestion, resctl-bench's rule: 4 KiB random reads (writes) at the same depth capped
 //!    at 90% of the measured `rrandiops` (`wrandiops`); the target is 1.5 × the latency percentile
 //!    the kernel would judge — p95 on a non-rotational device, p50 on a rotational one (as sysfs
@@ -36,10 +40,16 @@ use ioshare_core::{ModelConfig, ModelParams, QosConfig, QosParams, NSEC_PER_MSEC
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::job::JobSpec;
 use crate::report::{LatencyUs, RunReport};
 use disk::Disk;
-use measure::Plan;
+use measure::{Merges, Plan};
 
+/// Most parallel jobs a run is raised to: the kernel tool raises `--numjobs` until the device
+/// saturates; beyond twice the CPUs of a small machine more threads only queue for them.
+pub const MAX_JOBS: u32 = 8;
+/// Block size of the bandwidth runs: the kernel tool's `--seqio-block-mb` default (128 MiB, at QD1).
+pub const BIG_BLOCK: u32 = 128 << 20;
 /// Smallest target profile measures (large sequential runs must not wrap every few milliseconds).
 pub const MIN_PROFILE_SIZE: u64 = 64 << 20;
 /// Share of the measured random IOPS the latency runs are capped at (resctl-bench: 90%).
@@ -50,6 +60,9 @@ pub const QOS_FACTOR: f64 = 1.5;
 pub const SPREAD_WARN_PCT: f64 = 10.0;
 /// Suggested vrate bounds, percent (resctl-bench's `min=60 max=100`).
 pub const QOS_VRATE_PCT: (u32, u32) = (60, 100);
+/// Where profile records the device settings it changes, until it restores them (a tmpfs: the
+/// settings do not outlive a reboot either).
+pub const STATE_DIR: &str = "/run/ioshare/profile";
 
 /// What to measure and how long.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,26 +78,31 @@ pub struct ProfileOptions {
     pub loop_device: bool,
     /// Size of the temporary file created when the target is a directory, bytes.
     pub temp_size: u64,
+    /// Where changed device settings are recorded until restored ([`STATE_DIR`]).
+    pub state_dir: PathBuf,
 }
 
 impl Default for ProfileOptions {
     /// The full profile: 8 runs in 4 rounds of 3 s (0.5 s warm-up) — about 100 s with writes, 50 s
     /// read-only — on a 2 GiB temporary file (random reads over it do not stay in a device cache
-    /// of a few hundred MiB).
+    /// of a few hundred MiB); bandwidth runs as the kernel tool's, 128 MiB blocks at QD1.
     fn default() -> Self {
         ProfileOptions {
             plan: Plan {
                 duration: 3 * NSEC_PER_SEC,
                 warmup: NSEC_PER_SEC / 2,
                 depth: 64,
-                big_block: 4 << 20,
-                big_depth: 16,
+                big_block: BIG_BLOCK,
+                big_depth: 1,
                 rounds: 4,
+                submit_batch: crate::run::SUBMIT_BATCH,
+                max_jobs: MAX_JOBS,
             },
             read_only: false,
             destructive: false,
             loop_device: false,
             temp_size: 2 << 30,
+            state_dir: PathBuf::from(STATE_DIR),
         }
     }
 }
@@ -113,11 +131,14 @@ impl ProfileOptions {
         if p.warmup * 2 > p.duration {
             return Err("the warm-up must be at most half of each run".into());
         }
+        if !(1..=MAX_JOBS).contains(&p.max_jobs) {
+            return Err(format!("jobs must be between 1 and {MAX_JOBS}"));
+        }
         if !(1..=1024).contains(&p.depth) || !(1..=256).contains(&p.big_depth) {
             return Err("queue depths must be between 1 and 1024 (4 KiB runs) and 1 and 256 (bandwidth runs)".into());
         }
-        if p.big_block < 64 << 10 || p.big_block > 16 << 20 || p.big_block % 4096 != 0 {
-            return Err("the bandwidth runs' block size must be a multiple of 4 KiB from 64 KiB to 16 MiB".into());
+        if p.big_block < 64 << 10 || p.big_block > BIG_BLOCK || p.big_block % 4096 != 0 {
+            return Err("the bandwidth runs' block size must be a multiple of 4 KiB from 64 KiB to 128 MiB".into());
         }
         if self.temp_size < MIN_PROFILE_SIZE {
             return Err(format!("the temporary file must hold at least {} MiB", MIN_PROFILE_SIZE >> 20));
@@ -136,6 +157,8 @@ pub struct ProfileRun {
     pub name: &'static str,
     /// The job (`4 KiB random reads at QD64`).
     pub job: String,
+    /// Parallel jobs it ran with (each at the job's depth, on its own part of the target).
+    pub jobs: u32,
     /// IOs per second.
     pub iops: f64,
     /// Bytes per second.
@@ -145,6 +168,41 @@ pub struct ProfileRun {
     /// How far the rounds disagreed, percent: (best − worst) / best of the coefficient (of the
     /// judged percentile for `rlat`/`wlat`). High values mean a busy host or a variable device.
     pub spread_pct: f64,
+    /// IOs the disk merged into queued requests during the run's rounds, and requests it completed
+    /// (its `/sys/block/X/stat`; other IO on the same disk counts too). `None`: no counters.
+    pub merges: Option<Merges>,
+    /// The fio command that does one round of the run.
+    pub fio: String,
+}
+
+/// How the runs were made: enough to repeat them with fio (each run's command is in
+/// [`ProfileRun::fio`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct Method {
+    /// Whether the disk's merging was switched off for the runs (`queue/nomerges=2`).
+    pub merges_off: bool,
+    /// How merges were kept out, in words.
+    pub merges: String,
+    /// IOs per submission (1: each alone, never plugged).
+    pub submit_batch: u32,
+    /// Most parallel jobs a run was raised to (each run's count is in [`ProfileRun::jobs`]).
+    pub max_jobs: u32,
+    /// The IO interface: `io_uring, O_DIRECT`.
+    pub io: &'static str,
+    /// Block size and queue depth of the bandwidth runs.
+    pub big_block: u32,
+    /// Queue depth of the bandwidth runs.
+    pub big_depth: u32,
+    /// Queue depth of the 4 KiB runs.
+    pub depth: u32,
+    /// Rounds per run (interleaved; the best counts for the model, the median for latencies).
+    pub rounds: u32,
+    /// Length of a round, seconds.
+    pub round_s: f64,
+    /// Leading part of a round not counted, seconds.
+    pub warmup_s: f64,
+    /// The disk's IO scheduler during the runs, if it has one.
+    pub scheduler: Option<String>,
 }
 
 /// What profile found.
@@ -168,6 +226,8 @@ pub struct Profile {
     pub model_line: String,
     /// Whether the write coefficients were measured (false: derived, see the notes).
     pub writes_measured: bool,
+    /// How the runs were made.
+    pub method: Method,
     /// The suggested latency targets and vrate bounds.
     pub qos: QosParams,
     /// They as an `io.cost.qos` line.
@@ -189,9 +249,20 @@ pub fn profile(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Profile> {
     opts.validate().map_err(Error::InvalidOptions)?;
+    let repaired = prepare::repair(&opts.state_dir)?;
     let mut prepared = prepare::prepare(target, opts, stop, progress)?;
+    prepared.notes.splice(0..0, repaired);
     let writes = !opts.read_only;
-    let plan = opts.plan;
+    let mut plan = Plan { submit_batch: prepared.submit_batch.min(opts.plan.submit_batch), ..opts.plan };
+    let size = prepared.dev.size();
+    if (plan.big_block as u64) * 2 > size {
+        plan.big_block = ((size / 2).next_power_of_two() / 2).max(64 << 10) as u32;
+        prepared.notes.push(format!(
+            "bandwidth runs with {} blocks: the target holds less than two of {}",
+            measure::size_name(plan.big_block),
+            measure::size_name(opts.plan.big_block)
+        ));
+    }
     let total = if writes { 8 } else { 4 } * plan.rounds as usize;
     let started = Instant::now();
     let mut status = |i: usize, name: &str, job: &str| {
@@ -203,14 +274,18 @@ pub fn profile(
         ));
     };
     let dev = &prepared.dev;
-    let measured =
-        measure::measure(dev, &plan, writes, stop, &mut |step, i, _| status(i, step.name(), &step.describe(&plan)))?;
+    let stat = prepared.stat.as_deref();
+    let measured = measure::measure(dev, &plan, writes, stat, stop, &mut |step, i, _| {
+        status(i, step.name(), &step.describe(&plan))
+    })?;
     check_stop(stop)?;
     let mut runs: Vec<ProfileRun> = measured
         .runs
         .iter()
-        .zip(&measured.spread_pct)
-        .map(|((step, r), &spread)| profile_run(step.name(), step.describe(&plan), r, spread))
+        .zip(measured.spread_pct.iter().zip(&measured.merges).zip(&measured.jobs))
+        .map(|((step, r), ((&spread, &merges), &jobs))| {
+            profile_run(step.name(), &step.job(&plan), jobs, &plan, dev, r, spread, merges)
+        })
         .collect();
     let model = measured.model;
     let mut notes = std::mem::take(&mut prepared.notes);
@@ -223,8 +298,13 @@ pub fn profile(
     }
     let rotational = prepared.disk.as_ref().and_then(|d| d.rotational) == Some(true);
     let first = measured.runs.len() * plan.rounds as usize;
+    let jobs_of = |step: measure::Step| {
+        measured.runs.iter().zip(&measured.jobs).find(|((s, _), _)| *s == step).map_or(1, |(_, &n)| n)
+    };
     let (qos, lat_runs) =
-        qos::suggest(dev, &plan, &model, rotational, writes, stop, &mut |i, name, job| status(first + i, name, job))?;
+        qos::suggest(dev, &plan, stat, &jobs_of, &model, rotational, writes, stop, &mut |i, name, job| {
+            status(first + i, name, job)
+        })?;
     runs.extend(lat_runs);
     if !writes {
         notes.push("write latency target not measured (--read-only): set equal to the read target".into());
@@ -240,7 +320,32 @@ pub fn profile(
             host_load().map_or(String::new(), |l| format!(" (load average {l})"))
         ));
     }
+    if let Some(worst) = runs.iter().filter_map(|r| Some((r, r.merges?))).max_by_key(|(_, m)| m.merged) {
+        if worst.1.merged > 0 {
+            notes.push(format!(
+                "the disk merged {} IOs during {} ({}): its coefficient counts merged requests{}",
+                worst.1.merged,
+                worst.0.name,
+                worst.0.job,
+                if prepared.kind == "file" { " (or other IO on the same disk merged)" } else { "" }
+            ));
+        }
+    }
     let device = prepared.disk.as_ref().map(|d| d.dev);
+    let method = Method {
+        merges_off: prepared.merges_off,
+        merges: prepared.merges.clone(),
+        submit_batch: plan.submit_batch,
+        max_jobs: plan.max_jobs,
+        io: "io_uring, O_DIRECT",
+        big_block: plan.big_block,
+        big_depth: plan.big_depth,
+        depth: plan.depth,
+        rounds: plan.rounds,
+        round_s: plan.duration as f64 / NSEC_PER_SEC as f64,
+        warmup_s: plan.warmup as f64 / NSEC_PER_SEC as f64,
+        scheduler: prepared.scheduler.clone(),
+    };
     Ok(Profile {
         target: target.to_path_buf(),
         measured: prepared.measured.clone(),
@@ -251,6 +356,7 @@ pub fn profile(
         model,
         model_line: ModelConfig { device, ctrl: Ctrl::User, params: model }.to_string(),
         writes_measured: writes,
+        method,
         qos,
         qos_line: QosConfig { device, ctrl: Ctrl::User, params: qos }.to_string(),
         runs,
@@ -275,7 +381,27 @@ pub(crate) fn check_stop(stop: &AtomicBool) -> Result<()> {
     }
 }
 
-pub(crate) fn profile_run(name: &'static str, job: String, r: &RunReport, spread_pct: f64) -> ProfileRun {
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn profile_run(
+    name: &'static str,
+    job: &JobSpec,
+    jobs: u32,
+    plan: &Plan,
+    dev: &crate::Target,
+    r: &RunReport,
+    spread_pct: f64,
+    merges: Option<Merges>,
+) -> ProfileRun {
     let t = &r.tenants[0];
-    ProfileRun { name, job, iops: t.iops, bw_bytes: t.bw_bytes, lat_us: t.lat_us.clone(), spread_pct }
+    ProfileRun {
+        name,
+        job: measure::describe(job),
+        jobs,
+        iops: t.iops,
+        bw_bytes: t.bw_bytes,
+        lat_us: t.lat_us.clone(),
+        spread_pct,
+        merges,
+        fio: measure::fio_command(name, job, jobs, plan, dev.path(), dev.size()),
+    }
 }

@@ -4,22 +4,27 @@
 //! non-rotational disk, p50 on a rotational one, as the kernel tool chooses); vrate bounds
 //! [`QOS_VRATE_PCT`]. Without writes the write target is the read one.
 
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 use ioshare_core::{ModelParams, QosParams};
 
-use super::measure::{self, Plan, Step};
+use super::measure::{self, Jobs, Plan, Step};
 use super::{check_stop, profile_run, ProfileRun, QOS_FACTOR, QOS_LOAD, QOS_VRATE_PCT};
 use crate::error::Result;
 use crate::job::JobSpec;
 use crate::report::RunReport;
 use crate::target::Target;
 
-/// Runs the capped latency runs and derives the QoS parameters; returns them with the runs (the
-/// median round of each). `status(i, name, job)` is called before each run.
+/// Runs the capped latency runs (with the parallel jobs `jobs_of` the random run) and derives the
+/// QoS parameters; returns them with the runs (the median round of each; merges counted in the
+/// device counters `stat`). `status(i, name, job)` is called before each run.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn suggest(
     dev: &Target,
     plan: &Plan,
+    stat: Option<&Path>,
+    jobs_of: &dyn Fn(Step) -> u32,
     model: &ModelParams,
     rotational: bool,
     writes: bool,
@@ -45,17 +50,19 @@ pub(super) fn suggest(
         })
         .collect();
     let name = |step: Step| if step.writes() { "wlat" } else { "rlat" };
-    let rounds = measure::interleaved(dev, plan, &jobs, stop, &mut |j, i, _| {
+    let counts: Vec<u32> = steps.iter().map(|&s| jobs_of(s)).collect();
+    let rounds = measure::interleaved(dev, plan, &jobs, Jobs::Fixed(&counts), stat, stop, &mut |j, i, _| {
         status(i, name(steps[j]), &measure::describe(&jobs[j]))
     })?;
     check_stop(stop)?;
     let mut runs = Vec::new();
     let mut targets = Vec::new();
-    for ((&step, job), mut reports) in steps.iter().zip(&jobs).zip(rounds) {
+    for ((&step, job), rounds) in steps.iter().zip(&jobs).zip(rounds) {
+        let mut reports = rounds.reports;
         reports.sort_by(|a, b| percentile(a).total_cmp(&percentile(b)));
         let median = &reports[reports.len() / 2];
         let spread = measure::spread(reports.iter().map(percentile));
-        runs.push(profile_run(name(step), measure::describe(job), median, spread));
+        runs.push(profile_run(name(step), job, rounds.jobs, plan, dev, median, spread, rounds.merges));
         targets.push(((percentile(median) * QOS_FACTOR).ceil() as u64).max(1));
     }
     let rlat_us = targets[0];
