@@ -16,11 +16,13 @@
 //!   whatever their rules.
 //! - A reload re-registers the agent's new rules the same way ([`Claim::update`]), its own file aside.
 //! - Nothing is left behind: the last agent to exit removes the registry directory, and its parent
-//!   (`/run/ioshare`) if an agent made it (the one exiting, or one running when it registered: each
-//!   registration says so), each only when empty (`rmdir`). The removal is done under the parent's
-//!   lock, and an agent registering checks, once it holds that lock, that the parent is still linked
-//!   (else it was just removed: it makes it again and retries); so no registration lands in a
-//!   directory being removed.
+//!   (`/run/ioshare`) if an agent made it, each only when empty (`rmdir`). An agent that makes the
+//!   parent leaves a mark in it ([`MADE_MARK`]) once it holds the lock: the mark, not the memory of
+//!   one agent, says so, because another agent may lock the parent between its making and its
+//!   maker's registration (and a crashed maker's mark still lets the next last agent clean up). The
+//!   removal is done under the parent's lock, and an agent registering checks, once it holds that
+//!   lock, that the parent is still linked (else it was just removed: it makes it again and
+//!   retries); so no registration lands in a directory being removed.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -40,6 +42,9 @@ use crate::memory::MemoryGuard;
 /// Where root's agents register.
 pub const REGISTRY_DIR: &str = "/run/ioshare/agents";
 
+/// The file in the registry's parent that says an agent made it (so the last agent out removes it).
+pub const MADE_MARK: &str = ".made-by-ioshare-agent";
+
 /// What an agent's registry file says.
 #[derive(Debug, Serialize, Deserialize)]
 struct Registered {
@@ -47,10 +52,6 @@ struct Registered {
     state_dir: PathBuf,
     /// (hierarchy root, pattern relative to it) of each rule.
     rules: Vec<(PathBuf, String)>,
-    /// The registry's parent was made by an agent (this one, or one running when it registered):
-    /// the last agent out removes it.
-    #[serde(default)]
-    made_parent: bool,
 }
 
 /// A running agent's registration: its file, locked; removed on drop, with the registry directory
@@ -60,8 +61,6 @@ pub struct Claim {
     path: PathBuf,
     /// Held open: the lock lives as long as the descriptor.
     file: File,
-    /// The registry's parent did not exist before this agent registered (it made it).
-    made_parent: bool,
 }
 
 impl Claim {
@@ -74,7 +73,7 @@ impl Claim {
     /// Registers `rules` (hierarchy root, pattern) for an agent with state in `state_dir`, in
     /// `registry`.
     pub fn register_in(registry: &Path, rules: Vec<(PathBuf, String)>, state_dir: &Path) -> Result<Claim> {
-        let (_locked, made_parent) = check_others(registry, &rules, None)?;
+        let _locked = check_others(registry, &rules, None)?;
         static SEQUENCE: AtomicU32 = AtomicU32::new(0);
         let pid = std::process::id();
         let path = registry.join(format!("{pid}-{}.json", SEQUENCE.fetch_add(1, Ordering::Relaxed)));
@@ -84,14 +83,14 @@ impl Claim {
             .truncate(true)
             .open(&path)
             .map_err(|e| registry_error("cannot create", &path, e))?;
-        let me = Registered { pid, state_dir: std::path::absolute(state_dir).unwrap_or_default(), rules, made_parent };
+        let me = Registered { pid, state_dir: std::path::absolute(state_dir).unwrap_or_default(), rules };
         let written = lock(&file, libc::LOCK_EX | libc::LOCK_NB)
             .and_then(|()| file.write_all(serde_json::to_string(&me).expect("serialises").as_bytes()));
         if let Err(e) = written {
             let _ = std::fs::remove_file(&path);
             return Err(registry_error("cannot write", &path, e));
         }
-        Ok(Claim { path, file, made_parent })
+        Ok(Claim { path, file })
     }
 
     /// Registers `config`'s rules instead of those registered (a reload): refused, the registration
@@ -103,7 +102,7 @@ impl Claim {
     /// [`Claim::update`] with the (root, pattern) of each rule.
     fn update_rules(&mut self, rules: Vec<(PathBuf, String)>) -> Result<()> {
         let registry = self.path.parent().unwrap_or(Path::new("/"));
-        let (_locked, _) = check_others(registry, &rules, Some(&self.path))?;
+        let _locked = check_others(registry, &rules, Some(&self.path))?;
         let text = std::fs::read_to_string(&self.path).map_err(|e| registry_error("cannot read", &self.path, e))?;
         let old: Registered = serde_json::from_str(&text).map_err(|e| Error::Registry(format!("{e}")))?;
         let me = Registered { rules, ..old };
@@ -124,9 +123,9 @@ const VANISHED_RETRIES: usize = 100;
 
 /// Makes `registry` and its parent if needed and locks the parent (held while the returned file
 /// lives): registering, and removing the registry and the parent when the last agent exits, happen
-/// under that lock. Also whether this call made the parent. A parent found unlinked once locked was
-/// removed in between by an exiting agent: it is made again.
-fn lock_registry(registry: &Path) -> Result<(File, bool)> {
+/// under that lock. A parent this call made gets the [`MADE_MARK`]. A parent found unlinked once
+/// locked was removed in between by an exiting agent: it is made again.
+fn lock_registry(registry: &Path) -> Result<File> {
     let failed = |e| registry_error("cannot create", registry, e);
     let parent = registry.parent().unwrap_or(Path::new("/"));
     let mut made_parent = false;
@@ -147,19 +146,21 @@ fn lock_registry(registry: &Path) -> Result<(File, bool)> {
         if dir.metadata().map_err(|e| registry_error("cannot read", parent, e))?.nlink() == 0 {
             continue;
         }
+        if made_parent {
+            File::create(parent.join(MADE_MARK)).map_err(failed)?;
+        }
         match std::fs::create_dir(registry) {
             Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(failed(e)),
-            _ => return Ok((dir, made_parent)),
+            _ => return Ok(dir),
         }
     }
     Err(Error::Registry(format!("{} keeps vanishing: another process removes it", parent.display())))
 }
 
 /// Locks `registry` ([`lock_registry`]), removes dead agents' files, and refuses `rules` if a running
-/// agent's — other than the one registered at `own` — overlap them; with the lock, whether an agent
-/// made the registry's parent (this call, or a running agent says so).
-fn check_others(registry: &Path, rules: &[(PathBuf, String)], own: Option<&Path>) -> Result<(File, bool)> {
-    let (dir, mut made_parent) = lock_registry(registry)?;
+/// agent's — other than the one registered at `own` — overlap them; returns the lock.
+fn check_others(registry: &Path, rules: &[(PathBuf, String)], own: Option<&Path>) -> Result<File> {
+    let dir = lock_registry(registry)?;
     let entries = std::fs::read_dir(registry).map_err(|e| registry_error("cannot list", registry, e))?;
     for entry in entries.flatten() {
         let path = entry.path();
@@ -175,20 +176,20 @@ fn check_others(registry: &Path, rules: &[(PathBuf, String)], own: Option<&Path>
         if let Some(cgroup) = overlap(rules, &other.rules) {
             return Err(Error::AlreadyControlled { cgroup, pid: other.pid, state_dir: other.state_dir });
         }
-        made_parent |= other.made_parent;
     }
-    Ok((dir, made_parent))
+    Ok(dir)
 }
 
 impl Drop for Claim {
     /// Removes the file; then, under the lock on the registry's parent, the registry if empty, and
-    /// the parent if an agent made it and it is empty.
+    /// the parent if an agent made it ([`MADE_MARK`]) and it is empty.
     fn drop(&mut self) {
         let Some(registry) = self.path.parent() else { return };
         let parent = registry.parent().unwrap_or(Path::new("/"));
         let locked = File::open(parent).and_then(|dir| lock(&dir, libc::LOCK_EX).map(|()| dir));
         let _ = std::fs::remove_file(&self.path);
-        if locked.is_ok() && std::fs::remove_dir(registry).is_ok() && self.made_parent {
+        let mark = parent.join(MADE_MARK);
+        if locked.is_ok() && std::fs::remove_dir(registry).is_ok() && std::fs::remove_file(&mark).is_ok() {
             let _ = std::fs::remove_dir(parent);
         }
     }
@@ -344,7 +345,7 @@ mod tests {
     fn a_dead_agents_file_is_removed() {
         let (registry, root) = (tempfile::tempdir().unwrap(), tree());
         let rules = vec![(root.path().to_path_buf(), "tenants/*".to_string())];
-        let dead = Registered { pid: 1, state_dir: "/state/dead".into(), rules: rules.clone(), made_parent: false };
+        let dead = Registered { pid: 1, state_dir: "/state/dead".into(), rules: rules.clone() };
         let stale = registry.path().join("1-0.json");
         std::fs::write(&stale, serde_json::to_string(&dead).unwrap()).unwrap();
         let claim = Claim::register_in(registry.path(), rules, Path::new("/state/new")).unwrap();
