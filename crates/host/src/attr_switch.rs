@@ -57,7 +57,6 @@ impl AttrSwitch {
     /// Sets attribute `file` to `value`, recording its current value in `state_dir` (created if
     /// missing) first. A leftover record of a dead writer for the same file is repaired first.
     pub fn set(state_dir: &Path, file: &Path, value: &str) -> Result<AttrSwitch> {
-        std::fs::create_dir_all(state_dir).map_err(|e| write_error(state_dir, e))?;
         let state = state_dir.join(state_name(file));
         if let Some(old) = read_record(&state)? {
             if alive(&old) {
@@ -74,6 +73,8 @@ impl AttrSwitch {
             new: value.to_string(),
         };
         if record.previous != record.new {
+            // Made here, after any repair above, which removes the directory with its last record.
+            std::fs::create_dir_all(state_dir).map_err(|e| write_error(state_dir, e))?;
             write_record(&state, &record)?;
             if let Err(e) = sysfs::write(file, value) {
                 let _ = std::fs::remove_file(&state);
@@ -170,7 +171,7 @@ pub fn repair(state_dir: &Path) -> Result<Vec<Repaired>> {
 }
 
 /// Writes `r.previous` back where the attribute still holds `r.new` (or already `r.previous`),
-/// then removes the state file.
+/// then removes the state file, and the state directory when that leaves it empty.
 fn restore_record(r: &Record, state: &Path) -> Result<Restored> {
     let outcome = match std::fs::read_to_string(&r.file) {
         Err(_) => Restored::Vanished,
@@ -183,7 +184,11 @@ fn restore_record(r: &Record, state: &Path) -> Result<Restored> {
     };
     match std::fs::remove_file(state) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(write_error(state, e)),
-        _ => Ok(outcome),
+        _ => {
+            // The state directory goes with its last record (`rmdir`: only when empty).
+            let _ = state.parent().map(std::fs::remove_dir);
+            Ok(outcome)
+        }
     }
 }
 
@@ -254,7 +259,7 @@ mod tests {
         assert_eq!((rec.previous.as_str(), rec.new.as_str(), rec.pid), ("0", "2", std::process::id()));
         drop(s);
         assert_eq!(read(&file), "0");
-        assert_eq!(std::fs::read_dir(&state).unwrap().count(), 0, "the state file is removed");
+        assert!(!state.exists(), "the state file is removed, and the directory with it");
     }
 
     #[test]
@@ -270,6 +275,8 @@ mod tests {
 
         // A live writer (another process: pid 1) keeps its record, and the attribute is refused.
         let other = Record { pid: 1, start: 0, file: file.clone(), previous: "1".into(), new: "2".into() };
+        assert!(!state.exists(), "the directory went with its last record");
+        std::fs::create_dir(&state).unwrap();
         write_record(&state.join(state_name(&file)), &other).unwrap();
         assert!(repair(&state).unwrap().is_empty());
         let err = AttrSwitch::set(&state, &file, "2").unwrap_err();

@@ -62,7 +62,7 @@ pub const SPREAD_WARN_PCT: f64 = 10.0;
 pub const QOS_VRATE_PCT: (u32, u32) = (60, 100);
 /// Where profile records the device settings it changes, until it restores them (a tmpfs: the
 /// settings do not outlive a reboot either).
-pub const STATE_DIR: &str = "/run/ioshare/profile";
+pub const STATE_DIR: &str = "/run/ioshare-profile";
 
 /// What to measure and how long.
 #[derive(Clone, Debug, PartialEq, Eq)]
