@@ -11,10 +11,9 @@ mod common;
 mod k8s;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{fio_in, snapshot_at, wait_for, Rig};
+use common::{fio_in, run_agent_during, snapshot_at, wait_for, Rig};
 use ioshare_agent::userspace::DONATING_SLACK;
 use ioshare_agent::{Agent, BackendChoice, Config, Status};
 use ioshare_host::{skip_unless_root, BlkioCgroup, LoopDevice};
@@ -99,22 +98,7 @@ fn config(dir: &Path, device: &Path, model: &str, qos: Option<&str>, k: (&Path, 
 /// `body` panics.
 fn with_agent<T>(config: Config, state: &Path, body: impl FnOnce() -> T) -> T {
     let (agent, _) = Agent::start(config, BackendChoice::Userspace, state).unwrap();
-    let stop = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        let runner = s.spawn(|| agent.run(&stop));
-        struct StopOnDrop<'a>(&'a AtomicBool);
-        impl Drop for StopOnDrop<'_> {
-            fn drop(&mut self) {
-                self.0.store(true, Ordering::Relaxed);
-            }
-        }
-        let guard = StopOnDrop(&stop);
-        let out = body();
-        drop(guard);
-        let reverted = runner.join().unwrap().unwrap();
-        assert!(reverted.changed_by_others.is_empty(), "{reverted:?}");
-        out
-    })
+    run_agent_during(agent, body)
 }
 
 /// The weight of the pod whose cgroup is `rel` and its name, while the agent's status says it is
@@ -524,21 +508,7 @@ fn a_thousand_pods_through_the_agent() {
     let Some(k8s) = K8s::start() else { return };
     let (ns, node_name) = (unique("thousand"), unique("node"));
     k8s.namespace(&ns, &[], &[]);
-    let items: Vec<serde_json::Value> = (0..PODS)
-        .map(|i| {
-            serde_json::json!({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": format!("p{i}"), "namespace": ns,
-                             "annotations": {"io.ioshare.dev/weight": format!("{}", 1 + i % 1000)}},
-                "spec": {"nodeName": node_name, "automountServiceAccountToken": false,
-                         "containers": [{"name": "app", "image": "busybox"}]}
-            })
-        })
-        .collect();
-    for chunk in items.chunks(250) {
-        let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": chunk}).to_string();
-        k8s.try_kubectl(&["create", "-f", "-"], Some(&list)).unwrap();
-    }
+    k8s.weighted_pods(&ns, &node_name, PODS);
     let uids = k8s.kubectl(&["-n", &ns, "get", "pods", "-o", "jsonpath={.items[*].metadata.uid}"]);
     let mut node = Node::new("kube-thousand");
     for uid in uids.split_whitespace() {

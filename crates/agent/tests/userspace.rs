@@ -3,10 +3,9 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{wait_for, Rig};
+use common::{run_agent_during, wait_for, Rig};
 use ioshare_agent::cpu::CpuWatch;
 use ioshare_agent::trace::{Summary, TraceWriter};
 use ioshare_agent::userspace::DONATING_SLACK;
@@ -34,23 +33,7 @@ fn with_agent<T>(config: &std::path::Path, state: &std::path::Path, body: impl F
     let config = Config::load(config).unwrap();
     let (mut agent, _) = Agent::start(config, BackendChoice::Userspace, state).unwrap();
     agent.trace_to(TraceWriter::create(&state.join("trace.jsonl")).unwrap());
-    let stop = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        let runner = s.spawn(|| agent.run(&stop));
-        // Stop the agent even when `body` panics, so it reverts before the rig is torn down.
-        struct StopOnDrop<'a>(&'a AtomicBool);
-        impl Drop for StopOnDrop<'_> {
-            fn drop(&mut self) {
-                self.0.store(true, Ordering::Relaxed);
-            }
-        }
-        let guard = StopOnDrop(&stop);
-        let out = body();
-        drop(guard);
-        let reverted = runner.join().unwrap().unwrap();
-        assert!(reverted.changed_by_others.is_empty(), "{reverted:?}");
-        out
-    })
+    run_agent_during(agent, body)
 }
 
 /// With IOSHARE_AGENT_TEST_TRACE set, prints the agent's view of both groups (how shares settle).

@@ -24,15 +24,20 @@ pub fn available() -> bool {
     *FOUND.get_or_init(|| Command::new("fio").arg("--version").output().is_ok_and(|o| o.status.success()))
 }
 
-/// fio's arguments for `job` on `target`, measured for `duration` after `ramp` (both ns, whole ms).
-pub fn args(target: &Path, job: &JobSpec, duration: Nanos, ramp: Nanos) -> Vec<String> {
-    let rw = match job.pattern {
+/// fio's `--rw` name of `pattern`.
+pub fn rw(pattern: Pattern) -> &'static str {
+    match pattern {
         Pattern::Read => "read",
         Pattern::Write => "write",
         Pattern::RandRead => "randread",
         Pattern::RandWrite => "randwrite",
         Pattern::RandRw => "randrw",
-    };
+    }
+}
+
+/// fio's arguments for `job` on `target`, measured for `duration` after `ramp` (both ns, whole ms).
+pub fn args(target: &Path, job: &JobSpec, duration: Nanos, ramp: Nanos) -> Vec<String> {
+    let rw = rw(job.pattern);
     let mut a = vec![
         "--name=ioshare-reference".to_string(),
         format!("--filename={}", target.display()),

@@ -48,25 +48,8 @@ fn a_thousand_pods_are_handed_over_quickly_and_cheaply() {
     let Some(k8s) = K8s::start() else { return };
     let (ns, node) = (unique("scale"), unique("node"));
     k8s.namespace(&ns, &[], &[]);
-    let items: Vec<serde_json::Value> = (0..PODS)
-        .map(|i| {
-            serde_json::json!({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": format!("p{i}"), "namespace": ns,
-                             "annotations": {"io.ioshare.dev/weight": format!("{}", 1 + i % 1000)}},
-                "spec": {"nodeName": node, "automountServiceAccountToken": false,
-                         "containers": [{"name": "app", "image": "busybox"}]}
-            })
-        })
-        .collect();
     let t = Instant::now();
-    for chunk in items.chunks(250) {
-        k8s.try_kubectl(
-            &["create", "-f", "-"],
-            Some(&serde_json::json!({"apiVersion": "v1", "kind": "List", "items": chunk}).to_string()),
-        )
-        .unwrap();
-    }
+    k8s.weighted_pods(&ns, &node, PODS);
     eprintln!("created {PODS} pods in {:.1} s", t.elapsed().as_secs_f64());
 
     let before = rss();

@@ -10,7 +10,10 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+use ioshare_agent::Agent;
 
 use ioshare_host::{BlkioCgroup, Capabilities, DevNum, DiskStats, LoopDevice, ThrottleKnob};
 use ioshare_testkit::KillOnDrop;
@@ -177,4 +180,25 @@ pub fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> Option<Durat
         std::thread::sleep(Duration::from_millis(5));
     }
     None
+}
+
+/// Runs `agent` in another thread while `body` runs; stops it (reverting) after, also when `body`
+/// panics, so it reverts before the rig is torn down. Asserts nobody else changed what it wrote.
+pub fn run_agent_during<T>(agent: Agent, body: impl FnOnce() -> T) -> T {
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let runner = s.spawn(|| agent.run(&stop));
+        struct StopOnDrop<'a>(&'a AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let guard = StopOnDrop(&stop);
+        let out = body();
+        drop(guard);
+        let reverted = runner.join().unwrap().unwrap();
+        assert!(reverted.changed_by_others.is_empty(), "{reverted:?}");
+        out
+    })
 }

@@ -182,13 +182,7 @@ pub fn size_name(bytes: u32) -> String {
 /// The fio command that runs `job` in `jobs` parallel jobs as one round of `plan` does, on `path`
 /// (named `name`; `size`: its size in bytes, split evenly between the jobs).
 pub fn fio_command(name: &str, job: &JobSpec, jobs: u32, plan: &Plan, path: &Path, size: u64) -> String {
-    let rw = match job.pattern {
-        Pattern::Read => "read",
-        Pattern::Write => "write",
-        Pattern::RandRead => "randread",
-        Pattern::RandWrite => "randwrite",
-        Pattern::RandRw => "randrw",
-    };
+    let rw = crate::fio::rw(job.pattern);
     let bs = match job.block_size {
         b if b % (1 << 20) == 0 => format!("{}m", b >> 20),
         b => format!("{}k", b >> 10),

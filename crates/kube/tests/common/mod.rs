@@ -173,6 +173,26 @@ impl K8s {
         self.kubectl(&["-n", namespace, "get", "pod", name, "-o", "jsonpath={.metadata.uid}"])
     }
 
+    /// Pods `p0`…`p{n-1}` bound to `node` (Pending: no kubelet), pod `i` annotated with weight
+    /// `1 + i % 1000`; created in lists of 250.
+    pub fn weighted_pods(&self, namespace: &str, node: &str, n: usize) {
+        let items: Vec<serde_json::Value> = (0..n)
+            .map(|i| {
+                serde_json::json!({
+                    "apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": format!("p{i}"), "namespace": namespace,
+                                 "annotations": {"io.ioshare.dev/weight": format!("{}", 1 + i % 1000)}},
+                    "spec": {"nodeName": node, "automountServiceAccountToken": false,
+                             "containers": [{"name": "app", "image": "busybox"}]}
+                })
+            })
+            .collect();
+        for chunk in items.chunks(250) {
+            let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": chunk}).to_string();
+            self.try_kubectl(&["create", "-f", "-"], Some(&list)).unwrap();
+        }
+    }
+
     /// A kubeconfig that authenticates with `token` (for a ServiceAccount's rights).
     pub fn token_kubeconfig(&self, token: &str, into: &Path) -> PathBuf {
         let path = into.join("token.kubeconfig");
