@@ -71,6 +71,10 @@ fn a_model_above_the_device_drifts_from_the_start() {
 fn the_device_depth_option_holds_the_split_on_the_throttle() {
     let out = outcome();
     let r = named(&out, "iocost+qd, burst, model +19%");
+    // Every second after the first (its model still settles) within the scenario's 3% comparison:
+    // the depth gate keeps the IOs in the controller, not in the throttle's FIFO, so a second's
+    // split is the weights' up to the rounding of ~500 IOs a second per group (0.2%) and vrate's
+    // small moves.
     for (t, ratio, _) in series(r).into_iter().skip(1) {
         assert!((ratio / 3.0 - 1.0).abs() <= 0.03, "t {t}: {ratio}");
     }
