@@ -59,8 +59,10 @@ impl Tenant {
         });
         k8s.apply(&pod.to_string());
         let get = |path: &str| k8s.kubectl(&["-n", ns, "get", "pod", name, "-o", &format!("jsonpath={path}")]);
-        let running = wait_for(POD_PATIENCE, || get("{.status.phase}") == "Running");
-        assert!(running.is_some(), "pod {name} is not running: {}", k8s.kubectl(&["-n", ns, "describe", "pod", name]));
+        let timeout = format!("--timeout={}s", POD_PATIENCE.as_secs());
+        let running =
+            k8s.try_kubectl(&["-n", ns, "wait", "--for=jsonpath={.status.phase}=Running", "pod", name, &timeout], None);
+        assert!(running.is_ok(), "pod {name} is not running: {}", k8s.kubectl(&["-n", ns, "describe", "pod", name]));
         assert_eq!(get("{.status.qosClass}"), "BestEffort");
         let id = get("{.status.containerStatuses[0].containerID}");
         let id = id.strip_prefix("containerd://").unwrap_or_else(|| panic!("a containerd container id: {id}"));
