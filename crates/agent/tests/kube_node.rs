@@ -256,16 +256,22 @@ fn pods_on_a_real_node_share_a_device_by_their_annotations() {
     assert!((hw / 2.0 - 1.0).abs() <= 0.02, "hweights follow the annotations 2:1: {hw:.3}");
     assert!(lim >= 1.5, "read limits follow the hweights 2:1: {lim:.2}");
     // The real split is judged where both tenants could use their shares, measured (as in the
-    // userspace backend's test): neither was CPU-bound (on two busy cores the fio threads get equal
-    // CPU and IOCost, work-conserving, drifts to 1:1 by design), and a alone did at least its 2/3 of
-    // what both did under the agent (else its own queue, not a limit, held it). ± 15%: the
+    // userspace backend's test and the laid-out pods' test): neither was CPU-bound (on two busy cores
+    // the fio threads get equal CPU and IOCost, work-conserving, drifts to 1:1 by design), a alone did
+    // at least its 2/3 of what both did under the agent (else its own queue held it), and a did at
+    // least 85% of its mean read limit (its limit, not the busy host disk, held it). ± 15%: the
     // acceptance is ± 10% over 15 s; this window is 3 s, in which one stalled period moves the ratio
-    // by a few percent more.
+    // by a few percent more (judged here: 1.77–1.98 at load 9–11, the userspace backend's own test
+    // 1.71–1.98).
+    let a_limit = split.views.iter().map(|v| v.riops[0] as f64).sum::<f64>() / split.views.len().max(1) as f64;
     if split.cpu_bound.iter().any(|&c| c >= CPU_BOUND_SAMPLES) {
         eprintln!("ratio {ratio:.2} not judged: a tenant was held by the CPU ({bound})");
     } else if solo < total * 2.0 / 3.0 {
         eprintln!("ratio {ratio:.2} not judged: a alone did {solo:.0} IOPS, less than 2/3 of the {total:.0} both did");
+    } else if sa < 0.85 * a_limit {
+        eprintln!("ratio {ratio:.2} not judged: a did {sa:.0} IOPS under a mean limit of {a_limit:.0}");
     } else {
+        eprintln!("ratio {ratio:.2} judged: a did {sa:.0} IOPS under a mean limit of {a_limit:.0}");
         assert!((ratio / 2.0 - 1.0).abs() <= 0.15, "ratio {ratio:.2} with both pods able to use their shares");
     }
     eprintln!("whole test before the node's teardown: {:.1} s", started.elapsed().as_secs_f64());
