@@ -6,8 +6,9 @@
 # acceptance test starts its own server on a free localhost port; installed without recommends, so no
 # node exporter runs), Ceph's monitor, manager and OSD (scripts/ceph: a one-node cluster on loopback) — and the lab guest's kernel (extracted into a cache by scripts/lab --setup: not
 # installed on this host, its bootloader untouched) — and a Kubernetes control plane for the Kubernetes
-# tests (kube-apiserver, kubectl and etcd built once from the Go module proxy into ~/.cache/ioshare-k8s by
-# scripts/k8s --setup; Go >= 1.24 must be installed).
+# tests (kube-apiserver, kubectl, kubelet and etcd built once from the Go module proxy into
+# ~/.cache/ioshare-k8s by scripts/k8s --setup; Go >= 1.24 must be installed) with Debian's containerd and
+# runc for its node (scripts/k8s --node).
 set -euo pipefail
 
 sudo_cmd=""
@@ -35,10 +36,13 @@ apt_install --no-install-recommends -- prometheus
 # A one-node Ceph cluster for librbd's real QoS (scripts/ceph; fio's rbd engine links librbd already).
 apt_install --no-install-recommends -- ceph-mon ceph-mgr ceph-osd ceph-common
 
+# The Kubernetes node's container runtime (scripts/k8s --node runs its own containerd, never the service).
+apt_install --no-install-recommends -- containerd runc
+
 # Without the guest kernel only the lab's tests skip (with this reason), so a failure here is a warning.
 "$(dirname "$0")/lab" --setup || echo "setup: warning: the lab guest is not ready (see above); its tests will skip" >&2
-# Likewise the Kubernetes binaries: without them only the Kubernetes tests skip. Cold, this builds for
-# minutes (~2 GB of RAM); once cached it returns at once.
+# Likewise the Kubernetes binaries and the node's images: without them only the Kubernetes tests skip.
+# Cold, this builds for minutes (~2 GB of RAM); once cached it returns at once.
 "$(dirname "$0")/k8s" --setup ||
   echo "setup: warning: the Kubernetes binaries are not built (see above); the Kubernetes tests will skip" >&2
 

@@ -13,7 +13,7 @@ mod k8s;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{fio_in, run_agent_during, snapshot_at, wait_for, Rig};
+use common::{fio_in, median, pod_controlled as controlled, run_agent_during, snapshot_at, wait_for, Rig};
 use ioshare_agent::userspace::DONATING_SLACK;
 use ioshare_agent::{Agent, BackendChoice, Config, Status};
 use ioshare_host::{skip_unless_root, BlkioCgroup, LoopDevice};
@@ -101,14 +101,6 @@ fn with_agent<T>(config: Config, state: &Path, body: impl FnOnce() -> T) -> T {
     run_agent_during(agent, body)
 }
 
-/// The weight of the pod whose cgroup is `rel` and its name, while the agent's status says it is
-/// under control.
-fn controlled(state: &Path, rel: &str) -> Option<(u32, String)> {
-    let st = Status::read(state).ok()?;
-    let p = st.kubernetes?.pods.into_iter().find(|p| p.cgroup.as_deref() == Some(rel) && p.controlled)?;
-    Some((p.weight, p.pod))
-}
-
 /// The figures of both pods as the agent saw them in one period.
 struct View {
     hweight_active: [f64; 2],
@@ -146,11 +138,6 @@ fn rates_and_views(
     }
     let secs = start.elapsed().as_secs_f64();
     ([0, 1].map(|i| (ios(cgroups[i]) - before[i]) as f64 / secs), views)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 fn skip(test: &str) -> Option<std::sync::Arc<K8s>> {

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{run_agent_during, wait_for, Rig};
+use common::{median, run_agent_during, wait_for, Rig};
 use ioshare_agent::cpu::CpuWatch;
 use ioshare_agent::trace::{Summary, TraceWriter};
 use ioshare_agent::userspace::DONATING_SLACK;
@@ -116,11 +116,6 @@ fn rates_and_views(rig: &Rig, state: &std::path::Path, window: Duration) -> (Vec
     });
     let share = |n: u32| f64::from(n) / f64::from(samples.max(1));
     (rates, views, [share(bound[0]), share(bound[1])])
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 #[test]

@@ -141,14 +141,22 @@ pub fn snapshot_at(root: &Path, parent: &str) -> BTreeMap<PathBuf, String> {
 /// fio 4 KiB random reads at `depth` from `device` in `cgroup`, `extra` options added; killed on drop.
 pub fn fio_in(cgroup: &BlkioCgroup, device: &Path, depth: u32, extra: &[&str]) -> KillOnDrop {
     let mut cmd = Command::new("fio");
-    cmd.args(["--name=r", "--rw=randread", "--bs=4k", "--ioengine=libaio", "--direct=1", "--time_based"])
-        .args(["--runtime=120", &format!("--iodepth={depth}"), "--output=/dev/null"])
-        .arg(format!("--filename={}", device.display()))
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .arg("--thread"); // jobs as threads: fio's forked job processes call setsid() and outlive a kill
+    cmd.args(fio_args(device, depth, 120, extra)).stdout(Stdio::null()).stderr(Stdio::null());
     KillOnDrop(cgroup.spawn(cmd).expect("start fio (scripts/setup.sh installs it)"))
+}
+
+/// fio's arguments for 4 KiB random reads at `depth` from `device` for `runtime_s` seconds, `extra`
+/// options added.
+pub fn fio_args(device: &Path, depth: u32, runtime_s: u32, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> =
+        ["--name=r", "--rw=randread", "--bs=4k", "--ioengine=libaio", "--direct=1", "--time_based"]
+            .map(String::from)
+            .into();
+    args.extend([format!("--runtime={runtime_s}"), format!("--iodepth={depth}"), "--output=/dev/null".into()]);
+    args.push(format!("--filename={}", device.display()));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args.push("--thread".into()); // jobs as threads: fio's forked job processes call setsid() and outlive a kill
+    args
 }
 
 /// Every blk-throttle limit file under `dir` (recursively) with its contents.
@@ -201,4 +209,18 @@ pub fn run_agent_during<T>(agent: Agent, body: impl FnOnce() -> T) -> T {
         assert!(reverted.changed_by_others.is_empty(), "{reverted:?}");
         out
     })
+}
+
+/// The weight of the pod whose cgroup is `rel` and its `namespace/name`, while the agent's status
+/// in `state` says it is under control.
+pub fn pod_controlled(state: &Path, rel: &str) -> Option<(u32, String)> {
+    let st = ioshare_agent::Status::read(state).ok()?;
+    let p = st.kubernetes?.pods.into_iter().find(|p| p.cgroup.as_deref() == Some(rel) && p.controlled)?;
+    Some((p.weight, p.pod))
+}
+
+/// The median of `v` (NaN when empty).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }

@@ -40,13 +40,38 @@ pub struct K8s {
 impl K8s {
     /// Starts one, or says why it cannot (binaries not built) and returns `None`.
     pub fn start() -> Option<K8s> {
-        let check = Command::new(script()).arg("--check").output().expect("run scripts/k8s --check");
+        K8s::start_with(&[])
+    }
+
+    /// Starts one with a node (`scripts/k8s --node`: containerd and a kubelet that run pods; root
+    /// only), or says why it cannot and returns `None`.
+    pub fn start_node() -> Option<K8s> {
+        K8s::start_with(&["--node"])
+    }
+
+    /// Whether [`K8s::start_node`] can run here; if not, says why (the test's skip line).
+    pub fn node_available() -> bool {
+        K8s::check(&["--node"])
+    }
+
+    fn check(args: &[&str]) -> bool {
+        let check = Command::new(script()).arg("--check").args(args).output().expect("run scripts/k8s --check");
         if !check.status.success() {
             eprintln!("skipped: {}", String::from_utf8_lossy(&check.stdout).trim());
+        }
+        check.status.success()
+    }
+
+    fn start_with(args: &[&str]) -> Option<K8s> {
+        if !K8s::check(args) {
             return None;
         }
-        let mut child =
-            Command::new(script()).stdin(Stdio::null()).stdout(Stdio::piped()).spawn().expect("start scripts/k8s");
+        let mut child = Command::new(script())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start scripts/k8s");
         let (tx, rx) = mpsc::channel();
         let stdout = child.stdout.take().unwrap();
         std::thread::spawn(move || {
@@ -103,6 +128,16 @@ impl K8s {
     /// Starts the API server again and waits until it is ready.
     pub fn start_apiserver(&self) {
         self.signal(libc::SIGUSR2, "api server ready");
+    }
+
+    /// What `scripts/k8s --node` wrote of its node: `name` is `node_name`, `cgroup_root` kubelet's
+    /// cgroupRoot (relative to a hierarchy's root), `tenant_image` the image with fio and busybox.
+    pub fn node_file(&self, name: &str) -> String {
+        let path = self.dir.join(format!("ioshare_k8s_{name}"));
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e} (started without --node?)", path.display()))
+            .trim()
+            .to_string()
     }
 
     /// The API server's URL.

@@ -1,0 +1,282 @@
+//! The agent on a whole node (root only): `scripts/k8s --node` runs etcd, kube-apiserver, Debian's
+//! containerd and runc and a real kubelet on loopback; pods run real containers from the tenant
+//! image the script built and imported (fio), in the cgroups kubelet itself makes under its own
+//! `cgroupRoot` (`<root>/kubepods/besteffort/pod<uid>/<container-id>`, cgroupfs driver). The agent
+//! follows the pods through the API server and shares a loop device (over a file the test creates)
+//! between two of them by their annotations with its userspace backend (this host's blkio is cgroup
+//! v1). Skipped, with the reason, when not root or when the node cannot run (`scripts/setup.sh`
+//! builds kubelet and installs containerd and runc). Everything is removed also when the test fails:
+//! the script deletes the node's pods and stops every process it started (the `K8s` guard), the
+//! agent reverts what it wrote (`run_agent_during`), and the loop device goes last (the `Rig`).
+
+mod common;
+#[path = "../../kube/tests/common/mod.rs"]
+mod k8s;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::{fio_args, median, pod_controlled, run_agent_during, wait_for, Rig};
+use ioshare_agent::cpu::CpuWatch;
+use ioshare_agent::userspace::DONATING_SLACK;
+use ioshare_agent::{Agent, BackendChoice, Config, Status};
+use ioshare_host::{read_throttle_stats, skip_unless_root};
+use k8s::{unique, K8s};
+
+/// Queue depth of each tenant's fio jobs, and two jobs (threads) each: saturating, as in the
+/// userspace backend's test.
+const DEPTH: u32 = 32;
+const SATURATING: &[&str] = &["--numjobs=2"];
+/// Share of the 100 ms samples in which a tenant's busiest thread may be CPU-bound for its rate to
+/// count as the IO controller's doing (as in the userspace backend's test).
+const CPU_BOUND_SAMPLES: f64 = 0.2;
+/// How long a pod may take to start or go on this loaded machine (measured: 1–3 s each).
+const POD_PATIENCE: Duration = Duration::from_secs(60);
+
+/// A pod of the node running fio against the device.
+struct Tenant {
+    name: String,
+    /// The pod's cgroup, relative to the blkio root (kubelet's `cgroupRoot` included).
+    pod: String,
+    /// The fio container's cgroup, likewise.
+    container: String,
+}
+
+impl Tenant {
+    /// Creates pod `name` (privileged, hostNetwork, BestEffort) with IO weight `weight`, running fio on
+    /// `device`; waits until it runs and returns its cgroups.
+    fn start(k8s: &K8s, ns: &str, name: &str, weight: u32, device: &Path) -> Tenant {
+        let mut command = vec!["fio".to_string()];
+        command.extend(fio_args(device, DEPTH, 600, SATURATING));
+        let pod = serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "annotations": {"io.ioshare.dev/weight": weight.to_string()}},
+            "spec": {"nodeName": k8s.node_file("node"), "hostNetwork": true, "restartPolicy": "Never",
+                     "automountServiceAccountToken": false, "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "fio", "image": k8s.node_file("tenant_image"),
+                                     "imagePullPolicy": "Never", "command": command,
+                                     "securityContext": {"privileged": true}}]}
+        });
+        k8s.apply(&pod.to_string());
+        let get = |path: &str| k8s.kubectl(&["-n", ns, "get", "pod", name, "-o", &format!("jsonpath={path}")]);
+        let timeout = format!("--timeout={}s", POD_PATIENCE.as_secs());
+        let running =
+            k8s.try_kubectl(&["-n", ns, "wait", "--for=jsonpath={.status.phase}=Running", "pod", name, &timeout], None);
+        assert!(running.is_ok(), "pod {name} is not running: {}", k8s.kubectl(&["-n", ns, "describe", "pod", name]));
+        assert_eq!(get("{.status.qosClass}"), "BestEffort");
+        let id = get("{.status.containerStatuses[0].containerID}");
+        let id = id.strip_prefix("containerd://").unwrap_or_else(|| panic!("a containerd container id: {id}"));
+        let pod = format!("{}/kubepods/besteffort/pod{}", k8s.node_file("cgroup_root"), get("{.metadata.uid}"));
+        Tenant { name: name.to_string(), container: format!("{pod}/{id}"), pod }
+    }
+}
+
+/// The agent config: `device` with `model`, the `[kubernetes]` section for the script's node.
+fn config(dir: &Path, device: &Path, model: &str, k8s: &K8s) -> Config {
+    let text = format!(
+        "period_ms = 100\n[[devices]]\npath = \"{}\"\nmodel = \"{model}\"\n[kubernetes]\nnode_name = \"{}\"\n\
+         kubeconfig = \"{}\"\ncgroup_driver = \"cgroupfs\"\ncgroup_root = \"{}\"\n",
+        device.display(),
+        k8s.node_file("node"),
+        k8s.kubeconfig.display(),
+        k8s.node_file("cgroup_root")
+    );
+    let path = dir.join("agent.toml");
+    std::fs::write(&path, &text).unwrap();
+    Config::load(&path).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+/// The tenants as the agent saw them in one period.
+struct View {
+    hweight_active: Vec<f64>,
+    hweight_inuse: Vec<f64>,
+    riops: Vec<u64>,
+}
+
+/// What a window measured: each tenant's read IOPS, the agent's view every period (when it runs),
+/// and per tenant the share of 100 ms samples in which its threads were CPU-bound.
+struct Window {
+    iops: Vec<f64>,
+    views: Vec<View>,
+    cpu_bound: Vec<f64>,
+}
+
+/// Measures `tenants` (their container cgroups under the blkio root `blkio`) on device `dev` over
+/// `window`.
+fn measure(blkio: &Path, tenants: &[&Tenant], dev: ioshare_host::DevNum, state: &Path, window: Duration) -> Window {
+    let dirs: Vec<PathBuf> = tenants.iter().map(|t| blkio.join(&t.container)).collect();
+    let ios =
+        |d: &Path| read_throttle_stats(d, false).ok().and_then(|s| s.device(dev).map(|d| d.ios.read)).unwrap_or(0);
+    let mut cpu = CpuWatch::default();
+    let clock = Instant::now();
+    let (mut bound, mut samples) = (vec![0u32; tenants.len()], 0u32);
+    let mut sample = |bound: &mut Vec<u32>, samples: &mut u32| {
+        let now = clock.elapsed().as_nanos() as u64;
+        let used: Option<Vec<_>> = tenants.iter().zip(&dirs).map(|(t, d)| cpu.sample(&t.container, d, now)).collect();
+        if let Some(used) = used {
+            *samples += 1;
+            bound.iter_mut().zip(used).for_each(|(b, u)| *b += u32::from(u.cpu_bound()));
+        }
+    };
+    let (mut views, mut last) = (Vec::new(), None);
+    sample(&mut bound, &mut samples);
+    let before: Vec<u64> = dirs.iter().map(|d| ios(d)).collect();
+    let start = Instant::now();
+    while start.elapsed() < window {
+        std::thread::sleep(Duration::from_millis(100));
+        sample(&mut bound, &mut samples);
+        // One view per period the agent planned (a stale status is not counted again).
+        let Ok(st) = Status::read(state) else { continue };
+        if last == Some(st.periods) {
+            continue;
+        }
+        last = Some(st.periods);
+        let groups: Option<Vec<_>> =
+            tenants.iter().map(|t| st.devices[0].groups.iter().find(|g| g.cgroup == t.container)).collect();
+        if let Some(g) = groups {
+            views.push(View {
+                hweight_active: g.iter().map(|g| g.hweight_active).collect(),
+                hweight_inuse: g.iter().map(|g| g.hweight_inuse).collect(),
+                riops: g.iter().map(|g| g.limits[0]).collect(),
+            });
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    Window {
+        iops: dirs.iter().zip(&before).map(|(d, b)| (ios(d) - b) as f64 / secs).collect(),
+        views,
+        cpu_bound: bound.iter().map(|&n| f64::from(n) / f64::from(samples.max(1))).collect(),
+    }
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_string()
+}
+
+#[test]
+fn pods_on_a_real_node_share_a_device_by_their_annotations() {
+    if skip_unless_root("pods_on_a_real_node_share_a_device_by_their_annotations") || !K8s::node_available() {
+        return;
+    }
+    let started = Instant::now();
+    // Declared before the node, so dropped after it: no pod's fio holds the device when it goes.
+    let rig = Rig::new("kube-node", &["probe"]);
+    let k8s = K8s::start_node().expect("scripts/k8s --node starts (its check passed)");
+    let node_up = started.elapsed();
+    let ns = unique("node");
+    k8s.namespace(&ns, &[], &[]);
+    let dev = rig.dev.path();
+    let state = tempfile::tempdir().unwrap();
+
+    // Uncontrolled: a alone (what it can do by itself), then both; the model is the device's
+    // measured random-read rate with both (what `ioshare profile` would measure).
+    let t = Instant::now();
+    let a = Tenant::start(&k8s, &ns, "a", 200, dev);
+    let pod_running = t.elapsed();
+    std::thread::sleep(Duration::from_millis(500));
+    let solo = measure(&rig.root, &[&a], rig.devnum(), state.path(), Duration::from_millis(1500)).iops[0];
+    let b = Tenant::start(&k8s, &ns, "b", 100, dev);
+    std::thread::sleep(Duration::from_millis(500));
+    let free = measure(&rig.root, &[&a, &b], rig.devnum(), state.path(), Duration::from_secs(2)).iops;
+    let iops = (free[0] + free[1]).round() as u64;
+    let model = format!("ssd_dfl rrandiops={iops} rseqiops={iops}");
+    let cfg = config(state.path(), dev, &model, &k8s);
+
+    let (agent, _) = Agent::start(cfg, BackendChoice::Userspace, state.path()).unwrap();
+    let (split, forgotten) = run_agent_during(agent, || {
+        let both = || pod_controlled(state.path(), &a.pod).is_some() && pod_controlled(state.path(), &b.pod).is_some();
+        assert!(wait_for(Duration::from_secs(5), both).is_some(), "{}", Status::read(state.path()).unwrap());
+        // The agent mapped each pod to kubelet's own cgroup and named it.
+        assert_eq!(pod_controlled(state.path(), &a.pod), Some((200, format!("{ns}/a"))));
+        assert_eq!(pod_controlled(state.path(), &b.pod), Some((100, format!("{ns}/b"))));
+        std::thread::sleep(Duration::from_secs(2));
+        let split = measure(&rig.root, &[&a, &b], rig.devnum(), state.path(), Duration::from_secs(3));
+        eprintln!("{}", Status::read(state.path()).unwrap());
+
+        // An annotation changed: applied within 1 s of kubectl returning.
+        k8s.kubectl(&["-n", &ns, "annotate", "--overwrite", "pod", &b.name, "io.ioshare.dev/weight=400"]);
+        let took =
+            wait_for(Duration::from_secs(5), || pod_controlled(state.path(), &b.pod).is_some_and(|(w, _)| w == 400));
+        eprintln!("annotation change applied after {took:?}");
+        assert!(took.is_some_and(|t| t < Duration::from_secs(1)), "took {took:?}");
+
+        // Pod b deleted: kubelet stops its container and removes its cgroups, the API object goes,
+        // and the agent forgets it — nothing of it left in its state.
+        let t = Instant::now();
+        k8s.kubectl(&["-n", &ns, "delete", "pod", &b.name, "--wait=false"]);
+        let uid = b.pod.rsplit_once("/pod").unwrap().1.to_string();
+        let gone = wait_for(POD_PATIENCE, || {
+            !rig.root.join(&b.pod).exists()
+                && std::fs::read_to_string(state.path().join("status.json")).is_ok_and(|s| !s.contains(&uid))
+        });
+        let forgotten = t.elapsed();
+        assert!(gone.is_some(), "pod b forgotten and its cgroups gone: {}", Status::read(state.path()).unwrap());
+        assert!(pod_controlled(state.path(), &a.pod).is_some(), "a is still controlled");
+        (split, forgotten)
+    });
+    let state_files: Vec<String> = std::fs::read_dir(state.path())
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .collect();
+    let uid_b = b.pod.rsplit_once("/pod").unwrap().1;
+    assert!(state_files.iter().all(|s| !s.contains(uid_b)), "pod b left in the agent's state directory");
+
+    // The agent's decisions, judged as the userspace backend's test judges its 2:1 rules (see there
+    // for the reasons): in the periods neither tenant donated, the hweights are the annotations' 2:1
+    // (± 2%: 16-bit fixed point and the donation slack) and the read limits follow them from below
+    // (median ≥ 1.5).
+    let both: Vec<&View> = split
+        .views
+        .iter()
+        .filter(|v| (0..2).all(|i| v.hweight_inuse[i] + DONATING_SLACK >= v.hweight_active[i]))
+        .collect();
+    let hw = median(both.iter().map(|v| v.hweight_inuse[0] / v.hweight_inuse[1]).collect());
+    let lim = median(both.iter().map(|v| v.riops[0] as f64 / v.riops[1].max(1) as f64).collect());
+    let (sa, sb) = (split.iops[0], split.iops[1]);
+    let (ratio, total) = (sa / sb, sa + sb);
+    let bound =
+        format!("CPU-bound in {:.0}% / {:.0}% of the samples", split.cpu_bound[0] * 100.0, split.cpu_bound[1] * 100.0);
+    eprintln!(
+        "node up in {:.1} s, pod running {:.1} s after kubectl apply; uncontrolled: a alone {solo:.0} IOPS, both \
+         {:.0}+{:.0}; through the agent 2:1 {sa:.0}+{sb:.0} IOPS, ratio {ratio:.2} ({bound}); {} of {} periods both \
+         competing, median hweight ratio {hw:.3}, read-limit ratio {lim:.2}; deleted pod forgotten after {:.1} s; \
+         load {}",
+        node_up.as_secs_f64(),
+        pod_running.as_secs_f64(),
+        free[0],
+        free[1],
+        both.len(),
+        split.views.len(),
+        forgotten.as_secs_f64(),
+        load()
+    );
+    assert!(split.views.len() >= 10, "the status was read every period: {}", split.views.len());
+    assert!(both.len() >= 3, "both pods competed in {} of {} periods", both.len(), split.views.len());
+    assert!((hw / 2.0 - 1.0).abs() <= 0.02, "hweights follow the annotations 2:1: {hw:.3}");
+    assert!(lim >= 1.5, "read limits follow the hweights 2:1: {lim:.2}");
+    // The real split is judged where both tenants could use their shares, measured (as in the
+    // userspace backend's test and the laid-out pods' test): neither was CPU-bound (on two busy cores
+    // the fio threads get equal CPU and IOCost, work-conserving, drifts to 1:1 by design), a alone did
+    // at least its 2/3 of what both did under the agent (else its own queue held it), and a did at
+    // least 85% of its mean read limit (its limit, not the busy host disk, held it). ± 15%: the
+    // acceptance is ± 10% over 15 s; this window is 3 s, in which one stalled period moves the ratio
+    // by a few percent more (judged here: 1.77–1.98 at load 9–11, the userspace backend's own test
+    // 1.71–1.98).
+    let mean_limit = |i: usize| split.views.iter().map(|v| v.riops[i] as f64).sum::<f64>() / split.views.len() as f64;
+    let (a_limit, b_limit) = (mean_limit(0), mean_limit(1));
+    // blk-throttle enforced them: b stayed near its limits (30% over: blk-throttle's slices restart
+    // whenever a limit is written, as the userspace backend's test found).
+    assert!(sb <= 1.3 * b_limit, "b did {sb:.0} IOPS under a mean limit of {b_limit:.0}");
+    if split.cpu_bound.iter().any(|&c| c >= CPU_BOUND_SAMPLES) {
+        eprintln!("ratio {ratio:.2} not judged: a tenant was held by the CPU ({bound})");
+    } else if solo < total * 2.0 / 3.0 {
+        eprintln!("ratio {ratio:.2} not judged: a alone did {solo:.0} IOPS, less than 2/3 of the {total:.0} both did");
+    } else if sa < 0.85 * a_limit {
+        eprintln!("ratio {ratio:.2} not judged: a did {sa:.0} IOPS under a mean limit of {a_limit:.0}");
+    } else {
+        eprintln!("ratio {ratio:.2} judged: a did {sa:.0} IOPS under a mean limit of {a_limit:.0}");
+        assert!((ratio / 2.0 - 1.0).abs() <= 0.15, "ratio {ratio:.2} with both pods able to use their shares");
+    }
+    eprintln!("whole test before the node's teardown: {:.1} s", started.elapsed().as_secs_f64());
+}
