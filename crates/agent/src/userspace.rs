@@ -36,14 +36,17 @@
 //! it, for the next file attached), it is said once on stderr and in the status (state `device
 //! gone`), and nothing more is written for that number, whatever takes it.
 //!
-//! vrate follows the device where the counters can tell: a period in which a competing group was
+//! Without a latency target (no QoS line, or one without percentiles), vrate follows the device
+//! where the counters can tell: a period in which a competing group was
 //! held back by the busy device rather than by its own limit (the rq-wait stand-in of step 3) shows
 //! that the limits promise more than the device does — the model is above what the device gives
 //! this load (a profile taken on a quiet machine, a device shared with others, a loaded host). The
 //! kernel would step vrate down 1–2% a period from there; the agent knows what the device delivered
 //! (the cost of every tracked cgroup's IO at the model's prices) and brings vrate down to the median
 //! of what it did in the last second ([`follow_device`]; by at most 15% a period, so a stall of the
-//! device cannot collapse it). Then the limits bind, the shares are the weights', and the planner raises vrate
+//! device cannot collapse it) — when the device held a group back in at least half of the last
+//! second's periods ([`FOLLOW_WHEN_BOUND`]: blk-throttle's slack makes a group held by its limit
+//! look held by the device now and then, which alone would ratchet vrate down). Then the limits bind, the shares are the weights', and the planner raises vrate
 //! again while groups are short of budget and the device keeps up. Without it, a model 30% above the
 //! device left every limit loose, the device split its work by queue depth (1:1 for two QD32
 //! readers), and the high-weight tenant, below its share and not at its limit, counted as a donor.
@@ -103,12 +106,33 @@ pub const MIN_BUDGET_SHARE: f64 = 0.5;
 /// (following the most left the high-weight tenant at 60–65% of the work where 2/3 was its share).
 pub const FOLLOW_WINDOW: usize = 10;
 
+/// Periods of the last [`FOLLOW_WINDOW`] in which the device must have held a competing group back
+/// for vrate to follow it down: half of them. blk-throttle lets a group held at its limit through at
+/// 80–97% of it in a 100 ms period, so a tenant held by its limit also looks held by the device in
+/// some periods; each such period took vrate down to what the limits had let the device do, a few
+/// percent less each time, never back (the bench's agent scenario: vrate 100% → 62% in 4 s, the
+/// high-weight tenant at its limit throughout, the total at 63% of no control). A model above the
+/// device leaves every limit loose: then a competing group is held by the device in every period.
+pub const FOLLOW_WHEN_BOUND: usize = FOLLOW_WINDOW / 2;
+
 /// vrate after a device-bound period when the device did `delivered_pct` of the model over the last
 /// [`FOLLOW_WINDOW`] periods (their median): at most that, and
 /// at least [`MOST_FALL_PER_PERIOD`] of `vrate_pct` (never raised: raising is the planner's, when
 /// groups are short of budget and none is held by the device).
 pub fn follow_device(vrate_pct: f64, delivered_pct: f64) -> f64 {
     delivered_pct.max(vrate_pct * MOST_FALL_PER_PERIOD).min(vrate_pct)
+}
+
+/// What vrate follows down to after a device-bound period, given the last [`FOLLOW_WINDOW`] periods
+/// (% of the model the device did, whether it held a competing group back): the median of what it
+/// did, when it held a group back in at least [`FOLLOW_WHEN_BOUND`] of them; else nothing.
+pub fn followed(window: &VecDeque<(f64, bool)>) -> Option<f64> {
+    if window.iter().filter(|d| d.1).count() < FOLLOW_WHEN_BOUND {
+        return None;
+    }
+    let mut did: Vec<f64> = window.iter().map(|d| d.0).collect();
+    did.sort_by(f64::total_cmp);
+    Some(did[did.len() / 2])
 }
 
 /// A cgroup this device's controller tracks.
@@ -254,8 +278,9 @@ pub struct DeviceLoop {
     record: Option<PeriodRecord>,
     /// The tracked cgroups' threads.
     cpu: CpuWatch,
-    /// What the device did in the last [`FOLLOW_WINDOW`] periods, % of the model.
-    delivered: VecDeque<f64>,
+    /// What the device did in the last [`FOLLOW_WINDOW`] periods, % of the model, and whether it
+    /// held a competing group back in each.
+    delivered: VecDeque<(f64, bool)>,
 }
 
 impl DeviceLoop {
@@ -510,11 +535,13 @@ impl DeviceLoop {
         if self.delivered.len() == FOLLOW_WINDOW {
             self.delivered.pop_front();
         }
-        self.delivered.push_back(delivered_pct);
-        if device_bound {
-            let mut last: Vec<f64> = self.delivered.iter().copied().collect();
-            last.sort_by(f64::total_cmp);
-            self.ctl.set_vrate_pct(follow_device(self.ctl.vrate_pct(), last[last.len() / 2]));
+        self.delivered.push_back((delivered_pct, device_bound));
+        // With a latency target the device's latency says when vrate promises too much, as in the
+        // kernel; following what the device did would mistake a device whose rate grows with the IOs
+        // in flight (fewer once a tenant is held) for a full one, and take vrate down with each limit.
+        let latency_target = self.qos.rppm != 0 || self.qos.wppm != 0;
+        if let Some(did) = (device_bound && !latency_target).then(|| followed(&self.delivered)).flatten() {
+            self.ctl.set_vrate_pct(follow_device(self.ctl.vrate_pct(), did));
         }
         // 4: plan.
         self.ctl.tick(now);
@@ -732,6 +759,19 @@ mod tests {
             v = follow_device(v, 100.0);
         }
         assert!((v - 100.0).abs() < 1e-9, "{v}");
+    }
+
+    /// A group held by its limit looks held by the device in a few periods (blk-throttle's slack):
+    /// those alone do not take vrate down; a device that holds groups back in half the periods does,
+    /// to the median of what it did.
+    #[test]
+    fn vrate_follows_only_a_device_that_holds_groups_back_in_half_the_periods() {
+        let window = |bound: usize| -> VecDeque<(f64, bool)> {
+            (0..FOLLOW_WINDOW).map(|i| (60.0 + i as f64, i < bound)).collect()
+        };
+        assert_eq!(followed(&window(FOLLOW_WHEN_BOUND - 1)), None, "sporadic");
+        assert_eq!(followed(&window(FOLLOW_WHEN_BOUND)), Some(60.0 + (FOLLOW_WINDOW / 2) as f64));
+        assert_eq!(followed(&VecDeque::new()), None);
     }
 
     /// 5 000 cgroups come and go, 10 alive at a time: the controller holds the live groups and at

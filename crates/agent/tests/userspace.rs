@@ -246,29 +246,36 @@ fn weights_split_two_readers_and_idle_share_is_donated() {
     let mean_limit = |i: usize| views.iter().map(|v| v.riops[i] as f64).sum::<f64>() / views.len() as f64;
     let (hi_limit, lo_limit) = (mean_limit(0), mean_limit(1));
     assert!(split[1] <= 1.3 * lo_limit, "lo did {:.0} IOPS under a mean limit of {lo_limit:.0}", split[1]);
-    // The split on real IO is judged in every run in which both tenants could use their shares,
-    // measured: (1) neither tenant's threads were CPU-bound — when other builds and QEMU guests take
-    // this machine's two cores, the fio threads get equal slices of CPU and the high-weight one
-    // cannot issue what its larger limit allows; IOCost is work-conserving, so the split then drifts
-    // towards 1:1 by design; (2) the high-weight tenant alone did at least its 2/3 of what both did
-    // under the agent — on this loop device a single cgroup's IO goes through one loop worker, and
-    // when the host disk is busy with other users one tenant alone may do less than 2/3 of two
-    // (its queue, not a limit, holds it). Otherwise the ratio is printed with the reason.
+    // The split on real IO is judged in every run in which neither tenant's threads were CPU-bound
+    // (measured) — when other builds and QEMU guests take this machine's two cores, the fio threads
+    // get equal slices of CPU and the high-weight one cannot issue what its larger limit allows; no
+    // IO controller can give it its share then. Otherwise, what the high-weight tenant can use
+    // decides what is judged: the loop driver serves each cgroup through its own worker, and when
+    // the host disk is busy with other users one tenant alone may do less than its 2/3 of what both
+    // did (its queue and its worker, not a limit, hold it).
+    // - It can (alone it did at least 2/3 of what both did under the agent): ratio 2.0 ± 15%.
+    // - It cannot: IOCost is work-conserving, so the other rightly takes the rest; then it must have
+    //   got at least 85% of what it did alone (ioshare did not hold it), and the other no more than
+    //   its share beside it (the ratio not above 2 + 15%).
     // Tolerance ± 15%: the acceptance is ± 10% over 15 s; this window is 3 s (30 periods), in which
     // one period of a stalled machine (the host disk or CPU taken by others) moves the ratio by a few
-    // percent more.
+    // percent more; "alone" was measured 1.5 s long some seconds before, on the same shared disk.
     let bound_note =
         format!("CPU-bound in {:.0}% / {:.0}% of the 100 ms samples", cpu_bound[0] * 100.0, cpu_bound[1] * 100.0);
     if cpu_bound.iter().any(|&b| b >= CPU_BOUND_SAMPLES) {
         eprintln!("ratio {ratio:.2} not judged: a tenant was held by the CPU (hi, lo {bound_note})");
-    } else if solo_hi < total * 2.0 / 3.0 {
-        eprintln!(
-            "ratio {ratio:.2} not judged: hi alone did {solo_hi:.0} IOPS, less than 2/3 of the {total:.0} both did \
-             under the agent (its own queue holds it; {bound_note})"
-        );
-    } else {
+    } else if solo_hi >= total * 2.0 / 3.0 {
         eprintln!("ratio {ratio:.2} judged (hi alone {solo_hi:.0} IOPS; {bound_note}), hi's mean limit {hi_limit:.0}");
         assert!((ratio / 2.0 - 1.0).abs() <= 0.15, "ratio {ratio:.2} with both tenants able to use their shares");
+    } else {
+        eprintln!(
+            "hi alone did {solo_hi:.0} IOPS, less than 2/3 of the {total:.0} both did under the agent: judged on \
+             what it got, {:.0} IOPS ({:.0}% of alone), ratio {ratio:.2} ({bound_note})",
+            split[0],
+            100.0 * split[0] / solo_hi
+        );
+        assert!(split[0] >= 0.85 * solo_hi, "hi got {:.0} IOPS, below 85% of the {solo_hi:.0} it did alone", split[0]);
+        assert!(ratio <= 2.0 * 1.15, "ratio {ratio:.2}: the low-weight tenant took more than its share");
     }
     // Donation: with the high-weight tenant at a tenth, it lends its share out (in-use share below
     // its 2/3) and the low-weight one holds more than its 1/3 — in the median period of the window

@@ -384,11 +384,20 @@ impl Peers {
         // The agent's warnings (a rule that loses cgroups, a missing observer, ...) on stderr, as
         // `ioshare agent run` logs them.
         ioshare_agent::logging::init_in_process().map_err(|e| peer_error("the agent's log", e))?;
-        let (agent, _) =
+        let (mut agent, _) =
             ioshare_agent::Agent::start(config, backend, state).map_err(|e| peer_error("starting the agent", e))?;
+        // The agent's period trace on request (`ioshare agent trace PATH.<run>.jsonl` reads it): why a
+        // run's ratio or total is what it is (docs/agent.md, issue 22).
+        if let Some(path) = std::env::var_os(AGENT_TRACE_ENV) {
+            let path = std::path::PathBuf::from(path).with_extension(format!("{}.jsonl", self.runs));
+            agent.trace_to(ioshare_agent::trace::TraceWriter::create(&path).map_err(|e| peer_error("trace", e))?);
+        }
         Ok(agent)
     }
 }
+
+/// Environment variable naming where the agent peers write their period trace (`PATH.<run>.jsonl`).
+pub const AGENT_TRACE_ENV: &str = "IOSHARE_BENCH_AGENT_TRACE";
 
 /// The agent peer's planning period.
 pub const AGENT_PERIOD: Duration = Duration::from_millis(100);
