@@ -63,6 +63,7 @@ pub mod memory;
 pub mod metrics;
 pub mod pods;
 pub mod profile;
+pub mod reapply;
 pub mod rules;
 pub mod share;
 pub mod signals;
