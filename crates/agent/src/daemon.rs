@@ -383,6 +383,7 @@ impl Agent {
         self.shares.refresh_if_due(
             Instant::now(),
             &self.config,
+            self.pods.as_ref().map_or(&[][..], Pods::targets),
             self.backend,
             &self.hierarchy,
             &self.sys_block,

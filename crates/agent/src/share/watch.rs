@@ -14,6 +14,7 @@ use super::Shares;
 use crate::check::Backend;
 use crate::config::Config;
 use crate::hierarchy::Hierarchy;
+use crate::targets::Target;
 
 /// How often the running agent recomputes the shares.
 pub const SHARES_EVERY: Duration = Duration::from_secs(1);
@@ -30,12 +31,13 @@ pub struct ShareWatch {
 }
 
 impl ShareWatch {
-    /// Recomputes the shares if [`SHARES_EVERY`] passed since the last time, `now`; `planner` is
-    /// asked only then.
+    /// Recomputes the shares of `config`'s rules and the `pods`' targets if [`SHARES_EVERY`] passed
+    /// since the last time, `now`; `planner` is asked only then.
     pub fn refresh_if_due(
         &mut self,
         now: Instant,
         config: &Config,
+        pods: &[(String, Target)],
         backend: Backend,
         hierarchy: &Hierarchy,
         sys_block: &Path,
@@ -47,7 +49,7 @@ impl ShareWatch {
         self.next = Some(now + SHARES_EVERY);
         let planner = planner();
         let mut activity = SinceLast { planner: &planner, last: &self.counts, counts: HashMap::new() };
-        let report = Shares::build(config, backend, hierarchy, sys_block, &mut activity);
+        let report = Shares::build(config, pods, backend, hierarchy, sys_block, &mut activity);
         self.counts = activity.counts;
         self.report = Some(report);
     }
