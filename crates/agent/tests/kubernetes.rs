@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use common::{fio_in, run_agent_during, snapshot_at, wait_for, Rig};
 use ioshare_agent::userspace::DONATING_SLACK;
-use ioshare_agent::{Agent, BackendChoice, Config, Status};
+use ioshare_agent::share::ShareCheck;
+use ioshare_agent::{Agent, BackendChoice, Check, Config, Status};
 use ioshare_host::{skip_unless_root, BlkioCgroup, LoopDevice};
 use k8s::{manifest, unique, K8s};
 
@@ -483,6 +484,17 @@ fn the_systemd_layout_is_found_from_the_tree_and_mapped() {
             assert_eq!(k.cgroups.get(&scope).map(|p| p.pod.as_str()), Some(*name), "its scope named: {k:?}");
             assert!(st.devices[0].groups.iter().any(|g| g.cgroup == scope), "its scope planned as a leaf: {st}");
         }
+        // The status' share view (refreshed every second) lists both pods at their weights.
+        let in_view = || {
+            Status::read(state.path()).ok().and_then(|s| s.shares).is_some_and(|sh| {
+                pods.iter().all(|(rel, weight, name)| {
+                    sh.devices[0].groups.iter().any(|g| {
+                        g.cgroup == *rel && g.weight == *weight && g.pod.as_deref() == Some(&format!("{ns}/{name}"))
+                    })
+                })
+            })
+        };
+        assert!(wait_for(Duration::from_secs(10), in_view).is_some(), "{}", Status::read(state.path()).unwrap());
         for (name, uid) in [("best", &best), ("guaranteed", &guaranteed)] {
             k8s.kubectl(&["-n", &ns, "delete", "pod", name, "--grace-period=0", "--force"]);
             node.stop(uid);
@@ -494,6 +506,34 @@ fn the_systemd_layout_is_found_from_the_tree_and_mapped() {
         });
         assert!(empty.is_some(), "nothing left: {}", Status::read(state.path()).unwrap());
     });
+}
+
+/// `ioshare agent check --config` with a `[kubernetes]` section: the node's pods listed once, their
+/// cgroups in the share view at their annotated weights, named by pod; nothing written.
+#[test]
+fn agent_check_shows_the_pods_shares() {
+    let Some(k8s) = skip("agent_check_shows_the_pods_shares") else { return };
+    let _serial = one_at_a_time();
+    let (ns, node_name) = (unique("check"), unique("node"));
+    k8s.namespace(&ns, &[], &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let dev = small_device(dir.path());
+    let mut node = Node::new("kube-check");
+    let uid = k8s.pod(&ns, "web", &node_name, &[("io.ioshare.dev/weight", "250")]);
+    node.start(&uid);
+    let cfg = config(dir.path(), dev.path(), "ssd_dfl", None, (&k8s.kubeconfig, &node_name, &node), "");
+    let before = snapshot_at(&node_root(), &node.root);
+    let report = ShareCheck::probe(Check::probe(), &cfg, BackendChoice::Userspace).unwrap();
+    let g = report.shares.devices[0].groups.iter().find(|g| g.cgroup == node.pod(&uid));
+    let g = g.unwrap_or_else(|| panic!("the pod's cgroup is not in the view: {report}"));
+    assert_eq!((g.weight, g.rule, g.pod.as_deref()), (250, 0, Some(format!("{ns}/web").as_str())), "{report}");
+    assert!(report.to_string().contains(&format!("pod {ns}/web")), "{report}");
+    assert_eq!(snapshot_at(&node_root(), &node.root), before, "a check writes nothing");
+}
+
+/// The blkio hierarchy's root, where the laid-out trees are.
+fn node_root() -> std::path::PathBuf {
+    ioshare_host::Capabilities::probe().blkio_v1.expect("blkio mounted")
 }
 
 #[test]

@@ -411,4 +411,38 @@ mod tests {
         assert!(notes[2].1.starts_with("loses the cgroups rule 4 (`u/a*`) also matches, like `u/ab`"), "{notes:?}");
         assert!(s.to_string().contains("rule 2 (`t/web`) ! shadowed_rule: never applies"), "{s}");
     }
+
+    /// The pods' cgroups join the rules' in the view: a pod at its (annotated) weight, named by its
+    /// pod, and a QoS class cgroup's weight counted on the path though it is not listed.
+    #[test]
+    fn pods_cgroups_are_in_the_view_with_their_weights() {
+        use crate::targets::PodRef;
+        let (root, sys) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let r = root.path();
+        cgroup(r, "io memory", None, true);
+        cgroup(&r.join("t"), "io", Some(100), true);
+        cgroup(&r.join("t/x"), "", Some(100), true); // rule 1
+        cgroup(&r.join("kubepods"), "io", Some(100), true);
+        cgroup(&r.join("kubepods/podg"), "", Some(100), true); // a Guaranteed pod nobody weighs
+        cgroup(&r.join("kubepods/besteffort"), "io", Some(100), true); // class weight 50 (inner)
+        cgroup(&r.join("kubepods/besteffort/poda"), "", Some(100), true); // pod a, weight 300
+        cgroup(&r.join("kubepods/besteffort/podb"), "", Some(100), true); // nobody's
+        std::fs::create_dir_all(sys.path().join("nvme0n1/queue")).unwrap();
+        std::fs::write(r.join("io.cost.qos"), "259:0 enable=1 ctrl=user\n").unwrap();
+        let h = Hierarchy { flavor: Flavor::V2, root: r.to_path_buf() };
+        let target = |weight, inner, owner| Target { weight, limits: Limits::default(), memory: None, inner, owner };
+        let pod = Owner::Pod(PodRef { namespace: "ns".into(), pod: "a".into(), container: None });
+        let pods = vec![
+            ("kubepods/besteffort".to_string(), target(50, true, Owner::Class(ioshare_kube::QosClass::BestEffort))),
+            ("kubepods/besteffort/poda".to_string(), target(300, false, pod)),
+        ];
+        let s = Shares::check(&config(&[("t/x", 100)]), &pods, Backend::Kernel, &h, sys.path());
+        let listed: Vec<(&str, usize, Option<&str>, u32)> =
+            s.devices[0].groups.iter().map(|g| (g.cgroup.as_str(), g.rule, g.pod.as_deref(), g.weight)).collect();
+        assert_eq!(listed, [("kubepods/besteffort/poda", 0, Some("ns/a"), 300), ("t/x", 1, None, 100)]);
+        // kubepods 100 of 200 at the top; besteffort 50 of 150 beside podg; poda 300 of 400.
+        let a = &s.devices[0].groups[0];
+        assert!((a.share - 0.5 * (50.0 / 150.0) * 0.75).abs() < 1e-9, "{a:?}");
+        assert!(s.to_string().contains("pod ns/a"), "{s}");
+    }
 }

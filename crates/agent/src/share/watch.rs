@@ -135,28 +135,29 @@ mod tests {
         let t0 = Instant::now();
         let share = |w: &ShareWatch| w.report().unwrap().devices[0].groups[0].share;
         // First refresh: nothing to compare with, so batch's processes make it active: 300/400.
-        watch.refresh_if_due(t0, &config, Backend::Userspace, &h, r, &|| planner.clone());
+        watch.refresh_if_due(t0, &config, &[], Backend::Userspace, &h, r, &|| planner.clone());
         assert!((share(&watch) - 0.75).abs() < 1e-9, "{:?}", watch.report());
         // Its counters did not move: idle, web alone under t.
-        watch.refresh_if_due(t0 + SHARES_EVERY, &config, Backend::Userspace, &h, r, &|| planner.clone());
+        watch.refresh_if_due(t0 + SHARES_EVERY, &config, &[], Backend::Userspace, &h, r, &|| planner.clone());
         assert!((share(&watch) - 1.0).abs() < 1e-9, "{:?}", watch.report());
         // Not due yet: the report stays as it was even though batch now does IO.
         cgroup(&r.join("t/batch"), "2\n", 5);
         watch.refresh_if_due(
             t0 + SHARES_EVERY + Duration::from_millis(10),
             &config,
+            &[],
             Backend::Userspace,
             &h,
             r,
             &|| planner.clone(),
         );
         assert!((share(&watch) - 1.0).abs() < 1e-9);
-        watch.refresh_if_due(t0 + 2 * SHARES_EVERY, &config, Backend::Userspace, &h, r, &|| planner.clone());
+        watch.refresh_if_due(t0 + 2 * SHARES_EVERY, &config, &[], Backend::Userspace, &h, r, &|| planner.clone());
         assert!((share(&watch) - 0.75).abs() < 1e-9, "batch's IO counted: {:?}", watch.report());
         let web = &watch.report().unwrap().devices[0].groups[0];
         assert!(web.active, "the planner's word for web");
         planner.insert((DEV, "t/web".into()), false);
-        watch.refresh_if_due(t0 + 3 * SHARES_EVERY, &config, Backend::Userspace, &h, r, &|| planner.clone());
+        watch.refresh_if_due(t0 + 3 * SHARES_EVERY, &config, &[], Backend::Userspace, &h, r, &|| planner.clone());
         assert!(!watch.report().unwrap().devices[0].groups[0].active, "the planner says idle");
     }
 }
