@@ -48,7 +48,7 @@ use crate::memory::MemoryGuard;
 use crate::metrics::Metrics;
 use crate::pods::Pods;
 use crate::reapply::Overwrites;
-use crate::share::watch::{PlannerActivity, ShareWatch};
+use crate::share::watch::{Host, PlannerActivity, ShareWatch};
 use crate::status::{DeviceLine, GroupLine, Status};
 use crate::targets::{targets, userspace_plan, Owner, PodRef, Target};
 use crate::trace::TraceWriter;
@@ -384,9 +384,7 @@ impl Agent {
             Instant::now(),
             &self.config,
             self.pods.as_ref().map_or(&[][..], Pods::targets),
-            self.backend,
-            &self.hierarchy,
-            &self.sys_block,
+            Host { backend: self.backend, hierarchy: &self.hierarchy, sys_block: &self.sys_block },
             &planner,
         );
         self.periods += 1;

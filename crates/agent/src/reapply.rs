@@ -93,7 +93,9 @@ mod tests {
         let (a, b) = (dir.path().join("a"), dir.path().join("b"));
         std::fs::write(&a, "").unwrap();
         let mut o = Overwrites::default();
-        for (file, w) in [(&a, Written::Changed), (&a, Written::Restored), (&a, Written::Restored), (&b, Written::Restored)] {
+        for (file, w) in
+            [(&a, Written::Changed), (&a, Written::Restored), (&a, Written::Restored), (&b, Written::Restored)]
+        {
             assert_eq!(o.saw(file, w), w);
         }
         assert_eq!((o.count(), o.said.len()), (3, 2));

@@ -66,12 +66,12 @@ use ioshare_host::{DevNum, DiskStats, Recorder, RwCounts, Written};
 
 use crate::config::DeviceConfig;
 use crate::cpu::{CpuUse, CpuWatch};
-use crate::reapply::Overwrites;
 use crate::error::Result;
 use crate::hierarchy::{Hierarchy, Throttle};
 use crate::io_mix::IoMix;
 use crate::latency::{verdicts, Verdicts};
 use crate::limits::{settle, throttle_for, DirUsage};
+use crate::reapply::Overwrites;
 use crate::trace::{GroupRecord, LimitAction, PeriodRecord};
 
 /// QoS used when the configuration gives none: no latency targets; vrate between 10% and 500% of

@@ -14,8 +14,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{fio_in, run_agent_during, snapshot_at, wait_for, Rig};
-use ioshare_agent::userspace::DONATING_SLACK;
 use ioshare_agent::share::ShareCheck;
+use ioshare_agent::userspace::DONATING_SLACK;
 use ioshare_agent::{Agent, BackendChoice, Check, Config, Status};
 use ioshare_host::{skip_unless_root, BlkioCgroup, LoopDevice};
 use k8s::{manifest, unique, K8s};
@@ -87,9 +87,9 @@ impl Node {
             (false, Qos::Guaranteed) => format!("{root}/kubepods/pod{uid}"),
             (false, Qos::BestEffort) => format!("{root}/kubepods/besteffort/pod{uid}"),
             (true, Qos::Guaranteed) => format!("{root}/kubepods.slice/kubepods-pod{slice_uid}.slice"),
-            (true, Qos::BestEffort) => format!(
-                "{root}/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{slice_uid}.slice"
-            ),
+            (true, Qos::BestEffort) => {
+                format!("{root}/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{slice_uid}.slice")
+            }
         }
     }
 
@@ -471,12 +471,16 @@ fn the_systemd_layout_is_found_from_the_tree_and_mapped() {
     let guaranteed = k8s.pod_with(&ns, "guaranteed", &node_name, &[("io.ioshare.dev/weight", "700")], limits);
     node.start_of(Qos::BestEffort, &best);
     node.start_of(Qos::Guaranteed, &guaranteed);
-    let pods = [(node.pod_of(Qos::BestEffort, &best), 300, "best"), (node.pod_of(Qos::Guaranteed, &guaranteed), 700, "guaranteed")];
+    let pods = [
+        (node.pod_of(Qos::BestEffort, &best), 300, "best"),
+        (node.pod_of(Qos::Guaranteed, &guaranteed), 700, "guaranteed"),
+    ];
     with_agent(cfg, state.path(), || {
         for (rel, weight, name) in &pods {
             // Deadline, not expectation: the first discovery runs at start; a loaded machine may delay
             // the status by seconds.
-            let took = wait_for(Duration::from_secs(10), || controlled(state.path(), rel).is_some_and(|(w, _)| w == *weight));
+            let took =
+                wait_for(Duration::from_secs(10), || controlled(state.path(), rel).is_some_and(|(w, _)| w == *weight));
             let st = Status::read(state.path()).unwrap();
             assert!(took.is_some(), "pod {name} not under control at {rel}: {st}");
             let scope = format!("{rel}/{}", node.container_name());

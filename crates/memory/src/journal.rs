@@ -200,7 +200,7 @@ mod tests {
         assert!(journal.reassert().unwrap().is_empty(), "nothing overwritten yet");
         std::fs::write(&limit, "500").unwrap();
         std::fs::write(&paused, "1").unwrap();
-        assert_eq!(journal.reassert().unwrap(), [limit.clone()]);
+        assert_eq!(journal.reassert().unwrap(), std::slice::from_ref(&limit));
         assert_eq!((read(&limit), read(&paused)), ("80".into(), "1".into()));
         assert!(journal.reassert().unwrap().is_empty(), "once written back, nothing more to do");
         journal.restore().unwrap();

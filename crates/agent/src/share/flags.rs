@@ -79,7 +79,6 @@ pub struct Case<'a> {
 }
 
 impl Case<'_> {
-
     fn device_name(&self) -> &str {
         &self.device.device.name
     }
