@@ -347,11 +347,6 @@ impl Agent {
         Ok(())
     }
 
-    /// Values someone else overwrote that the agent wrote back so far.
-    pub fn overwritten(&self) -> u64 {
-        self.overwrites.count()
-    }
-
     /// The pods' memory settings, by cgroup (the memory guard takes those that exist).
     fn memory_asks(&self) -> Vec<(String, ioshare_memory::MemorySettings)> {
         let pods = self.pods.as_ref().map_or(&[][..], |p| p.targets());

@@ -1,9 +1,10 @@
 //! Values someone else wrote over the agent's, for real (root only): the running agent writes them
 //! back within about a second ([`RECHECK_WITHIN`]), counts them in its status, and on exit restores
 //! the value from before it started — not the intruder's. The userspace backend on this host's
-//! cgroup v1 blkio (a loop device); the memory guard on this host's memory hierarchy (v1 here; the
-//! lab guest runs the same test on cgroup v2). The kernel backend's v2 `io.weight`/`io.max` are
-//! checked against the v2 MOCK in `kernel_mock.rs` (this host has no v2 `io` controller).
+//! cgroup v1 blkio (a loop device); the memory guard on this host's memory hierarchy (v1 here, v2 in
+//! the lab guest); the kernel backend's `io.weight` and `io.max` on cgroup v2 with iocost, which
+//! only the lab guest has (its NVMe disk). The `guest_` tests run here and there: one boot of the
+//! guest (`scripts/lab`) runs them all.
 
 mod common;
 
@@ -15,7 +16,7 @@ use ioshare_agent::memory::MemoryGuard;
 use ioshare_agent::reapply::RECHECK_WITHIN;
 use ioshare_agent::{Agent, BackendChoice, Config, Status};
 use ioshare_host::memcg::AnyMemCgroup;
-use ioshare_host::{skip_unless_root, Capabilities, ThrottleKnob};
+use ioshare_host::{skip_unless_root, Capabilities, Cgroup2, ThrottleKnob};
 use ioshare_testkit::{in_lab, run_tests_in_lab};
 
 /// How late past [`RECHECK_WITHIN`] a write-back may come: the agent's thread on a machine with a
@@ -67,8 +68,8 @@ fn the_userspace_backend_writes_back_an_overwritten_limit() {
 /// The memory guard: a limit raised by someone else is written back; stopping restores the limit
 /// from before the agent.
 #[test]
-fn reapply_memory_writes_back_an_overwritten_limit() {
-    let test = "reapply_memory_writes_back_an_overwritten_limit";
+fn guest_memory_limit_is_written_back() {
+    let test = "guest_memory_limit_is_written_back";
     if skip_unless_root(test) {
         return;
     }
@@ -91,17 +92,52 @@ fn reapply_memory_writes_back_an_overwritten_limit() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), before, "the limit from before the agent");
 }
 
-/// On a host whose memory controller is v1: the memory test in the lab guest, on cgroup v2.
+/// The kernel backend on cgroup v2 with iocost (the lab guest's disk): a weight and a write cap
+/// someone else changed are written back; stopping leaves both files as before the agent.
 #[test]
-fn reapply_memory_passes_on_cgroup_v2_in_the_lab_guest() {
-    if in_lab() || Capabilities::probe().memory_v2() {
-        return; // the guest copy, or a v2 host: the test above ran on v2 already
+fn guest_kernel_backend_writes_back_io_weight_and_io_max() {
+    let test = "guest_kernel_backend_writes_back_io_weight_and_io_max";
+    if skip_unless_root(test) {
+        return;
     }
-    let Some(run) = run_tests_in_lab("reapply_memory_passes_on_cgroup_v2_in_the_lab_guest", "reapply_memory_", &[])
+    let caps = Capabilities::probe();
+    let (Some(root), Ok(disk)) =
+        (caps.cgroup_v2.clone().filter(|_| caps.io_v2() && caps.io_cost), std::env::var("LAB_DISK"))
     else {
+        eprintln!("skipping {test}: needs cgroup v2 with io and iocost, and the lab's data disk ($LAB_DISK)");
         return;
     };
-    assert!(run.success, "the memory write-back test failed on cgroup v2 in the lab guest: {}", run.stdout);
-    assert!(run.stdout.contains("test result: ok. 2 passed"), "it ran there: {}", run.stdout);
-    assert!(!run.stdout.contains("skipping"), "nothing skipped in the guest");
+    let web = Cgroup2::create(&format!("ioshare-agent-test-{}-reapply/web", std::process::id()), &["io"]).unwrap();
+    let rel = web.path().strip_prefix(&root).unwrap().display().to_string();
+    let dev = ioshare_host::BlockDevice::open(Path::new(&disk)).unwrap().dev();
+    let read = |f: &str| std::fs::read_to_string(web.path().join(f)).unwrap();
+    let before = (read("io.weight"), read("io.max"));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agent.toml");
+    let text = format!(
+        "[[devices]]\npath = \"{disk}\"\nmodel = \"ssd_dfl\"\n[[groups]]\ncgroup = \"{rel}\"\nweight = 300\nlimits = \"iops-write=2000\"\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let (agent, _) = Agent::start(Config::load(&path).unwrap(), BackendChoice::Kernel, state.path()).unwrap();
+    run_agent_during(agent, || {
+        overwrite_and_wait(&web.path().join("io.weight"), &format!("{dev} 300"), &format!("{dev} 100"), state.path());
+        let capped = format!("{dev} rbps=max wbps=max riops=max wiops=2000");
+        overwrite_and_wait(&web.path().join("io.max"), &capped, &format!("{dev} wiops=max"), state.path());
+    });
+    assert_eq!((read("io.weight"), read("io.max")), before, "both as before the agent");
+}
+
+/// On a host without cgroup v2 io (or v2 memory): boots the lab guest once and runs the `guest_`
+/// tests there, on cgroup v2.
+#[test]
+fn guest_cases_pass_in_the_lab_guest() {
+    let caps = Capabilities::probe();
+    if in_lab() || (caps.io_v2() && caps.io_cost && caps.memory_v2()) {
+        return; // the guest copy, or a v2 host: the tests ran here already
+    }
+    let Some(run) = run_tests_in_lab("guest_cases_pass_in_the_lab_guest", "guest_", &[]) else { return };
+    assert!(run.success, "the write-back tests failed on cgroup v2 in the lab guest: {}", run.stdout);
+    assert!(run.stdout.contains("test result: ok. 3 passed"), "they ran there: {}", run.stdout);
+    assert!(!run.stdout.contains("skipping"), "nothing skipped in the guest: {}", run.stdout);
 }

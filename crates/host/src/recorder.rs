@@ -364,7 +364,9 @@ fn entry_of(key: &str, path: &Path) -> Entry {
 }
 
 /// Whether two lines of an entry mean the same setting (the kernel prints some lines differently
-/// from how they were written, e.g. `io.max` keys in a fixed order).
+/// from how they were written: `io.max` keys in a fixed order; `io.cost.qos`/`io.cost.model` with
+/// every parameter, where `MAJ:MIN enable=1 ctrl=auto` was written — so there one line's words all in
+/// the other's is the same setting).
 fn same_setting(entry: Entry, a: &str, b: &str) -> bool {
     let norm = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
     match entry {
@@ -372,6 +374,11 @@ fn same_setting(entry: Entry, a: &str, b: &str) -> bool {
             (Ok(x), Ok(y)) => x == y,
             _ => norm(a) == norm(b),
         },
+        Entry::IoCost(_) => {
+            let words = |s: &str| s.split_whitespace().map(str::to_string).collect::<std::collections::BTreeSet<_>>();
+            let (a, b) = (words(a), words(b));
+            a.is_subset(&b) || b.is_subset(&a)
+        }
         _ => norm(a) == norm(b),
     }
 }
@@ -456,6 +463,27 @@ mod tests {
         assert_eq!(rec.set(&file, entry, "7:3 200").unwrap(), Written::Changed, "a change of its own is no restore");
         let reverted = rec.revert().unwrap();
         assert_eq!((reverted.restored, std::fs::read_to_string(&file).unwrap().as_str()), (1, "7:3 50"));
+    }
+
+    /// The kernel shows `io.cost.qos` with every parameter where fewer were written: the same
+    /// setting, neither written again nor someone else's at revert; a parameter that differs is.
+    #[test]
+    fn an_iocost_line_the_kernel_completes_is_the_same_setting() {
+        let (root, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let file = root.path().join("io.cost.qos");
+        let full = |enable: u8| format!("7:3 enable={enable} ctrl=auto rpct=0.00 rlat=25000 wpct=0.00 wlat=25000");
+        std::fs::write(&file, full(0)).unwrap();
+        let (mut rec, _) = Recorder::open(state.path(), vec![root.path().to_path_buf()]).unwrap();
+        let entry = Entry::IoCost(DEV);
+        assert_eq!(rec.set(&file, entry, "7:3 enable=1 ctrl=auto").unwrap(), Written::Changed);
+        std::fs::write(&file, full(1)).unwrap(); // as the kernel shows it
+        assert_eq!(rec.set(&file, entry, "7:3 enable=1 ctrl=auto").unwrap(), Written::Unchanged);
+        std::fs::write(&file, full(0)).unwrap(); // someone turned it off
+        assert_eq!(rec.set(&file, entry, "7:3 enable=1 ctrl=auto").unwrap(), Written::Restored);
+        std::fs::write(&file, full(1)).unwrap();
+        let reverted = rec.revert().unwrap();
+        assert!(reverted.changed_by_others.is_empty(), "{reverted:?}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), full(0));
     }
 
     /// A memory setting the guard wrote is journaled and written back at a crash's recovery, even
