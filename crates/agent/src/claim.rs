@@ -447,4 +447,33 @@ mod tests {
         let err = Claim::register_in(registry.path(), pods(""), Path::new("/s5")).unwrap_err().to_string();
         assert!(err.contains("/s4") && err.contains("kubepods/*/*"), "the other way round too: {err}");
     }
+
+    /// A configuration with a `[kubernetes]` section claims kubelet's subtrees below its
+    /// `cgroup_root` on the IO hierarchy (and the memory one, where the host has it).
+    #[test]
+    fn a_kubernetes_section_claims_kubelets_subtrees() {
+        use ioshare_core::iocost::line::DevNum;
+        use ioshare_core::ModelParams;
+        let device = crate::config::DeviceConfig {
+            device: ioshare_host::DiskId { dev: DevNum { major: 7, minor: 3 }, name: "loop3".into() },
+            model: ModelParams::SSD_DFL,
+            qos: None,
+        };
+        let kubernetes = ioshare_kube::KubernetesConfig { cgroup_root: "k8s".into(), ..Default::default() };
+        let config = Config {
+            period: std::time::Duration::from_millis(100),
+            devices: vec![device],
+            groups: Vec::new(),
+            memory_dry_run: false,
+            metrics: None,
+            kubernetes: Some(kubernetes),
+        };
+        let h = Hierarchy { flavor: crate::hierarchy::Flavor::V1, root: "/sys/fs/cgroup/blkio".into() };
+        let c = claims(&config, &h);
+        assert!(c.rules.is_empty());
+        let io: Vec<&Path> = c.subtrees.iter().filter(|(r, _)| *r == h.root).map(|(_, s)| s.as_path()).collect();
+        assert_eq!(io, [Path::new("k8s/kubepods"), Path::new("k8s/kubepods.slice")]);
+        let memory = MemoryGuard::hierarchy().map(|(root, _)| root).filter(|r| *r != h.root);
+        assert_eq!(c.subtrees.len(), 2 + 2 * usize::from(memory.is_some()), "{c:?}");
+    }
 }
