@@ -12,6 +12,12 @@
 //!   directory, so two agents starting at once cannot both pass.
 //! - Two agents conflict when, under the same root, a cgroup is matched by a rule of each now, or a
 //!   pattern is the same in both (a cgroup created later would be matched by both).
+//! - An agent with a `[kubernetes]` section claims whole subtrees: kubelet's `kubepods` and
+//!   `kubepods.slice` (below its `--cgroup-root`), under the IO hierarchy's root and the memory
+//!   hierarchy's (pods may ask for either), as its pods' cgroups come and go by the minute. A subtree
+//!   conflicts with another agent's subtree that contains it or lies in it, and with a rule that
+//!   matches a cgroup in it now or whose pattern's leading literal components lie in it (a rule
+//!   `kubepods/*/*` on a node where kubelet has not started yet).
 //! - Two agents with the same state directory are refused by the recorder (one agent per state file),
 //!   whatever their rules.
 //! - A reload re-registers the agent's new rules the same way ([`Claim::update`]), its own file aside.
@@ -31,7 +37,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use ioshare_host::find_cgroups;
+use ioshare_host::{find_cgroups, patterns_overlap};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
@@ -50,8 +56,25 @@ pub const MADE_MARK: &str = ".made-by-ioshare-agent";
 struct Registered {
     pid: u32,
     state_dir: PathBuf,
+    #[serde(flatten)]
+    claims: Claims,
+}
+
+/// What an agent controls: rules' patterns and whole subtrees, each with its hierarchy's root.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claims {
     /// (hierarchy root, pattern relative to it) of each rule.
-    rules: Vec<(PathBuf, String)>,
+    pub rules: Vec<(PathBuf, String)>,
+    /// (hierarchy root, subtree relative to it): every cgroup in it, made now or later (pods').
+    #[serde(default)]
+    pub subtrees: Vec<(PathBuf, PathBuf)>,
+}
+
+impl From<Vec<(PathBuf, String)>> for Claims {
+    /// The claims of rules alone.
+    fn from(rules: Vec<(PathBuf, String)>) -> Claims {
+        Claims { rules, subtrees: Vec::new() }
+    }
 }
 
 /// A running agent's registration: its file, locked; removed on drop, with the registry directory
@@ -65,15 +88,17 @@ pub struct Claim {
 
 impl Claim {
     /// Registers an agent running `config` on `hierarchy` with state in `state_dir`, in this user's
-    /// registry ([`registry_dir`]); refused if a running agent claims a cgroup its rules match.
+    /// registry ([`registry_dir`]); refused if a running agent claims a cgroup its rules match or its
+    /// pods' subtrees hold.
     pub fn register(config: &Config, hierarchy: &Hierarchy, state_dir: &Path) -> Result<Claim> {
-        Claim::register_in(&registry_dir(), rules(config, hierarchy), state_dir)
+        Claim::register_in(&registry_dir(), claims(config, hierarchy), state_dir)
     }
 
-    /// Registers `rules` (hierarchy root, pattern) for an agent with state in `state_dir`, in
-    /// `registry`.
-    pub fn register_in(registry: &Path, rules: Vec<(PathBuf, String)>, state_dir: &Path) -> Result<Claim> {
-        let _locked = check_others(registry, &rules, None)?;
+    /// Registers `claims` (rules' (hierarchy root, pattern), subtrees) for an agent with state in
+    /// `state_dir`, in `registry`.
+    pub fn register_in(registry: &Path, claims: impl Into<Claims>, state_dir: &Path) -> Result<Claim> {
+        let claims = claims.into();
+        let _locked = check_others(registry, &claims, None)?;
         static SEQUENCE: AtomicU32 = AtomicU32::new(0);
         let pid = std::process::id();
         let path = registry.join(format!("{pid}-{}.json", SEQUENCE.fetch_add(1, Ordering::Relaxed)));
@@ -83,7 +108,7 @@ impl Claim {
             .truncate(true)
             .open(&path)
             .map_err(|e| registry_error("cannot create", &path, e))?;
-        let me = Registered { pid, state_dir: std::path::absolute(state_dir).unwrap_or_default(), rules };
+        let me = Registered { pid, state_dir: std::path::absolute(state_dir).unwrap_or_default(), claims };
         let written = lock(&file, libc::LOCK_EX | libc::LOCK_NB)
             .and_then(|()| file.write_all(serde_json::to_string(&me).expect("serialises").as_bytes()));
         if let Err(e) = written {
@@ -96,16 +121,17 @@ impl Claim {
     /// Registers `config`'s rules instead of those registered (a reload): refused, the registration
     /// left as it was, if a running agent claims a cgroup they match.
     pub fn update(&mut self, config: &Config, hierarchy: &Hierarchy) -> Result<()> {
-        self.update_rules(rules(config, hierarchy))
+        self.update_claims(claims(config, hierarchy))
     }
 
-    /// [`Claim::update`] with the (root, pattern) of each rule.
-    fn update_rules(&mut self, rules: Vec<(PathBuf, String)>) -> Result<()> {
+    /// [`Claim::update`] with the claims themselves.
+    fn update_claims(&mut self, claims: impl Into<Claims>) -> Result<()> {
+        let claims = claims.into();
         let registry = self.path.parent().unwrap_or(Path::new("/"));
-        let _locked = check_others(registry, &rules, Some(&self.path))?;
+        let _locked = check_others(registry, &claims, Some(&self.path))?;
         let text = std::fs::read_to_string(&self.path).map_err(|e| registry_error("cannot read", &self.path, e))?;
         let old: Registered = serde_json::from_str(&text).map_err(|e| Error::Registry(format!("{e}")))?;
-        let me = Registered { rules, ..old };
+        let me = Registered { claims, ..old };
         self.file
             .set_len(0)
             .and_then(|()| self.file.write_all_at(serde_json::to_string(&me).expect("serialises").as_bytes(), 0))
@@ -157,9 +183,9 @@ fn lock_registry(registry: &Path) -> Result<File> {
     Err(Error::Registry(format!("{} keeps vanishing: another process removes it", parent.display())))
 }
 
-/// Locks `registry` ([`lock_registry`]), removes dead agents' files, and refuses `rules` if a running
+/// Locks `registry` ([`lock_registry`]), removes dead agents' files, and refuses `claims` if a running
 /// agent's — other than the one registered at `own` — overlap them; returns the lock.
-fn check_others(registry: &Path, rules: &[(PathBuf, String)], own: Option<&Path>) -> Result<File> {
+fn check_others(registry: &Path, claims: &Claims, own: Option<&Path>) -> Result<File> {
     let dir = lock_registry(registry)?;
     let entries = std::fs::read_dir(registry).map_err(|e| registry_error("cannot list", registry, e))?;
     for entry in entries.flatten() {
@@ -173,7 +199,7 @@ fn check_others(registry: &Path, rules: &[(PathBuf, String)], own: Option<&Path>
             continue;
         }
         let Ok(other) = serde_json::from_reader::<_, Registered>(&file) else { continue };
-        if let Some(cgroup) = overlap(rules, &other.rules) {
+        if let Some(cgroup) = overlap(claims, &other.claims) {
             return Err(Error::AlreadyControlled { cgroup, pid: other.pid, state_dir: other.state_dir });
         }
     }
@@ -205,26 +231,37 @@ pub fn registry_dir() -> PathBuf {
     }
 }
 
-/// The (root, pattern) of each rule: IO rules under the hierarchy's root when devices are
-/// configured, memory rules under the memory hierarchy's root.
-fn rules(config: &Config, hierarchy: &Hierarchy) -> Vec<(PathBuf, String)> {
+/// What `config` claims: the (root, pattern) of each rule — IO rules under the hierarchy's root when
+/// devices are configured, memory rules under the memory hierarchy's root — and, with a
+/// `[kubernetes]` section, kubelet's subtrees under both roots (see the module comment).
+fn claims(config: &Config, hierarchy: &Hierarchy) -> Claims {
     let memory_root = MemoryGuard::hierarchy().map(|(root, _)| root);
-    let mut out = Vec::new();
+    let mut out = Claims::default();
     for g in &config.groups {
         if !config.devices.is_empty() {
-            out.push((hierarchy.root.clone(), g.cgroup.clone()));
+            out.rules.push((hierarchy.root.clone(), g.cgroup.clone()));
         }
         if let (Some(root), Some(_)) = (&memory_root, g.memory) {
-            out.push((root.clone(), g.cgroup.clone()));
+            out.rules.push((root.clone(), g.cgroup.clone()));
+        }
+    }
+    if let Some(k) = &config.kubernetes {
+        let io_root = (!config.devices.is_empty()).then(|| hierarchy.root.clone());
+        let mut roots: Vec<PathBuf> = io_root.into_iter().chain(memory_root).collect();
+        roots.dedup();
+        for root in roots {
+            for top in ["kubepods", "kubepods.slice"] {
+                out.subtrees.push((root.clone(), k.cgroup_root.join(top)));
+            }
         }
     }
     out
 }
 
-/// The first cgroup both rule sets claim (as a path), if any.
-fn overlap(ours: &[(PathBuf, String)], theirs: &[(PathBuf, String)]) -> Option<PathBuf> {
-    for (root, pattern) in ours {
-        for (their_root, their_pattern) in theirs.iter().filter(|(r, _)| r == root) {
+/// The first cgroup both claim (as a path), if any.
+fn overlap(ours: &Claims, theirs: &Claims) -> Option<PathBuf> {
+    for (root, pattern) in &ours.rules {
+        for (their_root, their_pattern) in theirs.rules.iter().filter(|(r, _)| r == root) {
             if pattern == their_pattern {
                 return Some(their_root.join(pattern));
             }
@@ -234,7 +271,32 @@ fn overlap(ours: &[(PathBuf, String)], theirs: &[(PathBuf, String)]) -> Option<P
             }
         }
     }
-    None
+    for (root, subtree) in &ours.subtrees {
+        for (_, their) in theirs.subtrees.iter().filter(|(r, _)| r == root) {
+            if subtree.starts_with(their) || their.starts_with(subtree) {
+                return Some(root.join(subtree.min(their)));
+            }
+        }
+    }
+    let rule_in_subtree = |rules: &[(PathBuf, String)], subtrees: &[(PathBuf, PathBuf)]| {
+        subtrees.iter().find_map(|(root, subtree)| {
+            rules.iter().filter(|(r, _)| r == root).find_map(|(_, pattern)| rule_in(root, pattern, subtree))
+        })
+    };
+    rule_in_subtree(&ours.rules, &theirs.subtrees).or_else(|| rule_in_subtree(&theirs.rules, &ours.subtrees))
+}
+
+/// A cgroup under `root` that rule `pattern` claims in `subtree`: when the pattern's leading
+/// components match the subtree's path, whatever it matches in there, now or later (a rule
+/// `kubepods/*/*`, or `*/burstable/*`, on a node where kubelet has not started yet).
+fn rule_in(root: &Path, pattern: &str, subtree: &Path) -> Option<PathBuf> {
+    let depth = subtree.components().count();
+    let parts: Vec<&str> = pattern.split('/').collect();
+    if parts.len() < depth {
+        return None;
+    }
+    patterns_overlap(&parts[..depth].join("/"), &subtree.to_string_lossy())?;
+    Some(root.join(pattern))
 }
 
 /// flock(2) on `file`.
@@ -288,14 +350,14 @@ mod tests {
         let r = |p: &str| vec![(root.path().to_path_buf(), p.to_string())];
         let mut mine = Claim::register_in(registry.path(), r("tenants/a"), Path::new("/state/one")).unwrap();
         let _other = Claim::register_in(registry.path(), r("batch/*"), Path::new("/state/two")).unwrap();
-        let err = mine.update_rules(r("batch/c")).unwrap_err().to_string();
+        let err = mine.update_claims(r("batch/c")).unwrap_err().to_string();
         assert!(err.contains("/state/two") && err.contains("batch/c"), "{err}");
-        mine.update_rules(r("tenants/*")).unwrap(); // overlaps only its own registration
+        mine.update_claims(r("tenants/*")).unwrap(); // overlaps only its own registration
         let err = Claim::register_in(registry.path(), r("tenants/b"), Path::new("/s")).unwrap_err().to_string();
         assert!(err.contains("/state/one"), "the new rules are registered: {err}");
         let text = std::fs::read_to_string(&mine.path).unwrap();
         let registered: Registered = serde_json::from_str(&text).unwrap();
-        assert_eq!((registered.rules, registered.state_dir), (r("tenants/*"), PathBuf::from("/state/one")));
+        assert_eq!((registered.claims, registered.state_dir), (r("tenants/*").into(), PathBuf::from("/state/one")));
     }
 
     /// The last agent out removes the registry, and the parent it made; not a parent it found.
@@ -345,12 +407,73 @@ mod tests {
     fn a_dead_agents_file_is_removed() {
         let (registry, root) = (tempfile::tempdir().unwrap(), tree());
         let rules = vec![(root.path().to_path_buf(), "tenants/*".to_string())];
-        let dead = Registered { pid: 1, state_dir: "/state/dead".into(), rules: rules.clone() };
+        let dead = Registered { pid: 1, state_dir: "/state/dead".into(), claims: rules.clone().into() };
         let stale = registry.path().join("1-0.json");
         std::fs::write(&stale, serde_json::to_string(&dead).unwrap()).unwrap();
         let claim = Claim::register_in(registry.path(), rules, Path::new("/state/new")).unwrap();
         assert!(!stale.exists());
         drop(claim);
         assert!(!registry.path().exists(), "its file removed on drop, and the registry, empty, with it");
+    }
+
+    /// A pods agent claims kubelet's subtrees: a second one, or a rule reaching into them (matching a
+    /// cgroup there now, or able to later), is refused naming the first; rules elsewhere are not.
+    #[test]
+    fn pods_subtrees_are_claimed_against_other_pods_agents_and_rules_reaching_in() {
+        let (registry, root) = (tempfile::tempdir().unwrap(), tree());
+        let root = root.path().to_path_buf();
+        let pods = |top: &str| Claims {
+            rules: Vec::new(),
+            subtrees: ["kubepods", "kubepods.slice"].iter().map(|t| (root.clone(), Path::new(top).join(t))).collect(),
+        };
+        let first = Claim::register_in(registry.path(), pods(""), Path::new("/state/node")).unwrap();
+        let refused = |claims: Claims| {
+            let err = Claim::register_in(registry.path(), claims, Path::new("/s")).unwrap_err().to_string();
+            assert!(err.contains(&format!("pid {}", std::process::id())) && err.contains("/state/node"), "{err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            err
+        };
+        let err = refused(pods(""));
+        assert!(err.contains("kubepods"), "{err}");
+        let r = |p: &str| Claims::from(vec![(root.clone(), p.to_string())]);
+        for pattern in ["kubepods", "kubepods/*/*", "*/burstable/*", "kubepods.slice/kubepods-burstable.slice/*"] {
+            let err = refused(r(pattern));
+            assert!(err.contains(pattern), "{pattern}: {err}");
+        }
+        let _tenants = Claim::register_in(registry.path(), r("tenants/*"), Path::new("/s2")).unwrap();
+        let _elsewhere = Claim::register_in(registry.path(), pods("other-root"), Path::new("/s3")).unwrap();
+        drop(first);
+        let _rule = Claim::register_in(registry.path(), r("kubepods/*/*"), Path::new("/s4")).unwrap();
+        let err = Claim::register_in(registry.path(), pods(""), Path::new("/s5")).unwrap_err().to_string();
+        assert!(err.contains("/s4") && err.contains("kubepods/*/*"), "the other way round too: {err}");
+    }
+
+    /// A configuration with a `[kubernetes]` section claims kubelet's subtrees below its
+    /// `cgroup_root` on the IO hierarchy (and the memory one, where the host has it).
+    #[test]
+    fn a_kubernetes_section_claims_kubelets_subtrees() {
+        use ioshare_core::iocost::line::DevNum;
+        use ioshare_core::ModelParams;
+        let device = crate::config::DeviceConfig {
+            device: ioshare_host::DiskId { dev: DevNum { major: 7, minor: 3 }, name: "loop3".into() },
+            model: ModelParams::SSD_DFL,
+            qos: None,
+        };
+        let kubernetes = ioshare_kube::KubernetesConfig { cgroup_root: "k8s".into(), ..Default::default() };
+        let config = Config {
+            period: std::time::Duration::from_millis(100),
+            devices: vec![device],
+            groups: Vec::new(),
+            memory_dry_run: false,
+            metrics: None,
+            kubernetes: Some(kubernetes),
+        };
+        let h = Hierarchy { flavor: crate::hierarchy::Flavor::V1, root: "/sys/fs/cgroup/blkio".into() };
+        let c = claims(&config, &h);
+        assert!(c.rules.is_empty());
+        let io: Vec<&Path> = c.subtrees.iter().filter(|(r, _)| *r == h.root).map(|(_, s)| s.as_path()).collect();
+        assert_eq!(io, [Path::new("k8s/kubepods"), Path::new("k8s/kubepods.slice")]);
+        let memory = MemoryGuard::hierarchy().map(|(root, _)| root).filter(|r| *r != h.root);
+        assert_eq!(c.subtrees.len(), 2 + 2 * usize::from(memory.is_some()), "{c:?}");
     }
 }

@@ -17,6 +17,8 @@
 //! - Kernel backend: the root's `io.cost.model`/`io.cost.qos` per device at start, `io.weight` and
 //!   `io.max` (fixed caps) per cgroup as it is found; the kernel does the rest.
 //! - Userspace backend: every period each device's [`DeviceLoop`] plans and writes limits.
+//! - Values someone else overwrote (a `daemon-reload`, a runtime) are written back within
+//!   [`crate::reapply::RECHECK_WITHIN`], counted and said once in the log ([`crate::reapply`]).
 //! - Every period the status is written to the status file and, with a `[metrics]` section, handed
 //!   to the `/metrics` endpoint ([`Metrics`]), bound before anything is written to the host.
 //! - Reload (SIGHUP sets the flag [`run_reloading`](Agent::run_reloading) watches): the
@@ -45,7 +47,8 @@ use crate::limits::throttle_for;
 use crate::memory::MemoryGuard;
 use crate::metrics::Metrics;
 use crate::pods::Pods;
-use crate::share::watch::{PlannerActivity, ShareWatch};
+use crate::reapply::Overwrites;
+use crate::share::watch::{Host, PlannerActivity, ShareWatch};
 use crate::status::{DeviceLine, GroupLine, Status};
 use crate::targets::{targets, userspace_plan, Owner, PodRef, Target};
 use crate::trace::TraceWriter;
@@ -93,6 +96,8 @@ pub struct Agent {
     metrics: Option<Metrics>,
     /// The period trace (`--trace`), when asked for.
     trace: Option<TraceWriter>,
+    /// Values someone else overwrote, written back.
+    overwrites: Overwrites,
 }
 
 impl Agent {
@@ -148,6 +153,7 @@ impl Agent {
             claim,
             metrics,
             trace: None,
+            overwrites: Overwrites::default(),
         };
         let exact = agent.memory_asks();
         let started = MemoryGuard::start(&agent.config, &exact, &mut agent.recorder).map(|m| agent.memory = m);
@@ -216,7 +222,8 @@ impl Agent {
                     None => format!("{dev} enable=1 ctrl=auto"),
                 };
                 for (file, line) in [("io.cost.model", model.to_string()), ("io.cost.qos", qos)] {
-                    if self.hierarchy.set_root_line(&mut self.recorder, file, dev, &line)? == Written::Changed {
+                    let written = self.hierarchy.set_root_line(&mut self.recorder, file, dev, &line)?;
+                    if self.overwrites.saw(&self.hierarchy.root.join(file), written) == Written::Changed {
                         tracing::info!(file, line = %line, "iocost set");
                     }
                 }
@@ -272,20 +279,10 @@ impl Agent {
             }
             Backend::Kernel => {
                 for (rel, t) in &found {
-                    if self.applied.get(rel) == Some(t) {
-                        continue;
+                    if self.applied.get(rel) != Some(t) {
+                        self.write_kernel(rel, t)?;
+                        self.applied.insert(rel.clone(), t.clone());
                     }
-                    for d in &self.config.devices {
-                        let dev = d.device.dev;
-                        let caps = fixed_caps(d, &t.limits, self.config.period);
-                        if self.hierarchy.set_weight(&mut self.recorder, rel, dev, t.weight)? == Written::Changed {
-                            tracing::info!(cgroup = %rel, dev = %dev, weight = t.weight, "weight set");
-                        }
-                        if self.hierarchy.set_throttle(&mut self.recorder, rel, dev, &caps)? == Written::Changed {
-                            tracing::info!(cgroup = %rel, dev = %dev, caps = %caps, "caps set");
-                        }
-                    }
-                    self.applied.insert(rel.clone(), t.clone());
                 }
             }
         }
@@ -305,9 +302,47 @@ impl Agent {
         // (The memory guard does not say which of its groups went: looked at every time.)
         if gone > 0 || self.memory.is_some() {
             self.recorder.forget_vanished()?;
+            self.overwrites.forget_vanished();
         }
         if released {
             self.release_unwanted()?;
+        }
+        Ok(())
+    }
+
+    /// Kernel backend: writes target `t`'s weight and fixed caps to cgroup `rel` on every device
+    /// (only what differs from what the files hold).
+    fn write_kernel(&mut self, rel: &str, t: &Target) -> Result<()> {
+        for d in &self.config.devices {
+            let dev = d.device.dev;
+            let caps = fixed_caps(d, &t.limits, self.config.period);
+            let dir = self.hierarchy.dir(rel);
+            let written = self.hierarchy.set_weight(&mut self.recorder, rel, dev, t.weight)?;
+            if self.overwrites.saw(&dir.join("io.weight"), written) == Written::Changed {
+                tracing::info!(cgroup = %rel, dev = %dev, weight = t.weight, "weight set");
+            }
+            let written = self.hierarchy.set_throttle(&mut self.recorder, rel, dev, &caps)?;
+            if self.overwrites.saw(&dir.join("io.max"), written) == Written::Changed {
+                tracing::info!(cgroup = %rel, dev = %dev, caps = %caps, "caps set");
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes back what someone else overwrote ([`crate::reapply`]): kernel backend, the devices'
+    /// root lines and every applied cgroup's files; the memory guard's files. (The userspace
+    /// backend's planner looks at its limits itself.)
+    fn reassert(&mut self) -> Result<()> {
+        if self.backend == Backend::Kernel {
+            for d in self.config.devices.clone() {
+                self.apply_device(&d)?;
+            }
+            for (rel, t) in self.applied.clone() {
+                self.write_kernel(&rel, &t)?;
+            }
+        }
+        if let Some(m) = self.memory.as_mut() {
+            m.reassert(&mut self.overwrites)?;
         }
         Ok(())
     }
@@ -326,7 +361,7 @@ impl Agent {
         }
         if self.backend == Backend::Userspace {
             for d in &mut self.devices {
-                d.plan(now, &self.hierarchy, &mut self.recorder, &self.sys_block)?;
+                d.plan(now, &self.hierarchy, &mut self.recorder, &self.sys_block, &mut self.overwrites)?;
             }
             if let Some(trace) = self.trace.as_mut() {
                 let records: Vec<_> = self.devices.iter_mut().filter_map(DeviceLoop::take_record).collect();
@@ -343,12 +378,14 @@ impl Agent {
         self.shares.refresh_if_due(
             Instant::now(),
             &self.config,
-            self.backend,
-            &self.hierarchy,
-            &self.sys_block,
+            self.pods.as_ref().map_or(&[][..], Pods::targets),
+            Host { backend: self.backend, hierarchy: &self.hierarchy, sys_block: &self.sys_block },
             &planner,
         );
         self.periods += 1;
+        if crate::reapply::due(self.periods, self.config.period) {
+            self.reassert()?;
+        }
         self.write_status()
     }
 
@@ -403,6 +440,7 @@ impl Agent {
             memory: self.memory.as_ref().map(|m| m.lines().to_vec()).unwrap_or_default(),
             shares: self.shares.report().cloned(),
             kubernetes: self.pods.as_ref().map(|p| p.status(&self.named, &|rel| self.targets.contains_key(rel))),
+            overwritten: self.overwrites.count(),
         }
     }
 

@@ -93,8 +93,10 @@ impl Hierarchy {
                 ] {
                     match rec.set(&dir.join(knob.file_name()), Entry::Throttle(dev), &format!("{dev} {value}"))? {
                         Written::Vanished => return Ok(Written::Vanished),
-                        Written::Changed => out = Written::Changed,
-                        Written::Unchanged => {}
+                        // Someone else's write put back says more than a change of its own.
+                        Written::Restored => out = Written::Restored,
+                        Written::Changed if out != Written::Restored => out = Written::Changed,
+                        Written::Changed | Written::Unchanged => {}
                     }
                 }
                 Ok(out)

@@ -26,7 +26,7 @@
 //! logging::init(level, LogFormat)               // tracing on stderr: text or JSON lines
 //! Status::read(state_dir) -> Status             // what `ioshare agent status` prints
 //! ShareCheck::probe(check, &config, choice)     // `agent check --config`: each managed cgroup's share
-//! Shares::check(&config, backend, &hierarchy, sys_block)   // per device, and flags (see [`share`])
+//! Shares::check(&config, pods, backend, &hierarchy, sys_block)   // per device, and flags (see [`share`])
 //! rules::overlaps(&groups, io) -> Vec<Overlap>  // rules that lose cgroups to others (all or some);
 //! rules::warn_overlaps(&config)                 // one warning each (start, reload)
 //! logging::init_in_process()                    // the same log for an agent run in-process (bench)
@@ -63,6 +63,7 @@ pub mod memory;
 pub mod metrics;
 pub mod pods;
 pub mod profile;
+pub mod reapply;
 pub mod rules;
 pub mod share;
 pub mod signals;

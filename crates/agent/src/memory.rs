@@ -203,6 +203,16 @@ impl MemoryGuard {
         Ok(())
     }
 
+    /// Writes back the values the guard set that someone else overwrote, counting them in
+    /// `overwrites` ([`crate::reapply`]); the recorder's journal already holds the value to restore.
+    pub fn reassert(&mut self, overwrites: &mut crate::reapply::Overwrites) -> Result<()> {
+        let Some(guard) = self.guard.as_mut() else { return Ok(()) };
+        for file in guard.reassert().map_err(|e| Error::Memory(e.to_string()))? {
+            overwrites.saw(&file, ioshare_host::Written::Restored);
+        }
+        Ok(())
+    }
+
     /// Reads usage and limits for the status.
     pub fn refresh(&mut self) {
         for (line, (_, settings)) in self.lines.iter_mut().zip(&self.groups) {

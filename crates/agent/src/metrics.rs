@@ -6,7 +6,8 @@
 //! scrape (no series outlives its cgroup: label cardinality is the cgroups controlled now).
 //!
 //! Names: `ioshare_` prefix, base units (seconds, bytes, ratios 0..1), counters end in `_total`.
-//! - Agent: `ioshare_agent_periods_total`.
+//! - Agent: `ioshare_agent_periods_total`, `ioshare_agent_overwritten_total` (values someone else
+//!   overwrote, written back: [`crate::reapply`]).
 //! - Device (label `device`): `ioshare_device_vrate_ratio`, `…_busy_level`, `…_latency_seconds{op}`
 //!   (the period's mean net of size, as the planner judged it), `…_latency_target_seconds{op}`,
 //!   `…_missed_target_ratio{op}` (completions later than the target), the model's capacity
@@ -141,6 +142,12 @@ fn encode(enc: &mut DescriptorEncoder, s: &Status) -> fmt::Result {
         "ioshare_agent_periods",
         "Planning periods the agent ran.",
         [(no_labels, ConstCounter::new(s.periods))],
+    )?;
+    family(
+        enc,
+        "ioshare_agent_overwritten",
+        "Values someone else overwrote that the agent wrote back.",
+        [(no_labels, ConstCounter::new(s.overwritten))],
     )?;
     // The kernel backend's status has no planner state (the kernel plans): leave those series out.
     let planner = s.backend == Backend::Userspace.name();

@@ -109,6 +109,9 @@ pub struct Status {
     /// The pod source, with a `[kubernetes]` section: each cgroup's pod, and the pods' findings.
     #[serde(default)]
     pub kubernetes: Option<crate::pods::KubeStatus>,
+    /// Values someone else overwrote that the agent wrote back so far ([`crate::reapply`]).
+    #[serde(default)]
+    pub overwritten: u64,
 }
 
 impl Status {
@@ -250,6 +253,9 @@ impl fmt::Display for Status {
             self.root.display(),
             self.periods
         )?;
+        if self.overwritten > 0 {
+            writeln!(f, "values someone else overwrote, written back: {}", self.overwritten)?;
+        }
         for d in &self.devices {
             let target = |t: u64| if t == 0 { "-".to_string() } else { t.to_string() };
             writeln!(

@@ -18,7 +18,7 @@
 //!    share of a period: an overrun is paid back over periods) into blk-throttle limits ([`crate::limits`]),
 //!    keeping those in force when they are within a few percent; the recorder writes only values
 //!    that changed, and limits the same as last period's are looked at again (a file someone
-//!    else changed set back) only every [`RECHECK_EVERY`] periods.
+//!    else changed set back, [`crate::reapply`]) only when [`crate::reapply::due`].
 //!
 //! With `--trace` each period also leaves a [`PeriodRecord`] of all this, and the status notes
 //! a group below its share that no limit held back, with its threads' CPU ([`crate::cpu`]).
@@ -74,6 +74,7 @@ use crate::hierarchy::{Hierarchy, Throttle};
 use crate::io_mix::IoMix;
 use crate::latency::{verdicts, Verdicts};
 use crate::limits::{settle, throttle_for, DirUsage};
+use crate::reapply::Overwrites;
 use crate::trace::{GroupRecord, LimitAction, PeriodRecord};
 
 /// QoS used when the configuration gives none: no latency targets; vrate between 10% and 500% of
@@ -155,10 +156,6 @@ struct Tracked {
 /// Groups of vanished cgroups the controller may hold (beyond four per live one) before it is
 /// renewed.
 pub const RENEW_AT: usize = 1024;
-
-/// Periods between two looks at the files of limits that did not change (each look reads four files
-/// per cgroup).
-pub const RECHECK_EVERY: u64 = 10;
 
 /// Share of a period the device must have had IO in flight to count as busy.
 pub const DEVICE_BUSY: f64 = 0.9;
@@ -427,8 +424,16 @@ impl DeviceLoop {
         Ok(())
     }
 
-    /// One planning period at `now` (see the module comment). `sys_block` is `/sys/block`.
-    pub fn plan(&mut self, now: Nanos, h: &Hierarchy, rec: &mut Recorder, sys_block: &Path) -> Result<()> {
+    /// One planning period at `now` (see the module comment). `sys_block` is `/sys/block`; limits
+    /// someone else overwrote and that are written back are counted in `overwrites`.
+    pub fn plan(
+        &mut self,
+        now: Nanos,
+        h: &Hierarchy,
+        rec: &mut Recorder,
+        sys_block: &Path,
+        overwrites: &mut Overwrites,
+    ) -> Result<()> {
         if self.gone {
             return Ok(());
         }
@@ -551,7 +556,7 @@ impl DeviceLoop {
         let horizon_vtime = horizon as f64 * VTIME_PER_NSEC as f64;
         let mut written = 0;
         self.plans += 1;
-        let recheck = self.plans % RECHECK_EVERY == 0;
+        let recheck = crate::reapply::due(self.plans, self.period);
         // Threads' CPU: every period while tracing, else at each recheck (for the status' note).
         let sample_cpu = self.tracing || recheck;
         let mut records = Vec::new();
@@ -583,9 +588,9 @@ impl DeviceLoop {
                 LimitAction::Same
             };
             if throttle != t.throttle || recheck {
-                match h.set_throttle(rec, rel, dev, &throttle)? {
+                match overwrites.saw(&h.dir(rel), h.set_throttle(rec, rel, dev, &throttle)?) {
                     Written::Vanished => t.present = false,
-                    Written::Changed => {
+                    Written::Changed | Written::Restored => {
                         tracing::trace!(cgroup = %rel, dev = %dev, limits = %throttle, "limits written");
                         written += 1;
                         t.throttle = throttle;

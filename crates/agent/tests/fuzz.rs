@@ -223,6 +223,7 @@ fn status() -> impl Strategy<Value = Status> {
             memory: Vec::new(),
             shares: None,
             kubernetes: None,
+            overwritten: 0,
         },
     )
 }

@@ -115,3 +115,42 @@ fn userspace_backend_over_v2_files_splits_by_weight() {
     assert_eq!(reverted.restored, 2);
     assert_eq!(riops("a"), 0, "io.max lifted again");
 }
+
+/// A value someone else wrote over the agent's (a `daemon-reload` rewriting `io.weight`, a runtime
+/// lifting `io.max`) is written back at the next look (every second: 10 periods of the default
+/// 100 ms here, driven by hand), counted in the status, and the value restored at exit is still the
+/// one from before the agent. Same MOCK caveat: the files are plain files; the lab's v2 guest
+/// (`scripts/lab`) is where the kernel's files are.
+#[test]
+fn kernel_backend_writes_back_what_someone_else_overwrote() {
+    let tree = V2Tree::new();
+    std::fs::write(tree.path("io.cost.model"), "").unwrap();
+    std::fs::write(tree.path("io.cost.qos"), "").unwrap();
+    tree.cgroup("tenants/web");
+    let dev = &tree.dev;
+    let text = format!(
+        "[[devices]]\npath = \"{dev}\"\nmodel = \"ssd_dfl\"\n[[groups]]\ncgroup = \"tenants/*\"\nweight = 300\nlimits = \"iops-write=2000\"\n"
+    );
+    let (mut agent, _) = tree.start(&text, Backend::Kernel).unwrap();
+    let (weight, max) = (format!("{dev} 300"), format!("{dev} rbps=max wbps=max riops=max wiops=2000"));
+    assert_eq!((tree.read("tenants/web/io.weight"), tree.read("tenants/web/io.max")), (weight.clone(), max.clone()));
+    std::fs::write(tree.path("tenants/web/io.weight"), format!("default 100\n{dev} 100")).unwrap();
+    std::fs::write(tree.path("tenants/web/io.max"), format!("{dev} rbps=max wbps=max riops=max wiops=max")).unwrap();
+    let every = ioshare_agent::reapply::RECHECK_WITHIN.as_millis() / 100;
+    let mut periods = 0;
+    while tree.read("tenants/web/io.weight") != weight {
+        assert!(periods < every, "not written back within {every} periods of 100 ms");
+        agent.period().unwrap();
+        periods += 1;
+    }
+    assert_eq!(tree.read("tenants/web/io.max"), max, "both files at the same look");
+    assert_eq!(agent.status().overwritten, 2);
+    for _ in 0..every {
+        agent.period().unwrap();
+    }
+    assert_eq!(agent.status().overwritten, 2, "a value left alone is not counted again");
+    let reverted = agent.stop().unwrap();
+    assert!(reverted.changed_by_others.is_empty(), "{reverted:?}");
+    assert_eq!(tree.read("tenants/web/io.weight"), format!("{dev} default"), "the value from before the agent");
+    assert_eq!(tree.read("tenants/web/io.max"), format!("{dev} rbps=max wbps=max riops=max wiops=max"));
+}

@@ -14,8 +14,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{fio_in, median, pod_controlled as controlled, run_agent_during, snapshot_at, wait_for, Rig};
+use ioshare_agent::share::ShareCheck;
 use ioshare_agent::userspace::DONATING_SLACK;
-use ioshare_agent::{Agent, BackendChoice, Config, Status};
+use ioshare_agent::{Agent, BackendChoice, Check, Config, Status};
 use ioshare_host::{skip_unless_root, BlkioCgroup, LoopDevice};
 use k8s::{manifest, unique, K8s};
 
@@ -31,27 +32,86 @@ const DEPTH: u32 = 32;
 const SATURATING: &[&str] = &["--numjobs=2"];
 
 /// kubelet's layout under a test-unique `cgroup_root` of the blkio hierarchy: pod and container
-/// cgroups made and removed by the test as kubelet would.
+/// cgroups made and removed by the test as kubelet would, named as its cgroupfs driver does, or as
+/// its systemd driver does (the agent then finds the driver from the tree).
 struct Node {
     /// The `cgroup_root`, relative to the blkio root.
     root: String,
+    /// Named as kubelet's systemd driver names them.
+    systemd: bool,
     /// Container cgroups by pod uid (dropped, so removed with their empty parents, in reverse).
     cgroups: Vec<(String, BlkioCgroup)>,
 }
 
+/// A pod's QoS class, which decides its parent cgroup.
+#[derive(Clone, Copy)]
+enum Qos {
+    Guaranteed,
+    BestEffort,
+}
+
 impl Node {
     fn new(test: &str) -> Node {
-        Node { root: format!("ioshare-agent-test-{}-{test}", std::process::id()), cgroups: Vec::new() }
+        Node { root: format!("ioshare-agent-test-{}-{test}", std::process::id()), systemd: false, cgroups: Vec::new() }
+    }
+
+    /// A node whose kubelet runs the systemd driver.
+    fn systemd(test: &str) -> Node {
+        let mut node = Node::new(test);
+        node.systemd = true;
+        node
+    }
+
+    /// What the agent's configuration says of the driver: cgroupfs, or for systemd nothing (found
+    /// from the tree).
+    fn driver(&self) -> &'static str {
+        if self.systemd {
+            "auto"
+        } else {
+            "cgroupfs"
+        }
     }
 
     /// The pod's cgroup (BestEffort), relative to the blkio root.
     fn pod(&self, uid: &str) -> String {
-        format!("{}/kubepods/besteffort/pod{uid}", self.root)
+        self.pod_of(Qos::BestEffort, uid)
     }
 
-    /// Makes the pod's cgroup with one container cgroup `app` in it, as kubelet does.
+    /// The cgroup of a pod of class `qos`, relative to the blkio root (written out, not taken from
+    /// the code under test): Guaranteed pods directly under kubepods; systemd's slices carry the
+    /// class in their names and the uid with `_` for `-`.
+    fn pod_of(&self, qos: Qos, uid: &str) -> String {
+        let root = &self.root;
+        let slice_uid = uid.replace('-', "_");
+        match (self.systemd, qos) {
+            (false, Qos::Guaranteed) => format!("{root}/kubepods/pod{uid}"),
+            (false, Qos::BestEffort) => format!("{root}/kubepods/besteffort/pod{uid}"),
+            (true, Qos::Guaranteed) => format!("{root}/kubepods.slice/kubepods-pod{slice_uid}.slice"),
+            (true, Qos::BestEffort) => {
+                format!("{root}/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{slice_uid}.slice")
+            }
+        }
+    }
+
+    /// The container cgroup kubelet makes in a pod: the bare id under cgroupfs, a containerd scope
+    /// under systemd.
+    fn container_name(&self) -> String {
+        let id = "4f1c0d2e9b8a7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d";
+        if self.systemd {
+            format!("cri-containerd-{id}.scope")
+        } else {
+            "app".to_string()
+        }
+    }
+
+    /// Makes the pod's cgroup with one container cgroup in it, as kubelet does.
     fn start(&mut self, uid: &str) -> &BlkioCgroup {
-        let c = BlkioCgroup::create(&format!("{}/app", self.pod(uid))).unwrap();
+        self.start_of(Qos::BestEffort, uid)
+    }
+
+    /// [`Node::start`] for a pod of class `qos`.
+    fn start_of(&mut self, qos: Qos, uid: &str) -> &BlkioCgroup {
+        let c = BlkioCgroup::create(&format!("{}/{}", self.pod_of(qos, uid), self.container_name())).unwrap();
         self.cgroups.push((uid.to_string(), c));
         &self.cgroups.last().unwrap().1
     }
@@ -85,8 +145,9 @@ fn config(dir: &Path, device: &Path, model: &str, qos: Option<&str>, k: (&Path, 
         text += &format!("qos = \"{q}\"\n");
     }
     text += &format!(
-        "[kubernetes]\nnode_name = \"{node}\"\nkubeconfig = \"{}\"\ncgroup_driver = \"cgroupfs\"\ncgroup_root = \"{}\"\n{extra}",
+        "[kubernetes]\nnode_name = \"{node}\"\nkubeconfig = \"{}\"\ncgroup_driver = \"{}\"\ncgroup_root = \"{}\"\n{extra}",
         kubeconfig.display(),
+        tree.driver(),
         tree.root
     );
     let path = dir.join("agent.toml");
@@ -374,6 +435,96 @@ fn pods_come_and_go_each_under_control_within_a_second_of_its_cgroup() {
     // Acceptance: within 1 s (discovery every 200 ms, the status every 100 ms). Where the object
     // came last the bound includes kubectl's own run, which a loaded machine stretches: printed.
     assert!(pct(cgroup_last, 0.99) < Duration::from_secs(1), "p99 {:?}", pct(cgroup_last, 0.99));
+}
+
+/// kubelet's systemd driver: its tree laid out (`kubepods.slice/kubepods-besteffort.slice/
+/// kubepods-besteffort-pod<uid_>.slice/cri-containerd-<id>.scope`, a Guaranteed pod's slice directly
+/// in `kubepods.slice`), the driver left for the agent to find from the tree; both pods mapped to
+/// their slices and under control at their annotated weights, their scopes planned by the userspace
+/// backend as the pods' leaves, and nothing left once they go.
+#[test]
+fn the_systemd_layout_is_found_from_the_tree_and_mapped() {
+    let Some(k8s) = skip("the_systemd_layout_is_found_from_the_tree_and_mapped") else { return };
+    let _serial = one_at_a_time();
+    let (ns, node_name) = (unique("systemd"), unique("node"));
+    k8s.namespace(&ns, &[], &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let dev = small_device(dir.path());
+    let mut node = Node::systemd("kube-systemd");
+    let state = tempfile::tempdir().unwrap();
+    let cfg = config(state.path(), dev.path(), "ssd_dfl", None, (&k8s.kubeconfig, &node_name, &node), "");
+    let limits = serde_json::json!({"limits": {"cpu": "100m", "memory": "64Mi"}});
+    let best = k8s.pod(&ns, "best", &node_name, &[("io.ioshare.dev/weight", "300")]);
+    let guaranteed = k8s.pod_with(&ns, "guaranteed", &node_name, &[("io.ioshare.dev/weight", "700")], limits);
+    node.start_of(Qos::BestEffort, &best);
+    node.start_of(Qos::Guaranteed, &guaranteed);
+    let pods = [
+        (node.pod_of(Qos::BestEffort, &best), 300, "best"),
+        (node.pod_of(Qos::Guaranteed, &guaranteed), 700, "guaranteed"),
+    ];
+    with_agent(cfg, state.path(), || {
+        for (rel, weight, name) in &pods {
+            // Deadline, not expectation: the first discovery runs at start; a loaded machine may delay
+            // the status by seconds.
+            let took =
+                wait_for(Duration::from_secs(10), || controlled(state.path(), rel).is_some_and(|(w, _)| w == *weight));
+            let st = Status::read(state.path()).unwrap();
+            assert!(took.is_some(), "pod {name} not under control at {rel}: {st}");
+            let scope = format!("{rel}/{}", node.container_name());
+            let k = st.kubernetes.as_ref().unwrap();
+            assert_eq!(k.cgroups.get(&scope).map(|p| p.pod.as_str()), Some(*name), "its scope named: {k:?}");
+            assert!(st.devices[0].groups.iter().any(|g| g.cgroup == scope), "its scope planned as a leaf: {st}");
+        }
+        // The status' share view (refreshed every second) lists both pods at their weights.
+        let in_view = || {
+            Status::read(state.path()).ok().and_then(|s| s.shares).is_some_and(|sh| {
+                pods.iter().all(|(rel, weight, name)| {
+                    sh.devices[0].groups.iter().any(|g| {
+                        g.cgroup == *rel && g.weight == *weight && g.pod.as_deref() == Some(&format!("{ns}/{name}"))
+                    })
+                })
+            })
+        };
+        assert!(wait_for(Duration::from_secs(10), in_view).is_some(), "{}", Status::read(state.path()).unwrap());
+        for (name, uid) in [("best", &best), ("guaranteed", &guaranteed)] {
+            k8s.kubectl(&["-n", &ns, "delete", "pod", name, "--grace-period=0", "--force"]);
+            node.stop(uid);
+        }
+        let empty = wait_for(Duration::from_secs(10), || {
+            Status::read(state.path()).is_ok_and(|s| {
+                s.devices[0].groups.is_empty() && s.kubernetes.as_ref().is_some_and(|k| k.pods.is_empty())
+            })
+        });
+        assert!(empty.is_some(), "nothing left: {}", Status::read(state.path()).unwrap());
+    });
+}
+
+/// `ioshare agent check --config` with a `[kubernetes]` section: the node's pods listed once, their
+/// cgroups in the share view at their annotated weights, named by pod; nothing written.
+#[test]
+fn agent_check_shows_the_pods_shares() {
+    let Some(k8s) = skip("agent_check_shows_the_pods_shares") else { return };
+    let _serial = one_at_a_time();
+    let (ns, node_name) = (unique("check"), unique("node"));
+    k8s.namespace(&ns, &[], &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let dev = small_device(dir.path());
+    let mut node = Node::new("kube-check");
+    let uid = k8s.pod(&ns, "web", &node_name, &[("io.ioshare.dev/weight", "250")]);
+    node.start(&uid);
+    let cfg = config(dir.path(), dev.path(), "ssd_dfl", None, (&k8s.kubeconfig, &node_name, &node), "");
+    let before = snapshot_at(&node_root(), &node.root);
+    let report = ShareCheck::probe(Check::probe(), &cfg, BackendChoice::Userspace).unwrap();
+    let g = report.shares.devices[0].groups.iter().find(|g| g.cgroup == node.pod(&uid));
+    let g = g.unwrap_or_else(|| panic!("the pod's cgroup is not in the view: {report}"));
+    assert_eq!((g.weight, g.rule, g.pod.as_deref()), (250, 0, Some(format!("{ns}/web").as_str())), "{report}");
+    assert!(report.to_string().contains(&format!("pod {ns}/web")), "{report}");
+    assert_eq!(snapshot_at(&node_root(), &node.root), before, "a check writes nothing");
+}
+
+/// The blkio hierarchy's root, where the laid-out trees are.
+fn node_root() -> std::path::PathBuf {
+    ioshare_host::Capabilities::probe().blkio_v1.expect("blkio mounted")
 }
 
 #[test]

@@ -318,9 +318,16 @@ fn a_cgroup_created_after_start_is_controlled_within_a_second() {
         let prefix = format!("{} ", rig.devnum());
         text.lines().find_map(|l| l.strip_prefix(&prefix).map(|v| v.trim().parse::<u64>().unwrap())).unwrap_or(0)
     };
+    // Deadlines of the waits below, not expectations: fio's start and the agent's thread may each
+    // wait seconds for a core on a machine loaded 10-30 deep.
+    const LOADED: Duration = Duration::from_secs(10);
+    let periods = || ioshare_agent::Status::read(state.path()).map_or(0, |s| s.periods);
     let took = with_agent(&config, state.path(), || {
         let _a = rig.fio(0, DEPTH, &[]);
-        std::thread::sleep(Duration::from_millis(500));
+        assert!(wait_for(LOADED, || rig.ios(0) > 0).is_some(), "fio in a never read");
+        // Two periods planned with a's IO in them: the agent has seen it alone.
+        let seen = periods() + 2;
+        assert!(wait_for(LOADED, || periods() >= seen).is_some(), "the agent stopped planning");
         assert_eq!(limit_of(rig.cgroups[0].path()), 0, "a cgroup alone is not limited");
         let late = BlkioCgroup::create(&format!("{}/late", rig.parent())).unwrap();
         let mut cmd = std::process::Command::new("fio");
@@ -336,16 +343,22 @@ fn a_cgroup_created_after_start_is_controlled_within_a_second() {
         .args(["--runtime=60", "--iodepth=16", "--output=/dev/null"])
         .arg(format!("--filename={}", rig.dev.path().display()));
         let _b = KillOnDrop(late.spawn(cmd).unwrap());
-        // Under control: both cgroups now compete, so both get limits.
-        let took =
-            wait_for(Duration::from_secs(3), || limit_of(late.path()) > 0 && limit_of(rig.cgroups[0].path()) > 0);
+        // Timed from its first IO (a cgroup without IO is not limited, and fio's start under load
+        // is not the agent's doing): both cgroups now compete, so both get limits.
+        let late_ios = || late.stats().ok().and_then(|s| s.device(rig.devnum()).map(|d| d.ios.read)).unwrap_or(0);
+        assert!(wait_for(LOADED, || late_ios() > 0).is_some(), "fio in the late cgroup never read");
+        let took = wait_for(LOADED, || limit_of(late.path()) > 0 && limit_of(rig.cgroups[0].path()) > 0);
         drop(_b);
-        // The agent must see it vanish without error before the rig goes.
+        // The agent must see it vanish without error before the rig goes: its status drops it.
         late.remove().unwrap();
-        std::thread::sleep(Duration::from_millis(300));
+        let listed = || {
+            ioshare_agent::Status::read(state.path())
+                .is_ok_and(|s| s.devices.iter().any(|d| d.groups.iter().any(|g| g.cgroup.ends_with("/late"))))
+        };
+        assert!(wait_for(LOADED, || !listed()).is_some(), "the agent still lists the removed cgroup");
         took
     });
-    eprintln!("a cgroup created after start got limits after {took:?}");
+    eprintln!("a cgroup created after start got limits {took:?} after its first IO");
     let took = took.expect("the late cgroup never got a limit");
     // Acceptance: within 1 s (discovery every 200 ms, then one 100 ms period to see its IO).
     assert!(took < Duration::from_secs(1), "took {took:?}");

@@ -12,7 +12,11 @@
 //!   says so. Later values of an entry are appended unsynced (a killed process loses nothing in the
 //!   page cache).
 //! - Later writes to the same entry keep the first previous value and update the new one; writing the
-//!   value an entry already holds is skipped (only changes are written).
+//!   value an entry already holds is skipped (only changes are written). An entry found holding
+//!   something other than the value last written to it here was overwritten by someone else (a
+//!   `daemon-reload`, a container runtime): the write puts it back and says so
+//!   ([`Written::Restored`]), and revert still restores the value from before the first write, not
+//!   the intruder's.
 //! - The state file is a checksummed journal ([`crate::journal`]): a line torn by a crash or damaged
 //!   costs that line only; revert restores every entry it can read and names the lines it cannot.
 //!   It is rewritten whole (write, sync, rename) from the live entries when it has grown, so a
@@ -105,6 +109,9 @@ pub enum Written {
     Changed,
     /// The entry already held the value: nothing written.
     Unchanged,
+    /// The entry held something else than the value last written to it here — someone else
+    /// overwrote it — and the value was written back.
+    Restored,
     /// The file is gone (its cgroup was removed): nothing written, not an error.
     Vanished,
 }
@@ -168,8 +175,12 @@ impl Recorder {
         if same_setting(entry, &current, line) {
             return Ok(Written::Unchanged);
         }
-        self.record(path, entry.key(), &current, line)?;
+        let key = entry.key();
+        let ours = self.changes.iter().find(|c| c.path == path && c.key == key).map(|c| c.new.as_str());
+        let overwritten = ours.is_some_and(|ours| !same_setting(entry, &current, ours));
+        self.record(path, key, &current, line)?;
         match sysfs::write_raw(path, line) {
+            Ok(()) if overwritten => Ok(Written::Restored),
             Ok(()) => Ok(Written::Changed),
             Err(e) if vanished(&e) => Ok(self.vanished(path)),
             Err(e) => Err(sysfs::file_error(format!("write '{line}' to"), path, e)),
@@ -353,7 +364,9 @@ fn entry_of(key: &str, path: &Path) -> Entry {
 }
 
 /// Whether two lines of an entry mean the same setting (the kernel prints some lines differently
-/// from how they were written, e.g. `io.max` keys in a fixed order).
+/// from how they were written: `io.max` keys in a fixed order; `io.cost.qos`/`io.cost.model` with
+/// every parameter, where `MAJ:MIN enable=1 ctrl=auto` was written — so there one line's words all in
+/// the other's is the same setting).
 fn same_setting(entry: Entry, a: &str, b: &str) -> bool {
     let norm = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
     match entry {
@@ -361,6 +374,11 @@ fn same_setting(entry: Entry, a: &str, b: &str) -> bool {
             (Ok(x), Ok(y)) => x == y,
             _ => norm(a) == norm(b),
         },
+        Entry::IoCost(_) => {
+            let words = |s: &str| s.split_whitespace().map(str::to_string).collect::<std::collections::BTreeSet<_>>();
+            let (a, b) = (words(a), words(b));
+            a.is_subset(&b) || b.is_subset(&a)
+        }
         _ => norm(a) == norm(b),
     }
 }
@@ -426,6 +444,46 @@ mod tests {
             let err = check_under(Path::new(bad), &roots).unwrap_err().to_string();
             assert!(err.contains("outside"), "{bad}: {err}");
         }
+    }
+
+    /// A value someone else wrote over the recorder's is written back as `Restored`; revert restores
+    /// the value from before the recorder's first write, not the intruder's.
+    #[test]
+    fn an_overwritten_entry_is_restored_and_reverts_to_the_first_previous() {
+        let (root, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let file = root.path().join("io.weight");
+        std::fs::write(&file, "7:3 50").unwrap();
+        let (mut rec, _) = Recorder::open(state.path(), vec![root.path().to_path_buf()]).unwrap();
+        let entry = Entry::IoWeightDevice(DEV);
+        assert_eq!(rec.set(&file, entry, "7:3 300").unwrap(), Written::Changed);
+        assert_eq!(rec.set(&file, entry, "7:3 300").unwrap(), Written::Unchanged);
+        std::fs::write(&file, "7:3 999").unwrap(); // someone else
+        assert_eq!(rec.set(&file, entry, "7:3 300").unwrap(), Written::Restored);
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "7:3 300");
+        assert_eq!(rec.set(&file, entry, "7:3 200").unwrap(), Written::Changed, "a change of its own is no restore");
+        let reverted = rec.revert().unwrap();
+        assert_eq!((reverted.restored, std::fs::read_to_string(&file).unwrap().as_str()), (1, "7:3 50"));
+    }
+
+    /// The kernel shows `io.cost.qos` with every parameter where fewer were written: the same
+    /// setting, neither written again nor someone else's at revert; a parameter that differs is.
+    #[test]
+    fn an_iocost_line_the_kernel_completes_is_the_same_setting() {
+        let (root, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let file = root.path().join("io.cost.qos");
+        let full = |enable: u8| format!("7:3 enable={enable} ctrl=auto rpct=0.00 rlat=25000 wpct=0.00 wlat=25000");
+        std::fs::write(&file, full(0)).unwrap();
+        let (mut rec, _) = Recorder::open(state.path(), vec![root.path().to_path_buf()]).unwrap();
+        let entry = Entry::IoCost(DEV);
+        assert_eq!(rec.set(&file, entry, "7:3 enable=1 ctrl=auto").unwrap(), Written::Changed);
+        std::fs::write(&file, full(1)).unwrap(); // as the kernel shows it
+        assert_eq!(rec.set(&file, entry, "7:3 enable=1 ctrl=auto").unwrap(), Written::Unchanged);
+        std::fs::write(&file, full(0)).unwrap(); // someone turned it off
+        assert_eq!(rec.set(&file, entry, "7:3 enable=1 ctrl=auto").unwrap(), Written::Restored);
+        std::fs::write(&file, full(1)).unwrap();
+        let reverted = rec.revert().unwrap();
+        assert!(reverted.changed_by_others.is_empty(), "{reverted:?}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), full(0));
     }
 
     /// A memory setting the guard wrote is journaled and written back at a crash's recovery, even

@@ -130,6 +130,12 @@ impl Guard {
         self.journal.changes()
     }
 
+    /// Writes back the values the guard set that someone else overwrote, and returns their files
+    /// ([`Journal::reassert`]).
+    pub fn reassert(&mut self) -> Result<Vec<PathBuf>> {
+        self.journal.reassert()
+    }
+
     /// Writes back every value the guard changed, newest first; a group that vanished is skipped.
     pub fn restore(&mut self) -> Result<()> {
         self.journal.restore()

@@ -32,11 +32,16 @@ pub trait Knob: std::fmt::Debug + Send {
     fn write(&self, value: &str) -> Result<()>;
 }
 
+/// One file in the journal: its knob, its change, and what the file read after the guard's last
+/// write (`None` when only remembered): a file that reads otherwise later was overwritten by
+/// someone else ([`Journal::reassert`]).
+type Entry = (Box<dyn Knob>, Changed, Option<String>);
+
 /// The changes of one guard, oldest first, and the watchdog that restores them should the process
 /// die.
 #[derive(Debug, Default)]
 pub struct Journal {
-    changes: Vec<(Box<dyn Knob>, Changed)>,
+    changes: Vec<Entry>,
     /// Restores the changes if this process dies; `None` until armed, and once restored.
     watchdog: Option<Watchdog>,
 }
@@ -46,9 +51,30 @@ impl Journal {
     /// is changed.
     pub fn set(&mut self, knob: impl Knob + 'static, value: String) -> Result<()> {
         let i = self.record(knob)?;
-        let (knob, change) = &mut self.changes[i];
+        let (knob, change, shown) = &mut self.changes[i];
         change.new = value;
-        knob.write(&change.new)
+        knob.write(&change.new)?;
+        // The kernel may show a value otherwise than it was written (a limit rounded to pages).
+        *shown = knob.read().ok();
+        Ok(())
+    }
+
+    /// Writes back the value the guard set to every file that reads otherwise than after the guard's
+    /// write — someone else overwrote it — and returns those files. A file of a group that vanished,
+    /// or one only remembered ([`Journal::remember`]), is left alone. The value to restore stays the
+    /// one from before the guard's first write.
+    pub fn reassert(&mut self) -> Result<Vec<PathBuf>> {
+        let mut restored = Vec::new();
+        for (knob, change, shown) in &mut self.changes {
+            let Some(expected) = shown.as_ref() else { continue };
+            let Ok(now) = knob.read() else { continue }; // its group went
+            if now != *expected {
+                knob.write(&change.new)?;
+                *shown = knob.read().ok();
+                restored.push(change.file.clone());
+            }
+        }
+        Ok(restored)
     }
 
     /// Records `knob`'s file as it is, without writing it: for a value the guard changes for
@@ -61,12 +87,12 @@ impl Journal {
     /// The index of `knob`'s file in the journal, recorded with its current value if new.
     fn record(&mut self, knob: impl Knob + 'static) -> Result<usize> {
         let file = knob.file();
-        if let Some(i) = self.changes.iter().position(|(_, c)| c.file == file) {
+        if let Some(i) = self.changes.iter().position(|(_, c, _)| c.file == file) {
             return Ok(i);
         }
         let previous = knob.read()?;
         let new = previous.clone();
-        self.changes.push((Box::new(knob), Changed { file, previous, new }));
+        self.changes.push((Box::new(knob), Changed { file, previous, new }, None));
         Ok(self.changes.len() - 1)
     }
 
@@ -74,21 +100,21 @@ impl Journal {
     /// [`Journal::restore`], it writes them back, newest first.
     pub fn arm(&mut self) -> Result<()> {
         let restore: Vec<(PathBuf, String)> =
-            self.changes.iter().rev().map(|(_, c)| (c.file.clone(), c.previous.clone())).collect();
+            self.changes.iter().rev().map(|(_, c, _)| (c.file.clone(), c.previous.clone())).collect();
         self.watchdog = Watchdog::start(&restore)?;
         Ok(())
     }
 
     /// Every change so far, oldest first.
     pub fn changes(&self) -> Vec<Changed> {
-        self.changes.iter().map(|(_, c)| c.clone()).collect()
+        self.changes.iter().map(|(_, c, _)| c.clone()).collect()
     }
 
     /// Writes back every previous value, newest first (a group that vanished is skipped), and
     /// disarms the watchdog. The first error, after trying them all.
     pub fn restore(&mut self) -> Result<()> {
         let mut first_error = None;
-        while let Some((knob, c)) = self.changes.pop() {
+        while let Some((knob, c, _)) = self.changes.pop() {
             if !c.file.parent().is_some_and(Path::exists) {
                 continue;
             }
@@ -158,5 +184,26 @@ mod tests {
         assert_eq!((read(&limit), read(&paused)), ("100".into(), "0".into()));
         assert!(!gone.exists());
         assert!(journal.changes().is_empty(), "restored once");
+    }
+
+    /// A value the guard set and someone else overwrote is written back; a remembered file is not
+    /// the guard's to write; restore still gives back the value from before the guard.
+    #[test]
+    fn an_overwritten_value_is_reasserted_and_restore_still_gives_the_first_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (limit, paused) = (dir.path().join("limit"), dir.path().join("paused"));
+        std::fs::write(&limit, "100").unwrap();
+        std::fs::write(&paused, "0").unwrap();
+        let mut journal = Journal::default();
+        journal.set(FileKnob(limit.clone()), "80".into()).unwrap();
+        journal.remember(FileKnob(paused.clone())).unwrap();
+        assert!(journal.reassert().unwrap().is_empty(), "nothing overwritten yet");
+        std::fs::write(&limit, "500").unwrap();
+        std::fs::write(&paused, "1").unwrap();
+        assert_eq!(journal.reassert().unwrap(), std::slice::from_ref(&limit));
+        assert_eq!((read(&limit), read(&paused)), ("80".into(), "1".into()));
+        assert!(journal.reassert().unwrap().is_empty(), "once written back, nothing more to do");
+        journal.restore().unwrap();
+        assert_eq!(read(&limit), "100");
     }
 }

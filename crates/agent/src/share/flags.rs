@@ -25,6 +25,7 @@ use crate::check::Backend;
 use crate::config::{DeviceConfig, GroupConfig};
 use crate::hierarchy::{Flavor, Hierarchy};
 use crate::rules::losing;
+use crate::targets::{Owner, Target};
 
 /// What a flag is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,8 +62,8 @@ pub struct Flag {
 pub struct Case<'a> {
     /// The cgroup, relative to the root.
     pub rel: &'a str,
-    /// The rule that manages it (index into `groups`).
-    pub rule: usize,
+    /// What is applied to it, and who asked (a rule, a pod).
+    pub target: &'a Target,
     /// All rules.
     pub groups: &'a [GroupConfig],
     /// Its share.
@@ -78,10 +79,6 @@ pub struct Case<'a> {
 }
 
 impl Case<'_> {
-    fn group(&self) -> &GroupConfig {
-        &self.groups[self.rule]
-    }
-
     fn device_name(&self) -> &str {
         &self.device.device.name
     }
@@ -131,7 +128,7 @@ fn no_competition(c: &Case, _: &mut Levels) -> Option<Flag> {
             "no sibling under {parent} does IO: weight {} cannot act (a weight only divides a device between siblings \
              that compete) and it gets all of {parent}'s share; weigh the ancestor that has competitors instead, or \
              put its competitors under the same parent",
-            c.group().weight
+            c.target.weight
         ),
     )
 }
@@ -169,7 +166,7 @@ fn no_weight_control(c: &Case, _: &mut Levels) -> Option<Flag> {
         (true, true) => format!(
             "iocost is off on {name} and BFQ, which schedules it, reads io.bfq.weight, not the io.weight the agent \
              writes: weight {} does nothing there now; {enable}",
-            c.group().weight
+            c.target.weight
         ),
         (true, false) => format!(
             "iocost is off on {name} and its scheduler is {}, not BFQ: io.weight does nothing there now; {enable}",
@@ -180,7 +177,7 @@ fn no_weight_control(c: &Case, _: &mut Levels) -> Option<Flag> {
 }
 
 fn weight_clamped(c: &Case, _: &mut Levels) -> Option<Flag> {
-    let weight = c.group().weight;
+    let weight = c.target.weight;
     if !c.queue.bfq() || weight <= BFQ_WEIGHT_MAX {
         return None;
     }
@@ -228,7 +225,7 @@ fn unit(knob: Knob) -> &'static str {
 
 /// The knobs set in `c`'s rule with their value and the device's capacity for them.
 fn set_knobs(c: &Case) -> Vec<(Knob, u64, u64)> {
-    let limits = &c.group().limits;
+    let limits = &c.target.limits;
     Knob::ALL
         .iter()
         .map(|&k| (k, limits.knob(k).avg, capacity(&c.device.model, k)))
@@ -280,7 +277,8 @@ fn limit_below_share(c: &Case, _: &mut Levels) -> Option<Flag> {
 }
 
 fn shadowed_rule(c: &Case, _: &mut Levels) -> Option<Flag> {
-    let later = losing(c.groups, c.rel, c.rule);
+    let Owner::Rule(rule) = c.target.owner else { return None }; // a pod's cgroup is no rule's
+    let later = losing(c.groups, c.rel, rule);
     if later.is_empty() {
         return None;
     }
@@ -288,14 +286,14 @@ fn shadowed_rule(c: &Case, _: &mut Levels) -> Option<Flag> {
         .iter()
         .map(|&i| format!("rule {} (`{}`, weight {})", i + 1, c.groups[i].cgroup, c.groups[i].weight))
         .collect();
-    let first = c.rule + 1;
+    let first = rule + 1;
     flag(
         FlagKind::ShadowedRule,
         format!(
             "{} also matches it, but rule {first} (`{}`) comes first and wins; move a rule above rule {first} if it is \
              meant for this cgroup",
             named.join(", "),
-            c.group().cgroup
+            c.groups[rule].cgroup
         ),
     )
 }
@@ -380,9 +378,10 @@ mod tests {
         fn flags(&mut self, rel: &str, rule: usize) -> Vec<Flag> {
             let mut levels = Levels::new(&mut self.tree, &self.managed);
             let path = levels.path_share(rel);
+            let target = Target::of_rule(rule, &self.groups[rule]);
             let case = Case {
                 rel,
-                rule,
+                target: &target,
                 groups: &self.groups,
                 path: &path,
                 device: &self.device,

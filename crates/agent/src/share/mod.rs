@@ -1,10 +1,12 @@
-//! The share each cgroup really gets: for every cgroup a rule manages, on every configured device, its
+//! The share each cgroup really gets: for every cgroup a rule or a pod manages, on every configured device, its
 //! hierarchical share of the device when it does IO ([`tree`]: weight ÷ the weights of it and its
 //! active siblings, multiplied along the path from the root, counting the cgroups no rule manages at
 //! the weight the host gives them), with flags saying where a weight or a limit cannot do what the
 //! configuration says ([`flags`]). `ioshare agent check --config` computes it from one look at the
-//! host ([`ShareCheck`]), the running agent from its own per-period activity ([`watch`]) into its
-//! status.
+//! host ([`ShareCheck`]; with a `[kubernetes]` section, after one list of the node's pods), the
+//! running agent from its own per-period activity ([`watch`]) into its status. The cgroups are the
+//! agent's own targets ([`crate::targets`]): the rules' matches and the pods' cgroups (a pod's
+//! weight from its annotations held to the policy; QoS class cgroups weigh their subtrees).
 
 pub mod flags;
 pub mod host_view;
@@ -25,7 +27,9 @@ use crate::check::{Backend, BackendChoice, Check};
 use crate::config::Config;
 use crate::error::Result;
 use crate::hierarchy::{Flavor, Hierarchy};
-use crate::rules::{matched, overlaps};
+use crate::pods::Pods;
+use crate::rules::overlaps;
+use crate::targets::{targets, Owner, Target};
 
 /// What divides a device between cgroups.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,9 +66,12 @@ impl Weigher {
 pub struct GroupShare {
     /// The cgroup, relative to the root.
     pub cgroup: String,
-    /// The rule that manages it, counted from 1 as in the file.
+    /// The rule that manages it, counted from 1 as in the file; 0 for a pod's cgroup.
     pub rule: usize,
-    /// The rule's weight.
+    /// The pod (`namespace/name[/container]`) whose cgroup it is, if a pod's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    /// Its weight.
     pub weight: u32,
     /// Whether it does IO now.
     pub active: bool,
@@ -112,23 +119,31 @@ pub struct Shares {
 }
 
 impl Shares {
-    /// The shares on this host now, for `config` under `backend` in `hierarchy` (activity: one look,
-    /// [`PresentNow`]); `sys_block` is `/sys/block`.
-    pub fn check(config: &Config, backend: Backend, hierarchy: &Hierarchy, sys_block: &Path) -> Shares {
-        Shares::build(config, backend, hierarchy, sys_block, &mut PresentNow)
+    /// The shares on this host now, for `config` and the `pods`' targets under `backend` in
+    /// `hierarchy` (activity: one look, [`PresentNow`]); `sys_block` is `/sys/block`.
+    pub fn check(
+        config: &Config,
+        pods: &[(String, Target)],
+        backend: Backend,
+        hierarchy: &Hierarchy,
+        sys_block: &Path,
+    ) -> Shares {
+        Shares::build(config, pods, backend, hierarchy, sys_block, &mut PresentNow)
     }
 
     /// The shares with activity judged by `activity`.
     pub fn build(
         config: &Config,
+        pods: &[(String, Target)],
         backend: Backend,
         hierarchy: &Hierarchy,
         sys_block: &Path,
         activity: &mut dyn Activity,
     ) -> Shares {
-        let found = matched(&hierarchy.root, &config.groups);
-        let managed: BTreeMap<String, u32> =
-            found.iter().map(|(rel, &rule)| (rel.clone(), config.groups[rule].weight)).collect();
+        let all = targets(&hierarchy.root, &config.groups, pods);
+        // Inner targets (QoS class cgroups) weigh their subtrees; the leaves are listed.
+        let managed: BTreeMap<String, u32> = all.iter().map(|(rel, t)| (rel.clone(), t.weight)).collect();
+        let found: Vec<(&String, &Target)> = all.iter().filter(|(_, t)| !t.inner).collect();
         let v2_root = (hierarchy.flavor == Flavor::V2).then_some(hierarchy.root.as_path());
         let devices = config
             .devices
@@ -141,11 +156,11 @@ impl Shares {
                 let mut levels = Levels::new(&mut view, &managed);
                 let groups = found
                     .iter()
-                    .map(|(rel, &rule)| {
+                    .map(|&(rel, target)| {
                         let path = levels.path_share(rel);
                         let case = Case {
                             rel,
-                            rule,
+                            target,
                             groups: &config.groups,
                             path: &path,
                             device,
@@ -156,8 +171,12 @@ impl Shares {
                         let flags = diagnose(&case, &mut levels);
                         GroupShare {
                             cgroup: rel.clone(),
-                            rule: rule + 1,
-                            weight: config.groups[rule].weight,
+                            rule: match target.owner {
+                                Owner::Rule(i) => i + 1,
+                                _ => 0,
+                            },
+                            pod: target.pod().map(ToString::to_string),
+                            weight: target.weight,
                             active: levels.tree().active(rel),
                             share: path.share,
                             levels: path.levels,
@@ -213,11 +232,15 @@ impl fmt::Display for Shares {
                     .iter()
                     .map(|l| format!("{} {}/{}", l.cgroup.rsplit('/').next().unwrap_or(""), l.weight, l.active_weight))
                     .collect();
+                let by = match &g.pod {
+                    Some(pod) => format!("pod {pod}"),
+                    None => g.rule.to_string(),
+                };
                 writeln!(
                     f,
                     "  {:<32} {:>4} {:>6} {:>6.1}% {:>6}  {}",
                     g.cgroup,
-                    g.rule,
+                    by,
                     g.weight,
                     g.share * 100.0,
                     if g.active { "yes" } else { "no" },
@@ -258,7 +281,11 @@ impl ShareCheck {
     /// The shares `config` gets on this host under `choice` (`Err` if that backend cannot run here).
     pub fn probe(check: Check, config: &Config, choice: BackendChoice) -> Result<ShareCheck> {
         let (backend, hierarchy) = check.select(choice)?;
-        let shares = Shares::check(config, backend, &hierarchy, Path::new("/sys/block"));
+        // The node's pods: one list through the API server (the running agent's start, without
+        // writing anything); a source that cannot work is the check's error, in its one line.
+        let pods = config.kubernetes.as_ref().map(|k| Pods::start(k, &hierarchy.root)).transpose()?;
+        let pods = pods.as_ref().map_or(&[][..], Pods::targets);
+        let shares = Shares::check(config, pods, backend, &hierarchy, Path::new("/sys/block"));
         Ok(ShareCheck { check, diagnosed_backend: backend, shares })
     }
 }
@@ -336,7 +363,7 @@ mod tests {
         let h = Hierarchy { flavor: Flavor::V2, root: r.to_path_buf() };
         let config = config(&[("u/a", 200), ("t/x", 500)]);
 
-        let s = Shares::check(&config, Backend::Kernel, &h, sys.path());
+        let s = Shares::check(&config, &[], Backend::Kernel, &h, sys.path());
         let d = &s.devices[0];
         assert_eq!((d.weigher, d.scheduler.as_deref()), (Weigher::Iocost, Some("none")));
         let (x, a) = (&d.groups[0], &d.groups[1]);
@@ -352,7 +379,7 @@ mod tests {
 
         // iocost off: nothing weighs the agent's io.weight; b's io.weight no longer counts either.
         std::fs::write(r.join("io.cost.qos"), "259:0 enable=0 ctrl=auto\n").unwrap();
-        let s = Shares::check(&config, Backend::Kernel, &h, sys.path());
+        let s = Shares::check(&config, &[], Backend::Kernel, &h, sys.path());
         let a = &s.devices[0].groups[1];
         assert_eq!(s.devices[0].weigher, Weigher::None);
         assert_eq!(kinds(a), [FlagKind::NoWeightControl]);
@@ -369,6 +396,7 @@ mod tests {
         let h = Hierarchy { flavor: Flavor::V1, root: root.path().to_path_buf() };
         let s = Shares::check(
             &config(&[("t/*", 100), ("t/web", 300), ("t/*/x", 100), ("u/a*", 100), ("u/*b", 100)]),
+            &[],
             Backend::Userspace,
             &h,
             root.path(),
@@ -382,5 +410,39 @@ mod tests {
         assert_eq!(notes[2].0, 5);
         assert!(notes[2].1.starts_with("loses the cgroups rule 4 (`u/a*`) also matches, like `u/ab`"), "{notes:?}");
         assert!(s.to_string().contains("rule 2 (`t/web`) ! shadowed_rule: never applies"), "{s}");
+    }
+
+    /// The pods' cgroups join the rules' in the view: a pod at its (annotated) weight, named by its
+    /// pod, and a QoS class cgroup's weight counted on the path though it is not listed.
+    #[test]
+    fn pods_cgroups_are_in_the_view_with_their_weights() {
+        use crate::targets::PodRef;
+        let (root, sys) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let r = root.path();
+        cgroup(r, "io memory", None, true);
+        cgroup(&r.join("t"), "io", Some(100), true);
+        cgroup(&r.join("t/x"), "", Some(100), true); // rule 1
+        cgroup(&r.join("kubepods"), "io", Some(100), true);
+        cgroup(&r.join("kubepods/podg"), "", Some(100), true); // a Guaranteed pod nobody weighs
+        cgroup(&r.join("kubepods/besteffort"), "io", Some(100), true); // class weight 50 (inner)
+        cgroup(&r.join("kubepods/besteffort/poda"), "", Some(100), true); // pod a, weight 300
+        cgroup(&r.join("kubepods/besteffort/podb"), "", Some(100), true); // nobody's
+        std::fs::create_dir_all(sys.path().join("nvme0n1/queue")).unwrap();
+        std::fs::write(r.join("io.cost.qos"), "259:0 enable=1 ctrl=user\n").unwrap();
+        let h = Hierarchy { flavor: Flavor::V2, root: r.to_path_buf() };
+        let target = |weight, inner, owner| Target { weight, limits: Limits::default(), memory: None, inner, owner };
+        let pod = Owner::Pod(PodRef { namespace: "ns".into(), pod: "a".into(), container: None });
+        let pods = vec![
+            ("kubepods/besteffort".to_string(), target(50, true, Owner::Class(ioshare_kube::QosClass::BestEffort))),
+            ("kubepods/besteffort/poda".to_string(), target(300, false, pod)),
+        ];
+        let s = Shares::check(&config(&[("t/x", 100)]), &pods, Backend::Kernel, &h, sys.path());
+        let listed: Vec<(&str, usize, Option<&str>, u32)> =
+            s.devices[0].groups.iter().map(|g| (g.cgroup.as_str(), g.rule, g.pod.as_deref(), g.weight)).collect();
+        assert_eq!(listed, [("kubepods/besteffort/poda", 0, Some("ns/a"), 300), ("t/x", 1, None, 100)]);
+        // kubepods 100 of 200 at the top; besteffort 50 of 150 beside podg; poda 300 of 400.
+        let a = &s.devices[0].groups[0];
+        assert!((a.share - 0.5 * (50.0 / 150.0) * 0.75).abs() < 1e-9, "{a:?}");
+        assert!(s.to_string().contains("pod ns/a"), "{s}");
     }
 }

@@ -14,9 +14,21 @@ use super::Shares;
 use crate::check::Backend;
 use crate::config::Config;
 use crate::hierarchy::Hierarchy;
+use crate::targets::Target;
 
 /// How often the running agent recomputes the shares.
 pub const SHARES_EVERY: Duration = Duration::from_secs(1);
+
+/// Where the shares are judged: the backend, its hierarchy, and `/sys/block`.
+#[derive(Clone, Copy, Debug)]
+pub struct Host<'a> {
+    /// The backend.
+    pub backend: Backend,
+    /// Its hierarchy.
+    pub hierarchy: &'a Hierarchy,
+    /// Where device queues are read (`/sys/block`).
+    pub sys_block: &'a Path,
+}
 
 /// What the planner says about the cgroups it tracks: active this period, per device.
 pub type PlannerActivity = HashMap<(DevNum, String), bool>;
@@ -30,15 +42,14 @@ pub struct ShareWatch {
 }
 
 impl ShareWatch {
-    /// Recomputes the shares if [`SHARES_EVERY`] passed since the last time, `now`; `planner` is
-    /// asked only then.
+    /// Recomputes the shares of `config`'s rules and the `pods`' targets on `host` if
+    /// [`SHARES_EVERY`] passed since the last time, `now`; `planner` is asked only then.
     pub fn refresh_if_due(
         &mut self,
         now: Instant,
         config: &Config,
-        backend: Backend,
-        hierarchy: &Hierarchy,
-        sys_block: &Path,
+        pods: &[(String, Target)],
+        host: Host,
         planner: &dyn Fn() -> PlannerActivity,
     ) {
         if self.next.is_some_and(|next| now < next) {
@@ -47,7 +58,7 @@ impl ShareWatch {
         self.next = Some(now + SHARES_EVERY);
         let planner = planner();
         let mut activity = SinceLast { planner: &planner, last: &self.counts, counts: HashMap::new() };
-        let report = Shares::build(config, backend, hierarchy, sys_block, &mut activity);
+        let report = Shares::build(config, pods, host.backend, host.hierarchy, host.sys_block, &mut activity);
         self.counts = activity.counts;
         self.report = Some(report);
     }
@@ -127,34 +138,28 @@ mod tests {
             kubernetes: None,
         };
         let h = Hierarchy { flavor: Flavor::V1, root: r.to_path_buf() };
+        let host = Host { backend: Backend::Userspace, hierarchy: &h, sys_block: r };
         let mut planner = PlannerActivity::new();
         planner.insert((DEV, "t/web".into()), true);
         let mut watch = ShareWatch::default();
         let t0 = Instant::now();
         let share = |w: &ShareWatch| w.report().unwrap().devices[0].groups[0].share;
         // First refresh: nothing to compare with, so batch's processes make it active: 300/400.
-        watch.refresh_if_due(t0, &config, Backend::Userspace, &h, r, &|| planner.clone());
+        watch.refresh_if_due(t0, &config, &[], host, &|| planner.clone());
         assert!((share(&watch) - 0.75).abs() < 1e-9, "{:?}", watch.report());
         // Its counters did not move: idle, web alone under t.
-        watch.refresh_if_due(t0 + SHARES_EVERY, &config, Backend::Userspace, &h, r, &|| planner.clone());
+        watch.refresh_if_due(t0 + SHARES_EVERY, &config, &[], host, &|| planner.clone());
         assert!((share(&watch) - 1.0).abs() < 1e-9, "{:?}", watch.report());
         // Not due yet: the report stays as it was even though batch now does IO.
         cgroup(&r.join("t/batch"), "2\n", 5);
-        watch.refresh_if_due(
-            t0 + SHARES_EVERY + Duration::from_millis(10),
-            &config,
-            Backend::Userspace,
-            &h,
-            r,
-            &|| planner.clone(),
-        );
+        watch.refresh_if_due(t0 + SHARES_EVERY + Duration::from_millis(10), &config, &[], host, &|| planner.clone());
         assert!((share(&watch) - 1.0).abs() < 1e-9);
-        watch.refresh_if_due(t0 + 2 * SHARES_EVERY, &config, Backend::Userspace, &h, r, &|| planner.clone());
+        watch.refresh_if_due(t0 + 2 * SHARES_EVERY, &config, &[], host, &|| planner.clone());
         assert!((share(&watch) - 0.75).abs() < 1e-9, "batch's IO counted: {:?}", watch.report());
         let web = &watch.report().unwrap().devices[0].groups[0];
         assert!(web.active, "the planner's word for web");
         planner.insert((DEV, "t/web".into()), false);
-        watch.refresh_if_due(t0 + 3 * SHARES_EVERY, &config, Backend::Userspace, &h, r, &|| planner.clone());
+        watch.refresh_if_due(t0 + 3 * SHARES_EVERY, &config, &[], host, &|| planner.clone());
         assert!(!watch.report().unwrap().devices[0].groups[0].active, "the planner says idle");
     }
 }

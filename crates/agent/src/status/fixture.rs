@@ -75,5 +75,6 @@ pub fn status(devices: Vec<DeviceLine>, memory: Vec<MemoryLine>) -> Status {
         memory,
         shares: None,
         kubernetes: None,
+        overwritten: 0,
     }
 }

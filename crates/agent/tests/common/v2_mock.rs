@@ -9,10 +9,16 @@ use ioshare_agent::{Agent, Backend, Config, Flavor, Hierarchy};
 use ioshare_host::Reverted;
 use tempfile::TempDir;
 
-/// A whole block device of this host, `MAJ:MIN` (configuration validation resolves devices for real).
+/// A whole block device of this host, `MAJ:MIN` (configuration validation resolves devices for real),
+/// whose identity stays while the test runs: a disk rather than a loop device, as other tests attach
+/// and detach loop devices and the agent ends its control of a device whose identity (`diskseq`)
+/// changed (the mock tests only read the device's counters; nothing is written to it). A loop
+/// device only where the host has nothing else.
 pub fn some_device() -> String {
-    let entry = std::fs::read_dir("/sys/block").unwrap().flatten().next().expect("a block device");
-    std::fs::read_to_string(entry.path().join("dev")).unwrap().trim().to_string()
+    let mut entries: Vec<_> = std::fs::read_dir("/sys/block").unwrap().flatten().map(|e| e.path()).collect();
+    entries.sort_by_key(|p| (p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("loop")), p.clone()));
+    let first = entries.first().expect("a block device");
+    std::fs::read_to_string(first.join("dev")).unwrap().trim().to_string()
 }
 
 /// The mock tree, the agent's state directory, and the device the configurations name.

@@ -195,14 +195,27 @@ impl K8s {
     }
 
     /// A pod bound to `node` (it stays Pending: no kubelet), with annotations; returns its UID.
+    /// BestEffort: its container has no requests or limits.
     pub fn pod(&self, namespace: &str, name: &str, node: &str, annotations: &[(&str, &str)]) -> String {
+        self.pod_with(namespace, name, node, annotations, serde_json::json!({}))
+    }
+
+    /// [`K8s::pod`] with its container's `resources` (limits alone make it Guaranteed).
+    pub fn pod_with(
+        &self,
+        namespace: &str,
+        name: &str,
+        node: &str,
+        annotations: &[(&str, &str)],
+        resources: serde_json::Value,
+    ) -> String {
         let annotations: serde_json::Map<String, serde_json::Value> =
             annotations.iter().map(|(k, v)| (k.to_string(), serde_json::Value::from(*v))).collect();
         let pod = serde_json::json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
             "spec": {"nodeName": node, "automountServiceAccountToken": false,
-                     "containers": [{"name": "app", "image": "busybox"}]}
+                     "containers": [{"name": "app", "image": "busybox", "resources": resources}]}
         });
         self.apply(&pod.to_string());
         self.kubectl(&["-n", namespace, "get", "pod", name, "-o", "jsonpath={.metadata.uid}"])
