@@ -16,7 +16,7 @@
 
 use super::model::CostModel;
 use super::tree::{after, before, cost_to_abs_cost, WEIGHT_ONE};
-use super::IoCost;
+use super::{depth, IoCost, LatStat};
 use crate::controller::Event;
 use crate::io::{Nanos, NSEC_PER_USEC};
 
@@ -168,7 +168,7 @@ impl<M: CostModel> IoCost<M> {
         self.tree.commit();
 
         self.update_busy_level(missed_ppm, rq_wait_pct, ppm_rthr, ppm_wthr, nr_shortages, nr_lagging, nr_done);
-        self.plan_slots(missed_ppm, ppm_rthr, ppm_wthr);
+        self.plan_slots(&lat, missed_ppm, ppm_rthr, ppm_wthr);
         if self.busy_level != 0 && !(self.busy_level < 0 && nr_lagging > 0) {
             let old = self.vtime_base_rate;
             self.vtime_base_rate = adjust_vrate(old, self.busy_level, self.vrate_min, self.vrate_max);
@@ -270,7 +270,7 @@ impl<M: CostModel> IoCost<M> {
     /// the latency target: a missed target shrinks it, never vrate (vrate coasts), also at one slot,
     /// where a slower vrate could only idle the device. And vrate does not rise while every slot
     /// was busy for most of the period.
-    fn plan_slots(&mut self, missed_ppm: [u32; 2], ppm_rthr: u64, ppm_wthr: u64) {
+    fn plan_slots(&mut self, lat: &LatStat, missed_ppm: [u32; 2], ppm_rthr: u64, ppm_wthr: u64) {
         let Some(slots) = &mut self.slots else { return };
         let (mr, mw) = (missed_ppm[0] as u64, missed_ppm[1] as u64);
         let targets = ppm_rthr != MILLION || ppm_wthr != MILLION;
@@ -281,7 +281,14 @@ impl<M: CostModel> IoCost<M> {
         if missed || (self.busy_level < 0 && slots.period_full) {
             self.busy_level = 0;
         }
-        slots.adapt(missed, met);
+        let judged = lat.nr_met.iter().chain(&lat.nr_missed).sum();
+        let need = [(ppm_rthr, lat.nr_met[0] + lat.nr_missed[0]), (ppm_wthr, lat.nr_met[1] + lat.nr_missed[1])]
+            .iter()
+            .filter(|(thr, n)| *thr != MILLION && *n > 0)
+            .map(|(thr, _)| depth::clean_to_grow(*thr))
+            .max()
+            .unwrap_or(1);
+        slots.adapt(missed, met, judged, need);
     }
 
     /// Halves debts and delays every 100 ms while the device is less than half busy (kernel
