@@ -51,6 +51,7 @@
 pub mod check;
 pub mod claim;
 pub mod config;
+pub mod counters;
 pub mod cpu;
 pub mod daemon;
 pub mod error;
@@ -61,6 +62,7 @@ pub mod limits;
 pub mod logging;
 pub mod memory;
 pub mod metrics;
+pub mod overwrites;
 pub mod pods;
 pub mod profile;
 pub mod rules;
@@ -69,6 +71,7 @@ pub mod signals;
 pub mod status;
 pub mod targets;
 pub mod trace;
+pub mod tree_watch;
 pub mod userspace;
 
 pub use check::{Backend, BackendChoice, Check};
