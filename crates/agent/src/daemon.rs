@@ -21,7 +21,7 @@
 //! - Userspace backend: every period each device's [`DeviceLoop`] plans and writes limits.
 //! - The status is written to the status file and, with a `[metrics]` section, handed to the
 //!   `/metrics` endpoint ([`Metrics`], bound before anything is written to the host): every period
-//!   in which a device had IO or the discovery changed what is controlled, else every
+//!   in which a device had IO (userspace backend) or the discovery changed what is controlled, else every
 //!   [`STATUS_EVERY`] (with 1 000 pods, rewriting it every period of an idle node cost ~5% of a core).
 //! - Reload (SIGHUP sets the flag [`run_reloading`](Agent::run_reloading) watches): the
 //!   configuration is read again and applied as a difference ([`reload`]).
@@ -367,7 +367,9 @@ impl Agent {
             &planner,
         );
         self.periods += 1;
-        let moved = self.devices.iter().any(|d| !d.quiet()) || std::mem::take(&mut self.status_dirty);
+        // The kernel backend's status has no figures of its own per period.
+        let planned = self.backend == Backend::Userspace && self.devices.iter().any(|d| !d.quiet());
+        let moved = planned || std::mem::take(&mut self.status_dirty);
         match moved || self.status_written.is_none_or(|t| t.elapsed() >= STATUS_EVERY) {
             true => self.write_status(),
             false => Ok(()),

@@ -163,10 +163,12 @@ impl TreeWatch {
         self.watches.is_empty()
     }
 
-    /// Whether any event came since the last call (all waiting events are read).
+    /// Whether any event came since the last call (all waiting events are read); a watch removed
+    /// (`IN_IGNORED`: by [`watch`](TreeWatch::watch), or after its directory's own removal event)
+    /// is none.
     pub fn changed(&mut self) -> bool {
         let mut any = false;
-        self.inotify.read(|_, _, _| any = true);
+        self.inotify.read(|_, mask, _| any |= mask & libc::IN_IGNORED == 0);
         any
     }
 }
@@ -225,6 +227,49 @@ impl Discovery {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pod(rel: &str) -> (String, Target) {
+        let owner = crate::targets::Owner::Rule(0);
+        (rel.to_string(), Target { weight: 100, limits: Default::default(), memory: None, inner: false, owner })
+    }
+
+    /// After a discovery nothing is due until a pod's cgroup (or its QoS class) is made or removed,
+    /// a pod update comes, or the rules match otherwise; an event missed (read by someone else
+    /// here) is caught by the rescan.
+    #[test]
+    fn a_discovery_is_due_on_events_and_at_the_rescan() {
+        let root = tempfile::tempdir().unwrap();
+        let pods = [pod("kubepods/besteffort/poda"), pod("kubepods/besteffort/podb")];
+        std::fs::create_dir_all(root.path().join("kubepods")).unwrap();
+        let (mut d, t0) = (Discovery::default(), Instant::now());
+        let quiet = |d: &mut Discovery, at: Instant| d.due(at, BTreeMap::new(), false, false);
+        assert!(quiet(&mut d, t0), "the first");
+        d.discovered(t0, root.path(), &pods);
+        assert!(quiet(&mut d, t0), "a new watch (kubepods): once more");
+        d.discovered(t0, root.path(), &pods);
+        assert!(!quiet(&mut d, t0), "nothing changed");
+        // The QoS class, then a pod's cgroup in it, then a container's cgroup in the pod.
+        for dir in ["kubepods/besteffort", "kubepods/besteffort/poda", "kubepods/besteffort/poda/c"] {
+            std::fs::create_dir(root.path().join(dir)).unwrap();
+            assert!(quiet(&mut d, t0), "{dir} made");
+            d.discovered(t0, root.path(), &pods);
+            let _ = quiet(&mut d, t0); // the look again after a new watch
+            d.discovered(t0, root.path(), &pods);
+            assert!(!quiet(&mut d, t0), "settled after {dir}");
+        }
+        std::fs::remove_dir(root.path().join("kubepods/besteffort/poda/c")).unwrap();
+        assert!(quiet(&mut d, t0), "a container's cgroup removed");
+        d.discovered(t0, root.path(), &pods);
+        assert!(d.due(t0, BTreeMap::new(), true, false), "a pod update");
+        assert!(d.due(t0, BTreeMap::from([("sys".to_string(), 0)]), false, false), "the rules match otherwise");
+        assert!(d.due(t0, BTreeMap::from([("sys".to_string(), 0)]), false, true), "always (memory isolation)");
+        // An event missed: podb made while its events are taken by another reader.
+        std::fs::create_dir(root.path().join("kubepods/besteffort/podb")).unwrap();
+        assert!(d.watch.as_mut().unwrap().changed(), "the event, taken away");
+        let rules = || BTreeMap::from([("sys".to_string(), 0)]);
+        assert!(!d.due(t0 + RESCAN_EVERY / 2, rules(), false, false), "missed until the rescan");
+        assert!(d.due(t0 + RESCAN_EVERY, rules(), false, false), "the rescan");
+    }
 
     /// A subdirectory made in a watched directory is an event; one made in an unwatched one is not;
     /// a removed watched directory is one.

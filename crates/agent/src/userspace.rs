@@ -656,6 +656,7 @@ impl DeviceLoop {
         }
         self.delivered.push_back(0.0);
         self.plans += 1;
+        tracing::debug!(device = %self.cfg.device.name, groups = self.groups.len(), idle = true, "period");
         let scheduled = self.plans % RECHECK_EVERY == 0;
         self.overwrites.sync(&h.root, self.groups.keys());
         for (rel, t) in self.groups.iter_mut().filter(|(rel, t)| t.present && self.overwrites.due(rel, scheduled)) {
