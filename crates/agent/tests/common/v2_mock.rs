@@ -1,18 +1,23 @@
 //! A MOCK of cgroup v2's `io` files, for the tests that run the agent where this host has no cgroup
 //! v2 `io` controller (`kernel_mock.rs`, `churn_mock.rs`; the lab guest runs the real thing): a
 //! directory tree laid out as the unified hierarchy, plain files (a write replaces the whole file,
-//! where the kernel would merge one device's line), counters written by the test.
+//! where the kernel would merge one device's line), counters written by the test — the cgroups'
+//! and, so that the agent sees IO on the device whenever a cgroup's counters moved, the device's
+//! `stat` in a `/sys/block` of the mock's own.
 
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
 
 use ioshare_agent::{Agent, Backend, Config, Flavor, Hierarchy};
 use ioshare_host::Reverted;
 use tempfile::TempDir;
 
-/// A whole block device of this host, `MAJ:MIN` (configuration validation resolves devices for real).
-pub fn some_device() -> String {
+/// A whole block device of this host: its `MAJ:MIN` (configuration validation resolves devices for
+/// real) and its name.
+pub fn some_device() -> (String, String) {
     let entry = std::fs::read_dir("/sys/block").unwrap().flatten().next().expect("a block device");
-    std::fs::read_to_string(entry.path().join("dev")).unwrap().trim().to_string()
+    let dev = std::fs::read_to_string(entry.path().join("dev")).unwrap().trim().to_string();
+    (dev, entry.file_name().to_string_lossy().into_owned())
 }
 
 /// The mock tree, the agent's state directory, and the device the configurations name.
@@ -23,12 +28,37 @@ pub struct V2Tree {
     pub state: TempDir,
     /// [`some_device`].
     pub dev: String,
+    /// The mock's `/sys/block`, with the device's `stat` and `dev`.
+    sys_block: TempDir,
+    /// The device's stat file, and the IOs it says were completed so far.
+    disk_stat: PathBuf,
+    disk_ios: Cell<u64>,
 }
 
 impl V2Tree {
     /// An empty tree.
     pub fn new() -> V2Tree {
-        V2Tree { root: tempfile::tempdir().unwrap(), state: tempfile::tempdir().unwrap(), dev: some_device() }
+        let (dev, name) = some_device();
+        let sys_block = tempfile::tempdir().unwrap();
+        let disk = sys_block.path().join(name);
+        std::fs::create_dir(&disk).unwrap();
+        std::fs::write(disk.join("dev"), format!("{dev}\n")).unwrap();
+        let tree = V2Tree {
+            root: tempfile::tempdir().unwrap(),
+            state: tempfile::tempdir().unwrap(),
+            dev,
+            disk_stat: disk.join("stat"),
+            sys_block,
+            disk_ios: Cell::new(0),
+        };
+        tree.bump_disk();
+        tree
+    }
+
+    /// One more IO completed on the device (its `stat`'s read IOs).
+    fn bump_disk(&self) {
+        self.disk_ios.set(self.disk_ios.get() + 1);
+        std::fs::write(&self.disk_stat, format!("{} 0 0 0 0 0 0 0 0 0 0\n", self.disk_ios.get())).unwrap();
     }
 
     /// Where `rel` is in the tree.
@@ -54,13 +84,14 @@ impl V2Tree {
     pub fn reads(&self, rel: &str, rios: u64) {
         let line = format!("{} rbytes={} wbytes=0 rios={rios} wios=0 dbytes=0 dios=0\n", self.dev, rios * 4096);
         std::fs::write(self.path(rel).join("io.stat"), line).unwrap();
+        self.bump_disk();
     }
 
     /// The agent with `backend` over the tree, on the configuration `toml`; device counters from
-    /// this host's `/sys/block`.
+    /// the mock's `/sys/block`.
     pub fn start(&self, toml: &str, backend: Backend) -> ioshare_agent::Result<(Agent, Option<Reverted>)> {
         let config = Config::parse(toml, Path::new("agent.toml"))?;
         let hierarchy = Hierarchy { flavor: Flavor::V2, root: self.root.path().to_path_buf() };
-        Agent::start_in(config, backend, hierarchy, self.state.path(), Path::new("/sys/block"))
+        Agent::start_in(config, backend, hierarchy, self.state.path(), self.sys_block.path())
     }
 }
