@@ -5,7 +5,9 @@
 //!   refused if one controls a cgroup its rules match), the [`Recorder`] opened on the state directory
 //!   (which reverts whatever a killed agent left), and the configuration applied whole: if any write fails,
 //!   everything already written is reverted and the error returned — nothing half-applied.
-//! - Every [`DISCOVERY_EVERY`] the group patterns are matched again, so a cgroup created later (a
+//! - Every [`DISCOVERY_EVERY`] the group patterns are matched again, and the discovery runs when
+//!   something it depends on changed ([`crate::tree_watch`]: inotify on the pods' cgroups, the pods'
+//!   updates, the rules' matches; a full rescan every [`RESCAN_EVERY`](crate::tree_watch::RESCAN_EVERY)), so a cgroup created later (a
 //!   container starting) is tracked within that time; the first rule that matches a cgroup wins, and
 //!   a match nested below another match is skipped (its IO is already counted in its ancestor's
 //!   recursive counters). With a `[kubernetes]` section the pods' updates are drained first and
@@ -19,8 +21,10 @@
 //! - Userspace backend: every period each device's [`DeviceLoop`] plans and writes limits.
 //! - Values someone else overwrote (a `daemon-reload`, a runtime) are written back within
 //!   [`crate::reapply::RECHECK_WITHIN`], counted and said once in the log ([`crate::reapply`]).
-//! - Every period the status is written to the status file and, with a `[metrics]` section, handed
-//!   to the `/metrics` endpoint ([`Metrics`]), bound before anything is written to the host.
+//! - The status is written to the status file and, with a `[metrics]` section, handed to the
+//!   `/metrics` endpoint ([`Metrics`], bound before anything is written to the host): every period
+//!   in which a device had IO (userspace backend) or the discovery changed what is controlled, else every
+//!   [`STATUS_EVERY`] (with 1 000 pods, rewriting it every period of an idle node cost ~5% of a core).
 //! - Reload (SIGHUP sets the flag [`run_reloading`](Agent::run_reloading) watches): the
 //!   configuration is read again and applied as a difference ([`reload`]).
 //! - Stop (a signal sets the flag [`run`](Agent::run) watches, or [`Agent::stop`]): the endpoint
@@ -52,10 +56,13 @@ use crate::share::watch::{Host, PlannerActivity, ShareWatch};
 use crate::status::{DeviceLine, GroupLine, Status};
 use crate::targets::{targets, userspace_plan, Owner, PodRef, Target};
 use crate::trace::TraceWriter;
+use crate::tree_watch::Discovery;
 use crate::userspace::DeviceLoop;
 
 /// How often the group patterns are matched again.
 pub const DISCOVERY_EVERY: Duration = Duration::from_millis(200);
+/// How often the status is written while nothing moves (see the module comment).
+pub const STATUS_EVERY: Duration = Duration::from_secs(1);
 /// Longest sleep of the loop (how fast a stop request is noticed).
 const TICK: Duration = Duration::from_millis(20);
 
@@ -98,6 +105,12 @@ pub struct Agent {
     trace: Option<TraceWriter>,
     /// Values someone else overwrote, written back.
     overwrites: Overwrites,
+    /// When the discovery must run ([`crate::tree_watch`]).
+    discovery: Discovery,
+    /// The last discovery changed what is controlled: the status is written at the next period.
+    status_dirty: bool,
+    /// When the status was last written.
+    status_written: Option<Instant>,
 }
 
 impl Agent {
@@ -154,6 +167,9 @@ impl Agent {
             metrics,
             trace: None,
             overwrites: Overwrites::default(),
+            discovery: Discovery::default(),
+            status_dirty: false,
+            status_written: None,
         };
         let exact = agent.memory_asks();
         let started = MemoryGuard::start(&agent.config, &exact, &mut agent.recorder).map(|m| agent.memory = m);
@@ -289,9 +305,12 @@ impl Agent {
         for d in &mut self.devices {
             gone += d.drop_absent(now)?;
         }
+        self.status_dirty |= found != self.targets || managed != self.managed || named != self.named;
         self.targets = found;
         self.managed = managed;
         self.named = named;
+        let pods = self.pods.as_ref().map_or(&[][..], |p| p.targets());
+        self.discovery.discovered(Instant::now(), &self.hierarchy.root, pods);
         self.discovered = true;
         let exact = self.memory_asks();
         if self.memory.is_none() && !exact.is_empty() {
@@ -386,7 +405,24 @@ impl Agent {
         if crate::reapply::due(self.periods, self.config.period) {
             self.reassert()?;
         }
-        self.write_status()
+        // The kernel backend's status has no figures of its own per period.
+        let planned = self.backend == Backend::Userspace && self.devices.iter().any(|d| !d.quiet());
+        let moved = planned || std::mem::take(&mut self.status_dirty);
+        match moved || self.status_written.is_none_or(|t| t.elapsed() >= STATUS_EVERY) {
+            true => self.write_status(),
+            false => Ok(()),
+        }
+    }
+
+    /// [`discover`](Agent::discover) if one of its inputs changed ([`crate::tree_watch`]).
+    fn discover_if_due(&mut self) -> Result<()> {
+        let pods_changed = self.pods.as_mut().map(Pods::drain).transpose()?.unwrap_or(false);
+        let rules = crate::rules::matched(&self.hierarchy.root, &self.config.groups);
+        let always = self.memory.is_some() || self.config.devices.is_empty();
+        match self.discovery.due(Instant::now(), rules, pods_changed, always) {
+            true => self.discover(),
+            false => Ok(()),
+        }
     }
 
     /// The current status.
@@ -444,7 +480,8 @@ impl Agent {
         }
     }
 
-    fn write_status(&self) -> Result<()> {
+    fn write_status(&mut self) -> Result<()> {
+        self.status_written = Some(Instant::now());
         let status = self.status();
         status.write(&self.state_dir)?;
         if let Some(m) = &self.metrics {
@@ -488,7 +525,7 @@ impl Agent {
                 self.reload_from(load)
             } else if now >= next_discovery {
                 next_discovery = next_deadline(next_discovery, DISCOVERY_EVERY, now);
-                self.discover()
+                self.discover_if_due()
             } else if now >= next_period {
                 next_period = next_deadline(next_period, self.config.period, now);
                 self.period()

@@ -51,12 +51,14 @@
 pub mod check;
 pub mod claim;
 pub mod config;
+pub mod counters;
 pub mod cpu;
 pub mod daemon;
 pub mod error;
 pub mod hierarchy;
 pub mod io_mix;
 pub mod latency;
+pub mod limit_writes;
 pub mod limits;
 pub mod logging;
 pub mod memory;
@@ -70,6 +72,7 @@ pub mod signals;
 pub mod status;
 pub mod targets;
 pub mod trace;
+pub mod tree_watch;
 pub mod userspace;
 
 pub use check::{Backend, BackendChoice, Check};

@@ -4,7 +4,8 @@
 //! a kernel block device, its "completions" are per-period counters, its "dispatch" is a limit
 //! written to a cgroup file. Each period, per device:
 //! 1. read each tracked cgroup's IO counters (v1 `blkio.throttle.io_serviced_recursive` and
-//!    `io_service_bytes_recursive`, v2 `io.stat`) and take the delta since the last period;
+//!    `io_service_bytes_recursive`, v2 `io.stat`) and take the delta since the last period — none
+//!    in a period without IO on the device ([`crate::counters`]);
 //! 2. charge it to the cgroup's group in [`IoCost`] ([`IoCost::charge_period`]) at the cost model's
 //!    price — counters do not say which IOs were sequential, so the share of each cgroup's IOs that
 //!    were comes from the eBPF observer ([`crate::io_mix`]); where it cannot run, every IO is charged
@@ -18,7 +19,8 @@
 //!    share of a period: an overrun is paid back over periods) into blk-throttle limits ([`crate::limits`]),
 //!    keeping those in force when they are within a few percent; the recorder writes only values
 //!    that changed, and limits the same as last period's are looked at again (a file someone
-//!    else changed set back, [`crate::reapply`]) only when [`crate::reapply::due`].
+//!    else changed set back, [`crate::reapply`]) in the period after a write to the cgroup's limit
+//!    files ([`crate::limit_writes`]; where inotify cannot serve, when [`crate::reapply::due`]).
 //!
 //! With `--trace` each period also leaves a [`PeriodRecord`] of all this, and the status notes
 //! a group below its share that no limit held back, with its threads' CPU ([`crate::cpu`]).
@@ -65,14 +67,16 @@ use crate::status::{DeviceLine, GroupLine};
 use ioshare_core::iocost::aggregate::Charge;
 use ioshare_core::iocost::model::VTIME_PER_NSEC;
 use ioshare_core::{Controller, GroupId, GroupSettings, GroupStats, IoCost, Limits, LinearModel, Nanos, Op, QosParams};
-use ioshare_host::{DevNum, DiskStats, Recorder, RwCounts, Written};
+use ioshare_host::{DevNum, DiskStats, Recorder, Written};
 
 use crate::config::DeviceConfig;
+use crate::counters::{Counters, DeviceQuiet, Reading};
 use crate::cpu::{CpuUse, CpuWatch};
 use crate::error::Result;
 use crate::hierarchy::{Hierarchy, Throttle};
 use crate::io_mix::IoMix;
 use crate::latency::{verdicts, Verdicts};
+use crate::limit_writes::LimitWrites;
 use crate::limits::{settle, throttle_for, DirUsage};
 use crate::reapply::Overwrites;
 use crate::trace::{GroupRecord, LimitAction, PeriodRecord};
@@ -142,8 +146,8 @@ struct Tracked {
     id: GroupId,
     weight: u32,
     caps: Limits,
-    /// Counters at the last read (`None` until first read).
-    last: Option<(RwCounts, RwCounts)>,
+    /// Its IO counters as last read.
+    counters: Counters,
     usage: [DirUsage; 2],
     throttle: Throttle,
     present: bool,
@@ -278,6 +282,12 @@ pub struct DeviceLoop {
     /// What the device did in the last [`FOLLOW_WINDOW`] periods, % of the model, and whether it
     /// held a competing group back in each.
     delivered: VecDeque<(f64, bool)>,
+    /// The last period had no IO on the device ([`crate::counters`]).
+    quiet: DeviceQuiet,
+    /// Which cgroups' limit files were written ([`crate::limit_writes`]).
+    limit_writes: LimitWrites,
+    /// The last period planned left no group active ([`DeviceLoop::idle_period`]).
+    idle: bool,
 }
 
 impl DeviceLoop {
@@ -306,6 +316,9 @@ impl DeviceLoop {
             record: None,
             cpu: CpuWatch::default(),
             delivered: VecDeque::with_capacity(FOLLOW_WINDOW),
+            quiet: DeviceQuiet(false),
+            limit_writes: LimitWrites::default(),
+            idle: false,
         }
     }
 
@@ -322,11 +335,13 @@ impl DeviceLoop {
             }
             Some(_) => {}
         }
+        // A new or changed cgroup's limits are planned at the next period, idle or not.
+        self.idle &= self.groups.get(rel).is_some_and(|t| t.weight == weight && t.caps == *caps);
         let t = self.groups.entry(rel.to_string()).or_insert_with(|| Tracked {
             id,
             weight,
             caps: caps.clone(),
-            last: fresh.then(Default::default),
+            counters: Counters::new(fresh),
             usage: Default::default(),
             throttle: Throttle::default(),
             present: true,
@@ -352,6 +367,7 @@ impl DeviceLoop {
             configure(&mut self.ctl, now, rel, weight)?;
         }
         self.inner.clone_from(weights);
+        self.idle = false;
         Ok(())
     }
 
@@ -459,8 +475,13 @@ impl DeviceLoop {
             (Some(d), Some(last)) => Some(d.since(&last)),
             _ => None,
         };
+        let quiet = DeviceQuiet::judge(self.last_disk.as_ref(), delta.as_ref());
+        self.quiet = quiet;
         if disk.is_some() {
             self.last_disk = disk;
+        }
+        if quiet.0 && self.idle && !self.tracing {
+            return self.idle_period(h, rec, overwrites);
         }
         // Mean IOs in flight over the period: the sum of the completed IOs' latencies over its length.
         let inflight = delta.map_or(0.0, |d| (d.ticks_ms[0] + d.ticks_ms[1]) as f64 / (elapsed_s * 1000.0));
@@ -479,22 +500,20 @@ impl DeviceLoop {
             if !t.present {
                 continue;
             }
-            let Some(stats) = h.usage(rel) else {
-                tracing::info!(cgroup = %rel, dev = %dev, "cgroup gone");
-                t.present = false; // vanished mid-period: not an error
-                continue;
-            };
-            let (ios, bytes) =
-                stats.device(dev).map_or((RwCounts::default(), RwCounts::default()), |d| (d.ios, d.bytes));
-            if let Some((last_ios, last_bytes)) = t.last {
-                for (op, i, b) in [
-                    (Op::Read, ios.read.saturating_sub(last_ios.read), bytes.read.saturating_sub(last_bytes.read)),
-                    (Op::Write, ios.write.saturating_sub(last_ios.write), bytes.write.saturating_sub(last_bytes.write)),
-                ] {
-                    t.usage[op.index()] = DirUsage { ios: i, bytes: b, cost: self.mix.charge(&model, rel, op, i, b) };
+            match t.counters.read(h, rel, dev, quiet) {
+                Reading::Gone => {
+                    tracing::info!(cgroup = %rel, dev = %dev, "cgroup gone");
+                    t.present = false; // vanished mid-period: not an error
+                    continue;
+                }
+                Reading::Skipped | Reading::First => {}
+                Reading::Since { ios, bytes } => {
+                    for (op, i, b) in [(Op::Read, ios.read, bytes.read), (Op::Write, ios.write, bytes.write)] {
+                        t.usage[op.index()] =
+                            DirUsage { ios: i, bytes: b, cost: self.mix.charge(&model, rel, op, i, b) };
+                    }
                 }
             }
-            t.last = Some((ios, bytes));
             delivered += t.usage[0].cost + t.usage[1].cost;
         }
         // Charged; a group counts as held back (in the kernel: it has IO waiting) when its limit held
@@ -553,11 +572,14 @@ impl DeviceLoop {
         // 5: limits for the next period.
         let horizon = self.period.as_nanos() as Nanos;
         let stats = self.ctl.stats(now);
+        self.idle = stats.device.nr_active == 0;
         let horizon_vtime = horizon as f64 * VTIME_PER_NSEC as f64;
         let mut written = 0;
         self.plans += 1;
         let recheck = crate::reapply::due(self.plans, self.period);
-        // Threads' CPU: every period while tracing, else at each recheck (for the status' note).
+        self.limit_writes.sync(&h.root, self.groups.keys());
+        // Threads' CPU: every period while tracing, else at each recheck for the active groups (the
+        // status' note is only for those).
         let sample_cpu = self.tracing || recheck;
         let mut records = Vec::new();
         for rel in &paths {
@@ -577,7 +599,7 @@ impl DeviceLoop {
             // Below its share of what the device did, and not because of its limit: the note.
             t.unused_share =
                 g.active && !alone && !held && (cost as f64) < FAIR_SHARE_REACHED * target * delivered as f64;
-            if sample_cpu {
+            if sample_cpu && (self.tracing || g.active) {
                 t.cpu = self.cpu.sample(rel, &h.dir(rel), now);
             }
             let action = if throttle != t.throttle {
@@ -587,7 +609,7 @@ impl DeviceLoop {
             } else {
                 LimitAction::Same
             };
-            if throttle != t.throttle || recheck {
+            if throttle != t.throttle || self.limit_writes.due(rel, recheck) {
                 match overwrites.saw(&h.dir(rel), h.set_throttle(rec, rel, dev, &throttle)?) {
                     Written::Vanished => t.present = false,
                     Written::Changed | Written::Restored => {
@@ -647,6 +669,34 @@ impl DeviceLoop {
             limits_written = written,
             "period"
         );
+        Ok(())
+    }
+
+    /// Whether the last period had no IO on the device (nothing it shows moved).
+    pub fn quiet(&self) -> bool {
+        self.quiet.0
+    }
+
+    /// A period without IO on the device after one that left no group active: the planner has
+    /// nothing to do (its period timer is stopped, as the kernel's is; nothing to charge, no
+    /// completion to judge, the limits it would plan are those in force), so it is not run and no
+    /// cgroup's counters are read ([`crate::counters`]); only limits someone else overwrote are
+    /// set back, and the device's window of what it did records the period as 0%.
+    fn idle_period(&mut self, h: &Hierarchy, rec: &mut Recorder, overwrites: &mut Overwrites) -> Result<()> {
+        if self.delivered.len() == FOLLOW_WINDOW {
+            self.delivered.pop_front();
+        }
+        self.delivered.push_back((0.0, false));
+        self.plans += 1;
+        tracing::debug!(device = %self.cfg.device.name, groups = self.groups.len(), idle = true, "period");
+        let recheck = crate::reapply::due(self.plans, self.period);
+        self.limit_writes.sync(&h.root, self.groups.keys());
+        let dev = self.cfg.device.dev;
+        for (rel, t) in self.groups.iter_mut().filter(|(rel, t)| t.present && self.limit_writes.due(rel, recheck)) {
+            if overwrites.saw(&h.dir(rel), h.set_throttle(rec, rel, dev, &t.throttle)?) == Written::Vanished {
+                t.present = false;
+            }
+        }
         Ok(())
     }
 
