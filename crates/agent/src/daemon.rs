@@ -305,7 +305,10 @@ impl Agent {
         for d in &mut self.devices {
             gone += d.drop_absent(now)?;
         }
-        self.status_dirty |= found != self.targets || managed != self.managed || named != self.named;
+        if found != self.targets || managed != self.managed || named != self.named {
+            self.status_dirty = true;
+            self.shares.invalidate();
+        }
         self.targets = found;
         self.managed = managed;
         self.named = named;
@@ -394,8 +397,11 @@ impl Agent {
             }
             active
         };
+        // The kernel backend's devices have no figures of their own per period.
+        let planned = self.backend == Backend::Kernel || self.devices.iter().any(|d| !d.quiet());
         self.shares.refresh_if_due(
             Instant::now(),
+            planned,
             &self.config,
             self.pods.as_ref().map_or(&[][..], Pods::targets),
             Host { backend: self.backend, hierarchy: &self.hierarchy, sys_block: &self.sys_block },
@@ -405,9 +411,7 @@ impl Agent {
         if crate::reapply::due(self.periods, self.config.period) {
             self.reassert()?;
         }
-        // The kernel backend's status has no figures of its own per period.
-        let planned = self.backend == Backend::Userspace && self.devices.iter().any(|d| !d.quiet());
-        let moved = planned || std::mem::take(&mut self.status_dirty);
+        let moved = (planned && self.backend == Backend::Userspace) || std::mem::take(&mut self.status_dirty);
         match moved || self.status_written.is_none_or(|t| t.elapsed() >= STATUS_EVERY) {
             true => self.write_status(),
             false => Ok(()),
