@@ -79,6 +79,22 @@ impl V2Tree {
         std::fs::write(dir.join("io.stat"), "").unwrap();
     }
 
+    /// Every file of the tree with its text.
+    pub fn snapshot(&self) -> std::collections::BTreeMap<PathBuf, String> {
+        let mut out = std::collections::BTreeMap::new();
+        let mut dirs = vec![self.root.path().to_path_buf()];
+        while let Some(dir) = dirs.pop() {
+            for e in std::fs::read_dir(&dir).unwrap().flatten() {
+                if e.file_type().unwrap().is_dir() {
+                    dirs.push(e.path());
+                } else {
+                    out.insert(e.path(), std::fs::read_to_string(e.path()).unwrap());
+                }
+            }
+        }
+        out
+    }
+
     /// The text of file `rel`.
     pub fn read(&self, rel: &str) -> String {
         std::fs::read_to_string(self.path(rel)).unwrap()
