@@ -30,13 +30,19 @@ impl Run {
             eprintln!("skipped: {}", String::from_utf8_lossy(&check.stdout).trim());
             return None;
         }
-        let mut child = Command::new(script())
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .unwrap();
+        let mut command = Command::new(script());
+        command.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).process_group(0);
+        // As in a terminal's foreground job, SIGINT at its default: a runner that started the tests in
+        // the background of a non-interactive shell passes SIGINT down ignored, and bash cannot trap a
+        // signal ignored on entry (the script would never see the Ctrl-C this test sends).
+        // SAFETY: signal(2) is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                Ok(())
+            })
+        };
+        let mut child = command.spawn().unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         let dir = Path::new(line.trim()).parent().expect("a kubeconfig path").to_path_buf();
@@ -141,11 +147,13 @@ fn pod_if_node(run: &Run, args: &[&str]) -> (Vec<i32>, Option<String>) {
     }
 }
 
-/// Two nodes at once would double the load on the machine's two cores: one at a time.
-static ONE_NODE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// One run of the script at a time: two nodes at once would double the load on the machine's two
+/// cores, and the kill -9 tests' `--check` removes the leftovers of killed runs while another test's
+/// run is starting (a failure one time in three with the four tests in parallel).
+static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn one_node_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_NODE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+fn one_run_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_RUN_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Ctrl-C, with or without a node (`args`).
@@ -181,22 +189,24 @@ fn the_next_start_removes_a_killed_runs_leftovers(args: &[&str]) {
 
 #[test]
 fn ctrl_c_stops_both_servers_and_removes_the_directory() {
+    let _serial = one_run_at_a_time();
     ctrl_c_removes_everything(&[]);
 }
 
 #[test]
 fn after_a_kill_9_the_next_start_removes_the_leftovers() {
+    let _serial = one_run_at_a_time();
     the_next_start_removes_a_killed_runs_leftovers(&[]);
 }
 
 #[test]
 fn ctrl_c_with_a_node_stops_its_pods_and_removes_its_cgroups_and_mounts() {
-    let _serial = one_node_at_a_time();
+    let _serial = one_run_at_a_time();
     ctrl_c_removes_everything(&["--node"]);
 }
 
 #[test]
 fn after_a_kill_9_with_a_node_the_next_start_removes_its_pods_cgroups_and_mounts() {
-    let _serial = one_node_at_a_time();
+    let _serial = one_run_at_a_time();
     the_next_start_removes_a_killed_runs_leftovers(&["--node"]);
 }
