@@ -9,12 +9,18 @@ mod common;
 use common::v2_mock::V2Tree;
 use ioshare_agent::Backend;
 
-#[test]
-fn kernel_backend_writes_model_qos_weights_and_caps_then_reverts() {
+/// A v2 mock with empty `io.cost.model`/`io.cost.qos` files and one cgroup, `tenants/web`.
+fn tree_with_web() -> V2Tree {
     let tree = V2Tree::new();
     std::fs::write(tree.path("io.cost.model"), "").unwrap();
     std::fs::write(tree.path("io.cost.qos"), "").unwrap();
     tree.cgroup("tenants/web");
+    tree
+}
+
+#[test]
+fn kernel_backend_writes_model_qos_weights_and_caps_then_reverts() {
+    let tree = tree_with_web();
     let dev = &tree.dev;
     let text = format!(
         "[[devices]]\npath = \"{dev}\"\nmodel = \"ssd_dfl\"\nqos = \"rpct=95 rlat=5000 wpct=95 wlat=5000 min=50 max=150\"\n\
@@ -123,10 +129,7 @@ fn userspace_backend_over_v2_files_splits_by_weight() {
 /// (`scripts/lab`) is where the kernel's files are.
 #[test]
 fn kernel_backend_writes_back_what_someone_else_overwrote() {
-    let tree = V2Tree::new();
-    std::fs::write(tree.path("io.cost.model"), "").unwrap();
-    std::fs::write(tree.path("io.cost.qos"), "").unwrap();
-    tree.cgroup("tenants/web");
+    let tree = tree_with_web();
     let dev = &tree.dev;
     let text = format!(
         "[[devices]]\npath = \"{dev}\"\nmodel = \"ssd_dfl\"\n[[groups]]\ncgroup = \"tenants/*\"\nweight = 300\nlimits = \"iops-write=2000\"\n"
