@@ -397,11 +397,12 @@ impl Agent {
             }
             active
         };
-        // The kernel backend's devices have no figures of their own per period.
-        let planned = self.backend == Backend::Kernel || self.devices.iter().any(|d| !d.quiet());
+        // IO on a device this period; the kernel backend's devices have no figures of their own, so
+        // its shares are always looked at again when due.
+        let device_io = self.backend == Backend::Userspace && self.devices.iter().any(|d| !d.quiet());
         self.shares.refresh_if_due(
             Instant::now(),
-            planned,
+            device_io || self.backend == Backend::Kernel,
             &self.config,
             self.pods.as_ref().map_or(&[][..], Pods::targets),
             Host { backend: self.backend, hierarchy: &self.hierarchy, sys_block: &self.sys_block },
@@ -411,7 +412,7 @@ impl Agent {
         if crate::reapply::due(self.periods, self.config.period) {
             self.reassert()?;
         }
-        let moved = (planned && self.backend == Backend::Userspace) || std::mem::take(&mut self.status_dirty);
+        let moved = device_io || std::mem::take(&mut self.status_dirty);
         match moved || self.status_written.is_none_or(|t| t.elapsed() >= STATUS_EVERY) {
             true => self.write_status(),
             false => Ok(()),

@@ -68,10 +68,10 @@ impl ShareWatch {
             return;
         }
         self.next = Some(now + SHARES_EVERY);
-        if self.report.is_some() && !moved && !std::mem::take(&mut self.stale) {
+        let stale = std::mem::take(&mut self.stale);
+        if self.report.is_some() && !moved && !stale {
             return;
         }
-        self.stale = false;
         let planner = planner();
         let mut activity = SinceLast { planner: &planner, last: &self.counts, counts: HashMap::new() };
         let report = Shares::build(config, pods, host.backend, host.hierarchy, host.sys_block, &mut activity);
