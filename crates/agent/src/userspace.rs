@@ -12,11 +12,15 @@
 //!    as random (the conservative choice: a sequential stream is over-charged, never under-charged);
 //! 3. judge the device's latency from `/sys/block/X/stat` ([`crate::latency`]) and record it, with an
 //!    rq-wait stand-in when the device rather than its limit held a competing group back (it got
-//!    less than [`FULLY_HELD`] of its limit on a busy device);
-//! 4. run the planner ([`ioshare_core::Controller::tick`]): hweights, donation, vrate (brought down
+//!    less than [`FULLY_HELD`] of its limit on a busy device) in half of the last second's periods
+//!    ([`bound_persistently`]); a group that competed keeps competing in a period the device
+//!    slowed ([`device_slowed`]), and one held by its own fixed limit is not short of budget (it
+//!    donates the rest, as blk-throttle's holding is invisible to the kernel's iocost);
+//! 4. end the planner's period ([`IoCost::end_period`]): hweights, donation, vrate (brought down
 //!    first to what the device did when it held a competing group back: [`follow_device`]);
 //! 5. turn each group's budget for the next period (at least [`MIN_BUDGET_SHARE`] of its in-use
-//!    share of a period: an overrun is paid back over periods) into blk-throttle limits ([`crate::limits`]),
+//!    share of a period: an overrun is paid back over periods; a donor's, [`DONOR_HEADROOM`] times
+//!    the most it did lately) into blk-throttle limits ([`crate::limits`]),
 //!    keeping those in force when they are within a few percent; the recorder writes only values
 //!    that changed, and limits the same as last period's are looked at again (a file someone
 //!    else changed set back, [`crate::reapply`]) in the period after a write to the cgroup's limit
@@ -97,6 +101,19 @@ pub const NO_QOS: QosParams = QosParams {
 /// the device to the device in 7 periods, while one period the machine stalled costs at most 15%.
 pub const MOST_FALL_PER_PERIOD: f64 = 0.85;
 
+/// A donor's budget for a period is at least this many times the most it did in a period lately
+/// ([`PEAK_DECAY`]). A donor's limit is its donation target plus its budget left, about what it used
+/// last period: a bursty donor (fio at a fixed rate issues in bursts: 4–12k IOPS per period around
+/// 7k) reached it every third period, was counted as held back, took its whole share back for a
+/// period — the other tenant's limit fell from 60k to 13k — and donated again the next (after the
+/// high-weight tenant's drop, the low-weight one got 63–81% of its uncontrolled rate instead of
+/// 85–99%). In the kernel a donor is not capped: its next IO past its budget makes it short.
+pub const DONOR_HEADROOM: f64 = 1.5;
+
+/// Per period, [`Tracked::peak`] falls to this share of itself unless the group does more: it
+/// forgets a burst in about a second.
+pub const PEAK_DECAY: f64 = 0.8;
+
 /// A group's budget for a period is at least this share of what its in-use share earns in one:
 /// a group that overran (the device did more than vrate promised, or it was found mid-burst) pays
 /// back over several periods instead of being stopped for one — a limit of a few IOs per second
@@ -132,12 +149,23 @@ pub fn follow_device(vrate_pct: f64, delivered_pct: f64) -> f64 {
 /// (% of the model the device did, whether it held a competing group back): the median of what it
 /// did, when it held a group back in at least [`FOLLOW_WHEN_BOUND`] of them; else nothing.
 pub fn followed(window: &VecDeque<(f64, bool)>) -> Option<f64> {
-    if window.iter().filter(|d| d.1).count() < FOLLOW_WHEN_BOUND {
+    if !bound_persistently(window) {
         return None;
     }
     let mut did: Vec<f64> = window.iter().map(|d| d.0).collect();
     did.sort_by(f64::total_cmp);
     Some(did[did.len() / 2])
+}
+
+/// Whether the device held a competing group back in at least [`FOLLOW_WHEN_BOUND`] of the last
+/// [`FOLLOW_WINDOW`] periods — what it takes to follow it down, and to report rq-wait. A period now
+/// and then in which blk-throttle's slack or a short stall of the host disk left a group below its
+/// limit is noise: reported as rq-wait, each reset the planner's busy level, and vrate, held by
+/// the kernel's step table to 0–1% a period for the first twenty periods of a climb, rose 1–2% a
+/// second while both tenants sat at their limits with the device at 60% of what it did
+/// uncontrolled.
+pub fn bound_persistently(window: &VecDeque<(f64, bool)>) -> bool {
+    window.iter().filter(|d| d.1).count() >= FOLLOW_WHEN_BOUND
 }
 
 /// A cgroup this device's controller tracks.
@@ -155,6 +183,11 @@ struct Tracked {
     unused_share: bool,
     /// Its threads' CPU at the last sample ([`crate::cpu`]).
     cpu: Option<CpuUse>,
+    /// It competed at the busy device last period ([`device_slowed`]).
+    competed: bool,
+    /// The most it did in a period lately (absolute cost per planning period, decaying by
+    /// [`PEAK_DECAY`] a period): a donor's limit leaves room for it ([`DONOR_HEADROOM`]).
+    peak: f64,
 }
 
 /// Groups of vanished cgroups the controller may hold (beyond four per live one) before it is
@@ -171,6 +204,28 @@ pub const DEVICE_BUSY: f64 = 0.9;
 pub const DEVICE_QUEUED: f64 = 4.0;
 /// Share of its fair part of a busy device's work a group must get to count as competing for it.
 pub const FAIR_SHARE_REACHED: f64 = 0.9;
+
+/// How much the device's mean latency must exceed its median over the last [`FOLLOW_WINDOW`]
+/// periods for the period to count as one in which the device slowed ([`device_slowed`]).
+pub const SLOWED_LATENCY: f64 = 1.3;
+
+/// Whether the device slowed this period: its mean latency (`lat_ms`) at least [`SLOWED_LATENCY`]
+/// times the median of the last periods' (`recent`). Then a group that competed last period and
+/// still does IO keeps competing, whatever its part of the work: the device held it back, its
+/// demand did not fall. In periods the host disk under a loop device stalled (latency 1.5–2.5 × the
+/// second before, the device at 45–70% of the work), the low-weight tenant, held at its limit, kept
+/// its rate while the high-weight one's fell below its fair part of the work; counted as donating,
+/// it gave the other up to two thirds of the device for a few periods. A group whose demand falls
+/// lowers the device's latency, not raises it; and a rule on the group's own IOs in flight (kept
+/// while its rate fell) kept a steady small reader from ever donating.
+pub fn device_slowed(lat_ms: f64, recent: &VecDeque<f64>) -> bool {
+    if recent.len() < FOLLOW_WINDOW / 2 {
+        return false;
+    }
+    let mut sorted: Vec<f64> = recent.iter().copied().collect();
+    sorted.sort_by(f64::total_cmp);
+    lat_ms >= SLOWED_LATENCY * sorted[sorted.len() / 2]
+}
 
 /// rq-wait reported for a period in which the device, not a limit, held a competing group back: a
 /// tenth of the period, above the planner's 5% threshold for "saturated".
@@ -282,6 +337,8 @@ pub struct DeviceLoop {
     /// What the device did in the last [`FOLLOW_WINDOW`] periods, % of the model, and whether it
     /// held a competing group back in each.
     delivered: VecDeque<(f64, bool)>,
+    /// The device's mean latency in the last [`FOLLOW_WINDOW`] periods with IO, ms ([`device_slowed`]).
+    latencies: VecDeque<f64>,
     /// The last period had no IO on the device ([`crate::counters`]).
     quiet: DeviceQuiet,
     /// Which cgroups' limit files were written ([`crate::limit_writes`]).
@@ -316,6 +373,7 @@ impl DeviceLoop {
             record: None,
             cpu: CpuWatch::default(),
             delivered: VecDeque::with_capacity(FOLLOW_WINDOW),
+            latencies: VecDeque::with_capacity(FOLLOW_WINDOW),
             quiet: DeviceQuiet(false),
             limit_writes: LimitWrites::default(),
             idle: false,
@@ -347,6 +405,8 @@ impl DeviceLoop {
             present: true,
             unused_share: false,
             cpu: None,
+            competed: false,
+            peak: 0.0,
         });
         t.weight = weight;
         t.caps = caps.clone();
@@ -520,46 +580,72 @@ impl DeviceLoop {
         // it, or when the device was busy and it got about its fair share of what the device did — its
         // IO then waits at the device instead of at a limit, and it is a competitor, not a donor.
         let mut device_bound = false;
-        let mut flags: HashMap<&str, (bool, bool)> = HashMap::new();
+        let mut flags: HashMap<&str, (bool, bool, bool)> = HashMap::new();
         let mut charges: Vec<Charge> = Vec::new();
+        let lat_ms =
+            delta.map_or(0.0, |d| (d.ticks_ms[0] + d.ticks_ms[1]) as f64 / (d.ios[0] + d.ios[1]).max(1) as f64);
+        let slowed = busy && device_slowed(lat_ms, &self.latencies);
+        if self.latencies.len() == FOLLOW_WINDOW {
+            self.latencies.pop_front();
+        }
+        if lat_ms > 0.0 {
+            self.latencies.push_back(lat_ms);
+        }
         for rel in &paths {
-            let t = &self.groups[rel];
+            let t = self.groups.get_mut(rel).expect("tracked");
             if !t.present {
                 continue;
             }
             let cost = t.usage[0].cost + t.usage[1].cost;
+            t.peak = (cost as f64 * self.period.as_secs_f64() / elapsed_s).max(t.peak * PEAK_DECAY);
             let g = before.groups.get(t.id.index());
             let fair = g.map_or(0.0, |g| g.hweight_active);
-            let competing = busy && cost > 0 && cost as f64 >= FAIR_SHARE_REACHED * fair * delivered as f64;
+            // Held by a fixed limit of its own (its rule's or its pod's): the kernel's blk-throttle
+            // holds such IO before iocost sees it, so iocost sees a group using less than its share
+            // — a donor, whose leftover goes to the others. Counted as held (short of budget), it
+            // kept its whole share and the others were held to theirs while the device idled.
+            let capped =
+                held_back(&throttle_for(None, &t.usage, &model, self.period, &t.caps), &t.usage, elapsed_s, LIMITED_AT);
+            let competing = !capped
+                && busy
+                && cost > 0
+                && (cost as f64 >= FAIR_SHARE_REACHED * fair * delivered as f64 || (slowed && t.competed));
+            t.competed = competing;
             // A donor's limit is its donation target plus its budget left (about 1.5 × what it
             // used): one that nears it is usually a noisy small user, not one held back — and one
             // really held back grows its target anyway (the donation math doubles a target whose
             // budget was spent). Only reaching its limit in full ends its donating.
             let fully_held = held_back(&t.throttle, &t.usage, elapsed_s, FULLY_HELD);
-            let held = if g.is_some_and(donating) {
-                fully_held
-            } else {
-                held_back(&t.throttle, &t.usage, elapsed_s, LIMITED_AT)
-            };
+            let held = !capped
+                && if g.is_some_and(donating) {
+                    fully_held
+                } else {
+                    held_back(&t.throttle, &t.usage, elapsed_s, LIMITED_AT)
+                };
             device_bound |= competing && !fully_held && t.throttle.is_limited();
-            flags.insert(rel, (competing, held));
+            flags.insert(rel.as_str(), (competing, held, capped));
             charges.push(Charge { group: t.id, abs_cost: cost, limited: competing || held });
         }
         self.ctl.charge_period(now, &charges);
-        // 3: latency, and device-slot waits: a competing group that its own limit did not hold back
-        // was held back by the device — the kernel sees that as IOs waiting for a device slot
-        // (rq-wait), the signal that vrate promises more than the device does.
-        let rq_wait_ns = if device_bound { (elapsed_s * 1e9 * RQ_WAIT_SHARE) as u64 } else { 0 };
-        if let Some(d) = delta {
-            self.verdicts = verdicts(&d, &model, &self.qos);
-            self.ctl.record_completions(self.verdicts.met, self.verdicts.missed, rq_wait_ns);
-        }
         // What the device did, in percent of the model's capacity over the period.
         let delivered_pct = delivered as f64 / (elapsed_s * 1e9 * VTIME_PER_NSEC as f64) * 100.0;
         if self.delivered.len() == FOLLOW_WINDOW {
             self.delivered.pop_front();
         }
         self.delivered.push_back((delivered_pct, device_bound));
+        // 3: latency, and device-slot waits: a competing group that its own limit did not hold back
+        // was held back by the device — the kernel sees that as IOs waiting for a device slot
+        // (rq-wait), the signal that vrate promises more than the device does; when it held groups
+        // back in half of the last second's periods ([`bound_persistently`]).
+        let rq_wait_ns = if device_bound && bound_persistently(&self.delivered) {
+            (elapsed_s * 1e9 * RQ_WAIT_SHARE) as u64
+        } else {
+            0
+        };
+        if let Some(d) = delta {
+            self.verdicts = verdicts(&d, &model, &self.qos);
+            self.ctl.record_completions(self.verdicts.met, self.verdicts.missed, rq_wait_ns);
+        }
         // With a latency target the device's latency says when vrate promises too much, as in the
         // kernel; following what the device did would mistake a device whose rate grows with the IOs
         // in flight (fewer once a tenant is held) for a full one, and take vrate down with each limit.
@@ -568,7 +654,7 @@ impl DeviceLoop {
             self.ctl.set_vrate_pct(follow_device(self.ctl.vrate_pct(), did));
         }
         // 4: plan.
-        self.ctl.tick(now);
+        self.ctl.end_period(now);
         // 5: limits for the next period.
         let horizon = self.period.as_nanos() as Nanos;
         let stats = self.ctl.stats(now);
@@ -589,16 +675,23 @@ impl DeviceLoop {
             }
             let g = &stats.groups[t.id.index()];
             let alone = g.hweight_active >= 0.999;
-            let floor = (MIN_BUDGET_SHARE * g.hweight_inuse * stats.device.vrate_pct / 100.0 * horizon_vtime) as u64;
+            let mut floor =
+                (MIN_BUDGET_SHARE * g.hweight_inuse * stats.device.vrate_pct / 100.0 * horizon_vtime) as u64;
+            if donating(g) {
+                floor = floor.max((DONOR_HEADROOM * t.peak) as u64);
+            }
             let budget = if alone { None } else { self.ctl.budget(now, t.id, horizon).map(|b| b.max(floor)) };
             let planned = throttle_for(budget, &t.usage, &model, self.period, &t.caps);
             let throttle = settle(&t.throttle, planned);
-            let (competing, held) = flags.get(rel.as_str()).copied().unwrap_or_default();
+            let (competing, held, capped) = flags.get(rel.as_str()).copied().unwrap_or_default();
             let cost = t.usage[0].cost + t.usage[1].cost;
             let target = before.groups.get(t.id.index()).map_or(0.0, |g| g.hweight_active);
-            // Below its share of what the device did, and not because of its limit: the note.
-            t.unused_share =
-                g.active && !alone && !held && (cost as f64) < FAIR_SHARE_REACHED * target * delivered as f64;
+            // Below its share of what the device did, and not because of a limit: the note.
+            t.unused_share = g.active
+                && !alone
+                && !held
+                && !capped
+                && (cost as f64) < FAIR_SHARE_REACHED * target * delivered as f64;
             if sample_cpu && (self.tracing || g.active) {
                 t.cpu = self.cpu.sample(rel, &h.dir(rel), now);
             }
@@ -819,6 +912,15 @@ mod tests {
     /// A group held by its limit looks held by the device in a few periods (blk-throttle's slack):
     /// those alone do not take vrate down; a device that holds groups back in half the periods does,
     /// to the median of what it did.
+    #[test]
+    fn the_device_slowed_when_its_latency_rose_past_its_recent_median() {
+        let recent: VecDeque<f64> = [1.0, 1.1, 0.9, 1.0, 5.0, 1.0].into_iter().collect();
+        assert!(device_slowed(1.3, &recent), "1.3 × the median 1.0");
+        assert!(!device_slowed(1.25, &recent), "within the noise");
+        let few: VecDeque<f64> = [1.0, 1.0].into_iter().collect();
+        assert!(!device_slowed(10.0, &few), "not judged on fewer than half a window");
+    }
+
     #[test]
     fn vrate_follows_only_a_device_that_holds_groups_back_in_half_the_periods() {
         let window = |bound: usize| -> VecDeque<(f64, bool)> {

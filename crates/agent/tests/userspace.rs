@@ -28,12 +28,18 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 }
 
 /// Runs `body` with an agent started on `config` in another thread; stops it (reverting) after. It
-/// writes its period trace to `state/trace.jsonl`.
+/// writes its period trace to `state/trace.jsonl`, kept as FILE with IOSHARE_AGENT_TEST_TRACE_TO=FILE
+/// (read it with `ioshare agent trace FILE`).
 fn with_agent<T>(config: &std::path::Path, state: &std::path::Path, body: impl FnOnce() -> T) -> T {
     let config = Config::load(config).unwrap();
     let (mut agent, _) = Agent::start(config, BackendChoice::Userspace, state).unwrap();
-    agent.trace_to(TraceWriter::create(&state.join("trace.jsonl")).unwrap());
-    run_agent_during(agent, body)
+    let trace = state.join("trace.jsonl");
+    agent.trace_to(TraceWriter::create(&trace).unwrap());
+    let out = run_agent_during(agent, body);
+    if let Some(to) = std::env::var_os("IOSHARE_AGENT_TEST_TRACE_TO") {
+        std::fs::copy(&trace, to).unwrap();
+    }
+    out
 }
 
 /// With IOSHARE_AGENT_TEST_TRACE set, prints the agent's view of both groups (how shares settle).

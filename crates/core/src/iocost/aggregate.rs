@@ -21,6 +21,7 @@
 //!   agent turns it into blk-throttle limits.
 //! - [`IoCost::set_period_us`]: the agent plans at its own cadence (blk-throttle enforces in 100 ms
 //!   slices), not at the period the latency targets would give.
+//! - [`IoCost::end_period`]: and it ends each period itself, when its timer fires.
 //! - [`IoCost::set_vrate_pct`]: a driver that renews its controller (the agent does, to let go of
 //!   the groups of cgroups that are gone: a controller never forgets a group) carries the vrate over.
 //! - [`aggregate_cost`]: the absolute cost of `ios` IOs totalling `bytes`, each at the average size.
@@ -57,6 +58,14 @@ impl<M: CostModel> IoCost<M> {
         self.period_us = period_us.clamp(1_000, 10_000_000);
         self.timer_slack_ns = self.period_us * NSEC_PER_USEC / 100;
         self.refresh_margins();
+    }
+
+    /// Ends the period at `now` and plans, however long it was: a driver planning on its own timer
+    /// decides when a period ends. [`crate::Controller::tick`] waits for a whole period, and the
+    /// agent's timer wakes a few hundred µs early as often as late — the planner then ran in every
+    /// other period only, and vrate climbed at half the kernel's pace.
+    pub fn end_period(&mut self, now: Nanos) {
+        self.plan_period(now);
     }
 
     /// Sets the base vrate to `pct` percent, within the QoS bounds (a renewed controller starts
@@ -185,6 +194,25 @@ mod tests {
         assert!((ratio - 2.0).abs() < 0.05, "budgets {ba} vs {bb}: ratio {ratio}");
         // Without latency targets and with both throttled, vrate only rises: the sum is at least a period.
         assert!(ba + bb >= period_vtime(), "{} < {}", ba + bb, period_vtime());
+    }
+
+    /// A driver's timer that wakes a little early: `tick` waits for a whole period and plans every
+    /// other one; `end_period` plans each (the busy level steps once per call).
+    #[test]
+    fn end_period_plans_every_period_a_timer_ends() {
+        let run = |end: fn(&mut IoCost, Nanos)| {
+            let (mut c, a, b) = controller();
+            let mut now = 0;
+            for _ in 0..10 {
+                let limited = [a, b].map(|g| Charge { group: g, abs_cost: period_vtime() / 2, limited: true });
+                c.charge_period(now, &limited);
+                now += PERIOD - PERIOD / 200; // 0.5 ms early
+                end(&mut c, now);
+            }
+            c.stats(now).device.busy_level
+        };
+        assert_eq!(run(|c, now| c.end_period(now)), -10, "both short of budget in each of 10 periods");
+        assert!(run(|c, now| c.tick(now)) > -10, "tick skips periods cut short");
     }
 
     /// A group that uses a tenth of its share donates the rest: the other's budget grows past its 1/3.

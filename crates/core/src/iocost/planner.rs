@@ -77,7 +77,14 @@ impl<M: CostModel> IoCost<M> {
 
     /// Runs the planner if a period has ended; does nothing before [`crate::Controller::next_tick`].
     pub(crate) fn run_planner(&mut self, now: Nanos) {
-        if !self.running || now < self.period_at + self.period_ns() {
+        if now >= self.period_at + self.period_ns() {
+            self.plan_period(now);
+        }
+    }
+
+    /// Ends the running period at `now` and plans the next (nothing while no group is active).
+    pub(crate) fn plan_period(&mut self, now: Nanos) {
+        if !self.running {
             return;
         }
         let lat = std::mem::take(&mut self.lat);
