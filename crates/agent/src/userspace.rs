@@ -110,7 +110,7 @@ pub const MOST_FALL_PER_PERIOD: f64 = 0.85;
 /// 85–99%). In the kernel a donor is not capped: its next IO past its budget makes it short.
 pub const DONOR_HEADROOM: f64 = 1.5;
 
-/// Per period, [`Tracked::peak`] falls to this share of itself unless the group does more: it
+/// Per period, the most a group did in a period lately falls to this share of itself unless the group does more: it
 /// forgets a burst in about a second.
 pub const PEAK_DECAY: f64 = 0.8;
 
