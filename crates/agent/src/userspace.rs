@@ -110,8 +110,8 @@ pub const MOST_FALL_PER_PERIOD: f64 = 0.85;
 /// 85–99%). In the kernel a donor is not capped: its next IO past its budget makes it short.
 pub const DONOR_HEADROOM: f64 = 1.5;
 
-/// Per period, the most a group did in a period lately falls to this share of itself unless the group does more: it
-/// forgets a burst in about a second.
+/// Per period, the most a group did in a period lately falls to this share of itself unless the
+/// group does more: it forgets a burst in about a second.
 pub const PEAK_DECAY: f64 = 0.8;
 
 /// A group's budget for a period is at least this share of what its in-use share earns in one:
