@@ -238,7 +238,13 @@ pub const RQ_WAIT_SHARE: f64 = 0.1;
 pub const LIMITED_AT: f64 = 0.8;
 
 /// Share of its limit a competing group must reach for the limit alone to explain its rate (below
-/// it, the device held it back too: a limit it was given is more than the device delivers).
+/// it, the device held it back too: a limit it was given is more than the device delivers) — when
+/// two or more groups compete: vrate must then be near the device for the limits to split it by
+/// weight. A group competing alone is held back by the device only below [`LIMITED_AT`] of its
+/// limit: a limit a little above what the device gives it splits nothing, and blk-throttle lets a
+/// group at its limit through at 85–95% of it, which read as the device holding it back took vrate
+/// down period after period (pod b, beside pod a held by its own fixed limit, got 72–79% of what it
+/// did beside the same static limit without the agent).
 pub const FULLY_HELD: f64 = 0.97;
 
 /// How far a group's in-use share must fall below its active share for it to count as donating
@@ -579,7 +585,8 @@ impl DeviceLoop {
         // Charged; a group counts as held back (in the kernel: it has IO waiting) when its limit held
         // it, or when the device was busy and it got about its fair share of what the device did — its
         // IO then waits at the device instead of at a limit, and it is a competitor, not a donor.
-        let mut device_bound = false;
+        // Competing groups below [`FULLY_HELD`] / [`LIMITED_AT`] of a limit in force.
+        let (mut short_of_limit, mut well_short_of_limit, mut nr_competing) = (false, false, 0);
         let mut flags: HashMap<&str, (bool, bool, bool)> = HashMap::new();
         let mut charges: Vec<Charge> = Vec::new();
         let lat_ms =
@@ -622,11 +629,16 @@ impl DeviceLoop {
                 } else {
                     held_back(&t.throttle, &t.usage, elapsed_s, LIMITED_AT)
                 };
-            device_bound |= competing && !fully_held && t.throttle.is_limited();
+            if competing && t.throttle.is_limited() {
+                short_of_limit |= !fully_held;
+                well_short_of_limit |= !held_back(&t.throttle, &t.usage, elapsed_s, LIMITED_AT);
+            }
+            nr_competing += usize::from(competing);
             flags.insert(rel.as_str(), (competing, held, capped));
             charges.push(Charge { group: t.id, abs_cost: cost, limited: competing || held });
         }
         self.ctl.charge_period(now, &charges);
+        let device_bound = if nr_competing >= 2 { short_of_limit } else { well_short_of_limit };
         // What the device did, in percent of the model's capacity over the period.
         let delivered_pct = delivered as f64 / (elapsed_s * 1e9 * VTIME_PER_NSEC as f64) * 100.0;
         if self.delivered.len() == FOLLOW_WINDOW {
