@@ -239,13 +239,19 @@ pub const LIMITED_AT: f64 = 0.8;
 
 /// Share of its limit a competing group must reach for the limit alone to explain its rate (below
 /// it, the device held it back too: a limit it was given is more than the device delivers) — when
-/// two or more groups compete: vrate must then be near the device for the limits to split it by
-/// weight. A group competing alone is held back by the device only below [`LIMITED_AT`] of its
-/// limit: a limit a little above what the device gives it splits nothing, and blk-throttle lets a
-/// group at its limit through at 85–95% of it, which read as the device holding it back took vrate
-/// down period after period (pod b, beside pod a held by its own fixed limit, got 72–79% of what it
-/// did beside the same static limit without the agent).
+/// two or more groups not at fixed limits of their own do IO: vrate must then be near the device
+/// for the limits to split it by weight (a group that the loose limits of a vrate above the device
+/// leave below its share of the work counts as a donor). The only such group is held back by the
+/// device only below [`LIMITED_AT`] of its limit: a limit a little above what the device gives it
+/// splits nothing, and blk-throttle lets a group at its limit through at 85–95% of it, which read
+/// as the device holding it back took vrate down period after period (pod b, beside pod a held by
+/// its own fixed limit, got 72–79% of what it did beside the same static limit without the agent).
 pub const FULLY_HELD: f64 = 0.97;
+
+/// Share of a fixed limit of its own (its rule's or its pod's) from which a group does not count
+/// among those the weights split the device among ([`FULLY_HELD`]): blk-throttle lets a group at its
+/// limit through at 80–97% of it, some periods less.
+pub const NEAR_FIXED_LIMIT: f64 = 0.5;
 
 /// How far a group's in-use share must fall below its active share for it to count as donating
 /// (hweights are 16-bit fixed point: a smaller gap is rounding).
@@ -585,8 +591,9 @@ impl DeviceLoop {
         // Charged; a group counts as held back (in the kernel: it has IO waiting) when its limit held
         // it, or when the device was busy and it got about its fair share of what the device did — its
         // IO then waits at the device instead of at a limit, and it is a competitor, not a donor.
-        // Competing groups below [`FULLY_HELD`] / [`LIMITED_AT`] of a limit in force.
-        let (mut short_of_limit, mut well_short_of_limit, mut nr_competing) = (false, false, 0);
+        // Competing groups below [`FULLY_HELD`] / [`LIMITED_AT`] of a limit in force; groups doing IO
+        // not at a fixed limit of their own (those the weights split the device among).
+        let (mut short_of_limit, mut well_short_of_limit, mut nr_weighed) = (false, false, 0);
         let mut flags: HashMap<&str, (bool, bool, bool)> = HashMap::new();
         let mut charges: Vec<Charge> = Vec::new();
         let lat_ms =
@@ -611,8 +618,8 @@ impl DeviceLoop {
             // holds such IO before iocost sees it, so iocost sees a group using less than its share
             // — a donor, whose leftover goes to the others. Counted as held (short of budget), it
             // kept its whole share and the others were held to theirs while the device idled.
-            let capped =
-                held_back(&throttle_for(None, &t.usage, &model, self.period, &t.caps), &t.usage, elapsed_s, LIMITED_AT);
+            let caps = throttle_for(None, &t.usage, &model, self.period, &t.caps);
+            let capped = held_back(&caps, &t.usage, elapsed_s, LIMITED_AT);
             let competing = !capped
                 && busy
                 && cost > 0
@@ -633,12 +640,12 @@ impl DeviceLoop {
                 short_of_limit |= !fully_held;
                 well_short_of_limit |= !held_back(&t.throttle, &t.usage, elapsed_s, LIMITED_AT);
             }
-            nr_competing += usize::from(competing);
+            nr_weighed += usize::from(cost > 0 && !held_back(&caps, &t.usage, elapsed_s, NEAR_FIXED_LIMIT));
             flags.insert(rel.as_str(), (competing, held, capped));
             charges.push(Charge { group: t.id, abs_cost: cost, limited: competing || held });
         }
         self.ctl.charge_period(now, &charges);
-        let device_bound = if nr_competing >= 2 { short_of_limit } else { well_short_of_limit };
+        let device_bound = if nr_weighed >= 2 { short_of_limit } else { well_short_of_limit };
         // What the device did, in percent of the model's capacity over the period.
         let delivered_pct = delivered as f64 / (elapsed_s * 1e9 * VTIME_PER_NSEC as f64) * 100.0;
         if self.delivered.len() == FOLLOW_WINDOW {
