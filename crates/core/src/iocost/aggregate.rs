@@ -60,12 +60,16 @@ impl<M: CostModel> IoCost<M> {
         self.refresh_margins();
     }
 
-    /// Ends the period at `now` and plans, however long it was: a driver planning on its own timer
-    /// decides when a period ends. [`crate::Controller::tick`] waits for a whole period, and the
-    /// agent's timer wakes a few hundred µs early as often as late — the planner then ran in every
-    /// other period only, and vrate climbed at half the kernel's pace.
+    /// Ends the period at `now` and plans, once at least half a period has passed: a driver planning
+    /// on its own timer decides when a period ends. [`crate::Controller::tick`] waits for a whole
+    /// period, and the agent's timer wakes a few hundred µs early as often as late — the planner then
+    /// ran in every other period only, and vrate climbed at half the kernel's pace. A call sooner
+    /// (a driver planning again at once, a controller just renewed) leaves the period running: a
+    /// period without time has nothing to plan on.
     pub fn end_period(&mut self, now: Nanos) {
-        self.plan_period(now);
+        if now >= self.period_at + self.period_ns() / 2 {
+            self.plan_period(now);
+        }
     }
 
     /// Sets the base vrate to `pct` percent, within the QoS bounds (a renewed controller starts
@@ -213,6 +217,11 @@ mod tests {
         };
         assert_eq!(run(|c, now| c.end_period(now)), -10, "both short of budget in each of 10 periods");
         assert!(run(|c, now| c.tick(now)) > -10, "tick skips periods cut short");
+        let (mut c, a, _) = controller();
+        c.charge_period(0, &[Charge { group: a, abs_cost: period_vtime(), limited: true }]);
+        c.end_period(PERIOD / 3);
+        c.end_period(PERIOD / 3);
+        assert_eq!(c.stats(PERIOD / 3).device.busy_level, 0, "a third of a period is not planned");
     }
 
     /// A group that uses a tenth of its share donates the rest: the other's budget grows past its 1/3.
