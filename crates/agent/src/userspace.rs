@@ -655,8 +655,11 @@ impl DeviceLoop {
         // 3: latency, and device-slot waits: a competing group that its own limit did not hold back
         // was held back by the device — the kernel sees that as IOs waiting for a device slot
         // (rq-wait), the signal that vrate promises more than the device does; when it held groups
-        // back in half of the last second's periods ([`bound_persistently`]).
-        let rq_wait_ns = if device_bound && bound_persistently(&self.delivered) {
+        // back in half of the last second's periods ([`bound_persistently`]), or held one well below
+        // its limit now (below [`LIMITED_AT`]: more than blk-throttle's slack — vrate climbing past
+        // the device at 2% a period, the high-weight tenant got 78% of its limit two periods before
+        // it counted as a donor and the split went 1:1 until the follow-down).
+        let rq_wait_ns = if device_bound && (bound_persistently(&self.delivered) || well_short_of_limit) {
             (elapsed_s * 1e9 * RQ_WAIT_SHARE) as u64
         } else {
             0
