@@ -611,7 +611,11 @@ impl DeviceLoop {
                 continue;
             }
             let cost = t.usage[0].cost + t.usage[1].cost;
-            t.peak = (cost as f64 * self.period.as_secs_f64() / elapsed_s).max(t.peak * PEAK_DECAY);
+            // Per period, over at least one: a plan right after another (a timer catching up after
+            // the agent was stopped) saw a few IOs in a millisecond, which scaled up made a donor's
+            // limit twice what it was.
+            let period_s = self.period.as_secs_f64();
+            t.peak = (cost as f64 * period_s / elapsed_s.max(period_s)).max(t.peak * PEAK_DECAY);
             let g = before.groups.get(t.id.index());
             let fair = g.map_or(0.0, |g| g.hweight_active);
             // Held by a fixed limit of its own (its rule's or its pod's): the kernel's blk-throttle
