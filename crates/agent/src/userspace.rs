@@ -152,9 +152,14 @@ pub fn followed(window: &VecDeque<(f64, bool)>) -> Option<f64> {
     if !bound_persistently(window) {
         return None;
     }
-    let mut did: Vec<f64> = window.iter().map(|d| d.0).collect();
-    did.sort_by(f64::total_cmp);
-    Some(did[did.len() / 2])
+    Some(median(window.iter().map(|d| d.0)))
+}
+
+/// The median of `values` (the upper one of an even count; not empty).
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut sorted: Vec<f64> = values.collect();
+    sorted.sort_by(f64::total_cmp);
+    sorted[sorted.len() / 2]
 }
 
 /// Whether the device held a competing group back in at least [`FOLLOW_WHEN_BOUND`] of the last
@@ -222,9 +227,7 @@ pub fn device_slowed(lat_ms: f64, recent: &VecDeque<f64>) -> bool {
     if recent.len() < FOLLOW_WINDOW / 2 {
         return false;
     }
-    let mut sorted: Vec<f64> = recent.iter().copied().collect();
-    sorted.sort_by(f64::total_cmp);
-    lat_ms >= SLOWED_LATENCY * sorted[sorted.len() / 2]
+    lat_ms >= SLOWED_LATENCY * median(recent.iter().copied())
 }
 
 /// rq-wait reported for a period in which the device, not a limit, held a competing group back: a
@@ -634,15 +637,11 @@ impl DeviceLoop {
             // really held back grows its target anyway (the donation math doubles a target whose
             // budget was spent). Only reaching its limit in full ends its donating.
             let fully_held = held_back(&t.throttle, &t.usage, elapsed_s, FULLY_HELD);
-            let held = !capped
-                && if g.is_some_and(donating) {
-                    fully_held
-                } else {
-                    held_back(&t.throttle, &t.usage, elapsed_s, LIMITED_AT)
-                };
+            let at_limit = held_back(&t.throttle, &t.usage, elapsed_s, LIMITED_AT);
+            let held = !capped && if g.is_some_and(donating) { fully_held } else { at_limit };
             if competing && t.throttle.is_limited() {
                 short_of_limit |= !fully_held;
-                well_short_of_limit |= !held_back(&t.throttle, &t.usage, elapsed_s, LIMITED_AT);
+                well_short_of_limit |= !at_limit;
             }
             nr_weighed += usize::from(cost > 0 && !held_back(&caps, &t.usage, elapsed_s, NEAR_FIXED_LIMIT));
             flags.insert(rel.as_str(), (competing, held, capped));
