@@ -155,6 +155,14 @@ pub fn followed(window: &VecDeque<(f64, bool)>) -> Option<f64> {
     Some(median(window.iter().map(|d| d.0)))
 }
 
+/// Appends `value` to a window of the last [`FOLLOW_WINDOW`] periods, dropping the oldest.
+fn remember<T>(window: &mut VecDeque<T>, value: T) {
+    if window.len() == FOLLOW_WINDOW {
+        window.pop_front();
+    }
+    window.push_back(value);
+}
+
 /// The median of `values` (the upper one of an even count; not empty).
 fn median(values: impl Iterator<Item = f64>) -> f64 {
     let mut sorted: Vec<f64> = values.collect();
@@ -602,11 +610,8 @@ impl DeviceLoop {
         let lat_ms =
             delta.map_or(0.0, |d| (d.ticks_ms[0] + d.ticks_ms[1]) as f64 / (d.ios[0] + d.ios[1]).max(1) as f64);
         let slowed = busy && device_slowed(lat_ms, &self.latencies);
-        if self.latencies.len() == FOLLOW_WINDOW {
-            self.latencies.pop_front();
-        }
         if lat_ms > 0.0 {
-            self.latencies.push_back(lat_ms);
+            remember(&mut self.latencies, lat_ms);
         }
         for rel in &paths {
             let t = self.groups.get_mut(rel).expect("tracked");
@@ -651,10 +656,7 @@ impl DeviceLoop {
         let device_bound = if nr_weighed >= 2 { short_of_limit } else { well_short_of_limit };
         // What the device did, in percent of the model's capacity over the period.
         let delivered_pct = delivered as f64 / (elapsed_s * 1e9 * VTIME_PER_NSEC as f64) * 100.0;
-        if self.delivered.len() == FOLLOW_WINDOW {
-            self.delivered.pop_front();
-        }
-        self.delivered.push_back((delivered_pct, device_bound));
+        remember(&mut self.delivered, (delivered_pct, device_bound));
         // 3: latency, and device-slot waits: a competing group that its own limit did not hold back
         // was held back by the device — the kernel sees that as IOs waiting for a device slot
         // (rq-wait), the signal that vrate promises more than the device does; when it held groups
@@ -801,10 +803,7 @@ impl DeviceLoop {
     /// cgroup's counters are read ([`crate::counters`]); only limits someone else overwrote are
     /// set back, and the device's window of what it did records the period as 0%.
     fn idle_period(&mut self, h: &Hierarchy, rec: &mut Recorder, overwrites: &mut Overwrites) -> Result<()> {
-        if self.delivered.len() == FOLLOW_WINDOW {
-            self.delivered.pop_front();
-        }
-        self.delivered.push_back((0.0, false));
+        remember(&mut self.delivered, (0.0, false));
         self.plans += 1;
         tracing::debug!(device = %self.cfg.device.name, groups = self.groups.len(), idle = true, "period");
         let recheck = crate::reapply::due(self.plans, self.period);
