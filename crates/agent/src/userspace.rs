@@ -201,6 +201,8 @@ struct Tracked {
     /// The most it did in a period lately (absolute cost per planning period, decaying by
     /// [`PEAK_DECAY`] a period): a donor's limit leaves room for it ([`DONOR_HEADROOM`]).
     peak: f64,
+    /// Last period: the only group doing IO that no fixed cap of its own held ([`Device::plan`]).
+    lone: bool,
 }
 
 /// Groups of vanished cgroups the controller may hold (beyond four per live one) before it is
@@ -430,6 +432,7 @@ impl DeviceLoop {
             cpu: None,
             competed: false,
             peak: 0.0,
+            lone: false,
         });
         t.weight = weight;
         t.caps = caps.clone();
@@ -605,6 +608,8 @@ impl DeviceLoop {
         // Competing groups below [`FULLY_HELD`] / [`LIMITED_AT`] of a limit in force; groups doing IO
         // not at a fixed limit of their own (those the weights split the device among).
         let (mut short_of_limit, mut well_short_of_limit, mut nr_weighed) = (false, false, 0);
+        // Groups doing IO that no fixed cap of their own held, and the last one's charge.
+        let (mut nr_uncapped, mut uncapped) = (0, None);
         let mut flags: HashMap<&str, (bool, bool, bool)> = HashMap::new();
         let mut charges: Vec<Charge> = Vec::new();
         let lat_ms =
@@ -649,11 +654,27 @@ impl DeviceLoop {
                 well_short_of_limit |= !at_limit;
             }
             nr_weighed += usize::from(cost > 0 && !held_back(&caps, &t.usage, elapsed_s, NEAR_FIXED_LIMIT));
+            if cost > 0 && !capped {
+                nr_uncapped += 1;
+                uncapped = Some((rel.as_str(), charges.len(), held));
+            }
             flags.insert(rel.as_str(), (competing, held, capped));
             charges.push(Charge { group: t.id, abs_cost: cost, limited: competing || held });
         }
+        // One group doing IO beside groups held by fixed caps of their own (a pod capped by its
+        // annotation): nothing is left for the weights to split, and the kernel, where blk-throttle
+        // holds the capped IO before iocost sees it, gives it all the device does — its budget
+        // outruns the device, nothing waits, vrate stays. So it gets no limit, as a group alone, and
+        // is short of budget only when held at a limit: counted short whenever it competed, it took
+        // vrate up without end; limited by its budget, it got 66% of what it did beside the same
+        // static cap without the agent, in a loaded CI run (its noise read as the device holding it
+        // back, and vrate fell to 81%).
+        let lone = (nr_uncapped == 1).then_some(uncapped).flatten().map(|(rel, i, held)| {
+            charges[i].limited = held;
+            rel.to_string()
+        });
         self.ctl.charge_period(now, &charges);
-        let device_bound = if nr_weighed >= 2 { short_of_limit } else { well_short_of_limit };
+        let device_bound = lone.is_none() && if nr_weighed >= 2 { short_of_limit } else { well_short_of_limit };
         // What the device did, in percent of the model's capacity over the period.
         let delivered_pct = delivered as f64 / (elapsed_s * 1e9 * VTIME_PER_NSEC as f64) * 100.0;
         remember(&mut self.delivered, (delivered_pct, device_bound));
@@ -701,7 +722,8 @@ impl DeviceLoop {
                 continue;
             }
             let g = &stats.groups[t.id.index()];
-            let alone = g.hweight_active >= 0.999;
+            t.lone = lone.as_ref() == Some(rel);
+            let alone = g.hweight_active >= 0.999 || t.lone;
             let mut floor =
                 (MIN_BUDGET_SHARE * g.hweight_inuse * stats.device.vrate_pct / 100.0 * horizon_vtime) as u64;
             if donating(g) {
@@ -869,7 +891,7 @@ impl DeviceLoop {
                     "device gone"
                 } else if !g.active {
                     "idle"
-                } else if g.hweight_active >= 0.999 {
+                } else if g.hweight_active >= 0.999 || t.lone {
                     "alone"
                 } else if donating(g) {
                     "donating"

@@ -192,7 +192,11 @@ fn pods_on_a_real_node_share_a_device_by_their_annotations() {
     std::fs::write(&a_limit_file, format!("{} 0", rig.devnum())).unwrap();
     let cfg = config(state.path(), dev, &model, &k8s);
 
-    let (agent, _) = Agent::start(cfg, BackendChoice::Userspace, state.path()).unwrap();
+    let (mut agent, _) = Agent::start(cfg, BackendChoice::Userspace, state.path()).unwrap();
+    // Its period trace, on request (read it with `ioshare agent trace FILE`).
+    if let Some(to) = std::env::var_os("IOSHARE_AGENT_TEST_TRACE_TO") {
+        agent.trace_to(ioshare_agent::trace::TraceWriter::create(std::path::Path::new(&to)).unwrap());
+    }
     let (split, held, forgotten) = run_agent_during(agent, || {
         let both = || pod_controlled(state.path(), &a.pod).is_some() && pod_controlled(state.path(), &b.pod).is_some();
         assert!(wait_for(Duration::from_secs(5), both).is_some(), "{}", Status::read(state.path()).unwrap());

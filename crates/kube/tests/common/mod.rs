@@ -241,6 +241,19 @@ impl K8s {
         }
     }
 
+    /// Waits until `kubeconfig`'s user may do each `verb resource` (`kubectl auth can-i`): the API
+    /// server's RBAC authorizer learns a new binding from its watch cache, a moment after `kubectl apply`
+    /// returns, and on a loaded machine a client started at once can still be refused (a CI run saw it).
+    pub fn wait_for_rights(&self, kubeconfig: &Path, rights: &[(&str, &str)]) {
+        let deadline = Instant::now() + PATIENCE;
+        for (verb, resource) in rights {
+            while self.try_kubectl_as(kubeconfig, &["auth", "can-i", verb, resource, "-A"], None).is_err() {
+                assert!(Instant::now() < deadline, "the role's right to {verb} {resource} never came into force");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
     /// A kubeconfig that authenticates with `token` (for a ServiceAccount's rights).
     pub fn token_kubeconfig(&self, token: &str, into: &Path) -> PathBuf {
         let path = into.join("token.kubeconfig");
