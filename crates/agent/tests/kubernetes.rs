@@ -18,7 +18,7 @@ use ioshare_agent::share::ShareCheck;
 use ioshare_agent::userspace::DONATING_SLACK;
 use ioshare_agent::{Agent, BackendChoice, Check, Config, Status};
 use ioshare_host::{skip_unless_root, BlkioCgroup, LoopDevice};
-use k8s::{manifest, unique, K8s};
+use k8s::{manifest, unique, K8s, AGENT_RIGHTS};
 
 /// The tests share the disk and the machine's two cores: one at a time.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -599,7 +599,7 @@ fn the_agent_works_with_its_cluster_role_and_without_one_fails_in_one_line() {
 
     let token = k8s.kubectl(&["-n", "ioshare-system", "create", "token", "ioshare-agent"]);
     let agent = k8s.token_kubeconfig(token.trim(), dir.path());
-    k8s.wait_for_rights(&agent, &[("list", "pods"), ("watch", "pods"), ("list", "namespaces"), ("create", "events")]);
+    k8s.wait_for_rights(&agent, &AGENT_RIGHTS);
     let cfg = config(state.path(), dev.path(), "ssd_dfl", None, (&agent, &node_name, &node), "");
     with_agent(cfg, state.path(), || {
         let took = wait_for(Duration::from_secs(5), || controlled(state.path(), &rel).is_some_and(|(w, _)| w == 250));

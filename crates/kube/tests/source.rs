@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{manifest, source, unique, wait_for, K8s, PATIENCE};
+use common::{manifest, source, unique, wait_for, K8s, AGENT_RIGHTS, PATIENCE};
 use ioshare_kube::source::{Connection, PodStates, Update};
 use ioshare_kube::{ClassCgroup, QosClass, Reason};
 
@@ -136,7 +136,7 @@ fn a_cluster_role_is_enough_and_without_one_the_source_fails_in_one_line() {
 
     let token = k8s.kubectl(&["-n", "ioshare-system", "create", "token", "ioshare-agent"]);
     let agent = k8s.token_kubeconfig(token.trim(), dir.path());
-    k8s.wait_for_rights(&agent, &[("list", "pods"), ("watch", "pods"), ("list", "namespaces"), ("create", "events")]);
+    k8s.wait_for_rights(&agent, &AGENT_RIGHTS);
     assert!(k8s.try_kubectl_as(&agent, &["get", "secrets", "-A"], None).is_err(), "the role grants no secrets");
     let src = source(&agent, &node, CGROUPFS, Path::new("/nonexistent"));
     let mut s = PodStates::default();

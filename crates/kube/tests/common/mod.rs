@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 use ioshare_kube::source::{PodStates, SourceOptions};
 use ioshare_kube::{KubernetesConfig, PodSource};
 
+/// What the shipped ClusterRole (packaging/kubernetes/rbac.yaml) lets the agent do, as `verb resource`.
+pub const AGENT_RIGHTS: [(&str, &str); 4] =
+    [("list", "pods"), ("watch", "pods"), ("list", "namespaces"), ("create", "events")];
+
 /// How long a test waits for something the source should see.
 pub const PATIENCE: Duration = Duration::from_secs(30);
 
