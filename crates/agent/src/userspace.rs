@@ -201,8 +201,16 @@ struct Tracked {
     /// The most it did in a period lately (absolute cost per planning period, decaying by
     /// [`PEAK_DECAY`] a period): a donor's limit leaves room for it ([`DONOR_HEADROOM`]).
     peak: f64,
-    /// Last period: the only group doing IO that no fixed cap of its own held ([`Device::plan`]).
+    /// Last period: the only group doing IO that no fixed cap of its own held ([`DeviceLoop::plan`]).
     lone: bool,
+}
+
+impl Tracked {
+    /// Whether it gets no limit from its budget: the only active group on the device, or the only
+    /// one doing IO beside groups held by fixed caps of their own (`lone`).
+    fn alone(&self, g: &GroupStats) -> bool {
+        g.hweight_active >= 0.999 || self.lone
+    }
 }
 
 /// Groups of vanished cgroups the controller may hold (beyond four per live one) before it is
@@ -258,7 +266,9 @@ pub const LIMITED_AT: f64 = 0.8;
 /// device only below [`LIMITED_AT`] of its limit: a limit a little above what the device gives it
 /// splits nothing, and blk-throttle lets a group at its limit through at 85–95% of it, which read
 /// as the device holding it back took vrate down period after period (pod b, beside pod a held by
-/// its own fixed limit, got 72–79% of what it did beside the same static limit without the agent).
+/// its own fixed limit, got 72–79% of what it did beside the same static limit without the agent;
+/// a group beside groups held by their caps is now not limited at all, `lone` in [`DeviceLoop::plan`],
+/// and this covers one beside a group at half to 80% of its own cap).
 pub const FULLY_HELD: f64 = 0.97;
 
 /// Share of a fixed limit of its own (its rule's or its pod's) from which a group does not count
@@ -669,9 +679,9 @@ impl DeviceLoop {
         // vrate up without end; limited by its budget, it got 66% of what it did beside the same
         // static cap without the agent, in a loaded CI run (its noise read as the device holding it
         // back, and vrate fell to 81%).
-        let lone = (nr_uncapped == 1).then_some(uncapped).flatten().map(|(rel, i, held)| {
+        let lone = uncapped.filter(|_| nr_uncapped == 1).map(|(rel, i, held)| {
             charges[i].limited = held;
-            rel.to_string()
+            rel
         });
         self.ctl.charge_period(now, &charges);
         let device_bound = lone.is_none() && if nr_weighed >= 2 { short_of_limit } else { well_short_of_limit };
@@ -722,8 +732,8 @@ impl DeviceLoop {
                 continue;
             }
             let g = &stats.groups[t.id.index()];
-            t.lone = lone.as_ref() == Some(rel);
-            let alone = g.hweight_active >= 0.999 || t.lone;
+            t.lone = lone == Some(rel.as_str());
+            let alone = t.alone(g);
             let mut floor =
                 (MIN_BUDGET_SHARE * g.hweight_inuse * stats.device.vrate_pct / 100.0 * horizon_vtime) as u64;
             if donating(g) {
@@ -891,7 +901,7 @@ impl DeviceLoop {
                     "device gone"
                 } else if !g.active {
                     "idle"
-                } else if g.hweight_active >= 0.999 || t.lone {
+                } else if t.alone(g) {
                     "alone"
                 } else if donating(g) {
                     "donating"
