@@ -48,7 +48,9 @@ pub struct Charge {
     pub group: GroupId,
     /// Absolute cost of its IO in the period (see [`aggregate_cost`]).
     pub abs_cost: u64,
-    /// Whether IO of the group was held back (by a limit, or waiting at a busy device).
+    /// Whether IO of the group was held back (by a limit, or waiting at a busy device). With no
+    /// cost: all its IO waited the whole period (at a limit that let none through) — it stays
+    /// active, as a group with waiters does in the kernel, instead of going idle.
     pub limited: bool,
 }
 
@@ -88,7 +90,8 @@ impl<M: CostModel> IoCost<M> {
         if !self.qos.enable {
             return;
         }
-        for c in charges.iter().filter(|c| c.abs_cost != 0) {
+        let charged = |c: &&Charge| c.abs_cost != 0 || c.limited;
+        for c in charges.iter().filter(charged) {
             let node = self.node_of[c.group.index()];
             let was_active = self.tree.nodes[node as usize].on_list;
             if self.activate(now, node) && !was_active {
@@ -97,18 +100,21 @@ impl<M: CostModel> IoCost<M> {
                 self.tree.nodes[node as usize].activated_at = self.period_at;
             }
         }
-        for c in charges.iter().filter(|c| c.abs_cost != 0) {
+        for c in charges.iter().filter(charged) {
             let node = self.node_of[c.group.index()];
             if !self.tree.nodes[node as usize].on_list {
                 continue;
             }
             let vnow = self.vnow(now);
-            let vtime = self.tree.nodes[node as usize].vtime;
-            let cost = self.adjust_inuse_and_calc_cost(now, vnow, node, vtime, c.abs_cost);
+            if c.abs_cost != 0 {
+                let vtime = self.tree.nodes[node as usize].vtime;
+                let cost = self.adjust_inuse_and_calc_cost(now, vnow, node, vtime, c.abs_cost);
+                let n = &mut self.tree.nodes[node as usize];
+                n.vtime = n.vtime.wrapping_add(cost);
+                n.done_vtime = n.done_vtime.wrapping_add(cost);
+                n.abs_vusage += c.abs_cost;
+            }
             let n = &mut self.tree.nodes[node as usize];
-            n.vtime = n.vtime.wrapping_add(cost);
-            n.done_vtime = n.done_vtime.wrapping_add(cost);
-            n.abs_vusage += c.abs_cost;
             if c.limited && before(n.vtime, vnow) {
                 let gap = vnow.wrapping_sub(n.vtime);
                 n.vtime = vnow;
@@ -198,6 +204,31 @@ mod tests {
         assert!((ratio - 2.0).abs() < 0.05, "budgets {ba} vs {bb}: ratio {ratio}");
         // Without latency targets and with both throttled, vrate only rises: the sum is at least a period.
         assert!(ba + bb >= period_vtime(), "{} < {}", ba + bb, period_vtime());
+    }
+
+    /// A period in which a group's IO all waited at a limit (nothing done, `limited`) keeps it
+    /// active at its share; the same period charged as nothing done deactivates it.
+    #[test]
+    fn a_group_whose_io_waited_all_period_stays_active() {
+        for waited in [true, false] {
+            let (mut c, a, b) = controller();
+            let mut now = 0;
+            for g in [a, b] {
+                c.charge_period(now, &[Charge { group: g, abs_cost: 1, limited: false }]);
+            }
+            for _ in 0..5 {
+                let ba = c.budget(now, a, PERIOD).unwrap();
+                now += PERIOD;
+                c.charge_period(now, &[Charge { group: a, abs_cost: ba, limited: true }]);
+                c.charge_period(now, &[Charge { group: b, abs_cost: 0, limited: waited }]);
+                c.end_period(now);
+            }
+            let s = c.stats(now);
+            assert!(s.groups[a.index()].active);
+            assert_eq!(s.groups[b.index()].active, waited, "waited all periods: {waited}");
+            let share = s.groups[a.index()].hweight_active;
+            assert!((share - if waited { 2.0 / 3.0 } else { 1.0 }).abs() < 1e-3, "a's share {share}");
+        }
     }
 
     /// A driver's timer that wakes a little early: `tick` waits for a whole period and plans every
