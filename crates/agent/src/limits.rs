@@ -6,14 +6,10 @@
 //! unused direction keeps [`MIN_DIRECTION_SHARE`] so a change of mix shows up within a period), and
 //! each part is divided by that direction's average cost per IO (a 4 KiB random IO if it did none):
 //!
-//! `iops = budget × share / cost_per_io / period`.
+//! `iops = budget × share / cost_per_io / period`, `bps = iops × bytes_per_io`.
 //!
-//! Only IOPS limits are planned: the cost per IO already holds the IO size just seen, and if IOs grow
-//! the next period's cost per IO brings the limit down. No bytes limit beside them, because Linux
-//! 6.1's blk-throttle (Debian 12's kernel) lets a group through unthrottled — five times its limit —
-//! once a line whose bps and iops limits bind at the same point is rewritten, as the agent rewrites
-//! its limits, and keeps doing so under any later bps limit, however loose, until the bps limit is
-//! lifted (`scripts/blk-throttle-rewrite-check`, measured in the lab guest). A group that is the only active one on the
+//! Both bind at the same point for the mix just seen; if IOs grow, bps binds first, if they shrink,
+//! iops does — in either case the next period re-measures. A group that is the only active one on the
 //! device, or not active, gets no limit (a cgroup alone is not limited); fixed caps from the
 //! configuration are applied on top (`*-total` caps bound each direction). Values are rounded to
 //! three significant digits, and limits within [`KEEP_WITHIN`] of those in force are kept
@@ -80,11 +76,16 @@ pub fn throttle_for<M: CostModel>(
             let per_dir = |op: Op| {
                 let u = &usage[op.index()];
                 let share = if total > 0.0 { u.cost as f64 / total } else { 0.5 }.max(MIN_DIRECTION_SHARE);
-                let cost_per_io =
-                    if u.ios > 0 { u.cost as f64 / u.ios as f64 } else { model.cost(op, 4096, true, false) as f64 };
-                round3((budget as f64 * share / cost_per_io.max(1.0) / period.as_secs_f64()).max(MIN_IOPS as f64))
+                let (cost_per_io, bytes_per_io) = if u.ios > 0 {
+                    (u.cost as f64 / u.ios as f64, u.bytes as f64 / u.ios as f64)
+                } else {
+                    (model.cost(op, 4096, true, false) as f64, 4096.0)
+                };
+                let iops = (budget as f64 * share / cost_per_io.max(1.0) / period.as_secs_f64()).max(MIN_IOPS as f64);
+                (round3(iops), round3(iops * bytes_per_io.max(512.0)))
             };
-            Throttle { riops: per_dir(Op::Read), wiops: per_dir(Op::Write), ..Throttle::default() }
+            let ((riops, rbps), (wiops, wbps)) = (per_dir(Op::Read), per_dir(Op::Write));
+            Throttle { riops, wiops, rbps, wbps }
         }
     };
     let cap = |v: &mut u64, unit: Unit, op: Scope| {
@@ -135,16 +136,16 @@ mod tests {
     const SECOND: Duration = Duration::from_secs(1);
 
     #[test]
-    fn a_reader_gets_its_budget_as_an_iops_limit() {
+    fn a_reader_gets_its_budget_in_iops_and_bytes() {
         // Budget: a third of a second of device time per second; a 4 KiB random read costs 1/8518 s.
         let vtime_sec = NSEC_PER_SEC as f64 * ioshare_core::iocost::model::VTIME_PER_NSEC as f64;
         let budget = (vtime_sec / 3.0) as u64;
         let t = throttle_for(Some(budget), &reads(1000), &model(), SECOND, &Limits::default());
         let expect = 8518.0 / 3.0;
         assert!((t.riops as f64 / expect - 1.0).abs() < 0.02, "{t:?} vs {expect}");
-        assert_eq!((t.rbps, t.wbps), (0, 0), "no bytes limit beside the IOPS limit (6.1's leak)");
+        assert_eq!(t.rbps, round3(t.riops as f64 * 4096.0));
         // Writes were not used: they keep a quarter of the budget at the write cost.
-        assert!(t.wiops > 0);
+        assert!(t.wiops > 0 && t.wbps > 0);
     }
 
     #[test]
