@@ -203,8 +203,8 @@ struct Tracked {
     peak: f64,
     /// Last period: the only group doing IO that no fixed cap of its own held ([`DeviceLoop::plan`]).
     lone: bool,
-    /// Periods since it was last held at its limit ([`WAITING_PERIODS`]); `None` once it did IO
-    /// neither held nor waiting, or waited longer.
+    /// Periods since it was last held at its limit, up to [`WAITING_PERIODS`]; `None` after that,
+    /// or once it has no limit.
     since_held: Option<u32>,
     /// The budget its limits for this period came from (`None`: not limited by a budget).
     allowed: Option<u64>,
@@ -232,9 +232,9 @@ pub const WAITING_PERIODS: u32 = 3;
 /// group through in bursts (a slice's allowance at once, more after a limit is rewritten) and pays
 /// them back itself in the periods after; charged in full, a burst halved the group's next budget
 /// and limit and the limit went back up a period later (the lab guest's traces: 1310 / 653 IOPS in
-/// turn), and Linux 6.1's blk-throttle let a group whose limit swings like that through at 1.2–2.5
-/// times its mean limit (`scripts/blk-throttle-rewrite-check`, `swing`). Up to this much over is
-/// still charged, so a steady overshoot is corrected by the budget.
+/// turn), and Linux 6.1's blk-throttle let a group whose limit swings like that over its mean limit
+/// in 4 of 7 runs, up to 2.5 times (`scripts/blk-throttle-rewrite-check`, `swing`). Up to this much
+/// over is still charged, so a steady overshoot is corrected by the budget.
 pub const HELD_OVERSHOOT_CHARGED: f64 = 0.1;
 
 /// Groups of vanished cgroups the controller may hold (beyond four per live one) before it is
