@@ -169,6 +169,15 @@ mod tests {
         (c, a, b)
     }
 
+    /// [`controller`] with both groups active (each charged a token cost at 0).
+    fn started() -> (IoCost, GroupId, GroupId) {
+        let (mut c, a, b) = controller();
+        for g in [a, b] {
+            c.charge_period(0, &[Charge { group: g, abs_cost: 1, limited: false }]);
+        }
+        (c, a, b)
+    }
+
     /// Device time of a period at 100% vrate, in vtime units.
     fn period_vtime() -> u64 {
         PERIOD / NSEC_PER_USEC * VTIME_PER_USEC
@@ -186,12 +195,9 @@ mod tests {
     /// period's budget is what the clock adds (their margins are spent).
     #[test]
     fn saturating_groups_are_budgeted_by_weight() {
-        let (mut c, a, b) = controller();
+        let (mut c, a, b) = started();
         let mut now = 0;
-        // Both start; each period they use exactly their budget.
-        for g in [a, b] {
-            c.charge_period(now, &[Charge { group: g, abs_cost: 1, limited: false }]);
-        }
+        // Each period they use exactly their budget.
         for _ in 0..20 {
             let (ba, bb) = (c.budget(now, a, PERIOD).unwrap(), c.budget(now, b, PERIOD).unwrap());
             now += PERIOD;
@@ -211,11 +217,8 @@ mod tests {
     #[test]
     fn a_group_whose_io_waited_all_period_stays_active() {
         for waited in [true, false] {
-            let (mut c, a, b) = controller();
+            let (mut c, a, b) = started();
             let mut now = 0;
-            for g in [a, b] {
-                c.charge_period(now, &[Charge { group: g, abs_cost: 1, limited: false }]);
-            }
             for _ in 0..5 {
                 let ba = c.budget(now, a, PERIOD).unwrap();
                 now += PERIOD;
@@ -258,11 +261,8 @@ mod tests {
     /// A group that uses a tenth of its share donates the rest: the other's budget grows past its 1/3.
     #[test]
     fn an_underusing_group_donates() {
-        let (mut c, a, b) = controller();
+        let (mut c, a, b) = started();
         let mut now = 0;
-        for g in [a, b] {
-            c.charge_period(now, &[Charge { group: g, abs_cost: 1, limited: false }]);
-        }
         for _ in 0..10 {
             let bb = c.budget(now, b, PERIOD).unwrap();
             now += PERIOD;
