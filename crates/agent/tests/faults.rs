@@ -527,8 +527,8 @@ fn limit_of(dir: &Path, knob: ThrottleKnob, dev: DevNum) -> u64 {
 const SLOW_RATE: u64 = 300;
 
 /// The agent stopped for 10 s, then continued, with one tenant saturating and one at a low rate:
-/// the limits it writes when it resumes stay within twice those before the stop (no budget built up
-/// over the gap), its status goes on, and SIGTERM restores everything.
+/// each limit it writes when it resumes is within twice the one before it (no budget built up over
+/// the gap), its status goes on, and SIGTERM restores everything.
 #[test]
 fn stopped_for_10_s_then_continued_writes_no_burst_of_stale_limits() {
     let test = "stopped_for_10_s_then_continued_writes_no_burst_of_stale_limits";
@@ -543,48 +543,44 @@ fn stopped_for_10_s_then_continued_writes_no_burst_of_stale_limits() {
     let limits = || dirs.clone().map(|d| Some(limit_of(&d, ThrottleKnob::ReadIops, rig.devnum())).filter(|&v| v != 0));
     let bound = |v: Option<u64>| v.unwrap_or(u64::MAX);
     std::thread::sleep(Duration::from_secs(2));
-    let mut max_before = [0u64; 2];
-    for _ in 0..200 {
-        let now = limits();
-        for i in 0..2 {
-            max_before[i] = max_before[i].max(bound(now[i]));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
     let periods = Status::read(state.path()).unwrap().periods;
     agent.signal(libc::SIGSTOP);
     std::thread::sleep(Duration::from_secs(10));
     let stopped = limits();
     agent.signal(libc::SIGCONT);
     let resumed = Instant::now();
-    let (mut written, mut max_after) = (vec![Vec::new(), Vec::new()], [0u64; 2]);
+    let mut written = vec![Vec::new(), Vec::new()];
     while resumed.elapsed() < Duration::from_secs(1) {
         let now = limits();
         for i in 0..2 {
             if written[i].last().copied().unwrap_or(stopped[i]) != now[i] {
                 written[i].push(now[i]);
-                max_after[i] = max_after[i].max(bound(now[i]));
             }
         }
         std::thread::sleep(Duration::from_millis(1));
     }
-    eprintln!(
-        "read IOPS limits: largest before the stop {max_before:?}; in force while stopped {stopped:?}; \
-         written in the second after it {written:?}"
-    );
-    // A burst of stale limits would be the gap's budget: 10 s of a share of the device, tens of
-    // thousands of IOPS for the 300-IOPS donor. Bounded at twice the largest limit before the stop,
-    // or for the donor five times its rate: its limit before is a steady 1.5 × what it does (the
-    // donor's headroom, 453 here), and the first period after the stop is planned from the gap's
-    // mean — 897–915 measured, as before the headroom (903, when its limit flapped 542–726).
+    eprintln!("read IOPS limits: in force while stopped {stopped:?}; written in the second after it {written:?}");
+    // A burst of stale limits would be the gap's budget: 10 s of a share of the device, a jump of
+    // tens of times the limit before — tens of thousands of IOPS for the 300-IOPS donor. Each limit
+    // written is bounded at twice the one before it (the first: the one in force while stopped), or
+    // for the donor five times its rate. What may grow is vrate, still climbing here while the
+    // saturating tenant is held by its limit and the device keeps up: at most 16% a period (the
+    // kernel's largest step), 8% a period measured (37400 to 75200 in the second after the stop,
+    // which a bound on the largest limit before the stop failed in CI). The donor's limit before is
+    // a steady 1.5 × what it does (its headroom, 453 here), and the first period after the stop is
+    // planned from the gap's mean: 897–915 measured.
     let floor = [0, 5 * SLOW_RATE];
     for i in 0..2 {
-        assert!(
-            max_after[i] <= max_before[i].saturating_mul(2).max(floor[i]),
-            "cgroup {i}: {:?} after the stop, at most {} before",
-            written[i],
-            max_before[i]
-        );
+        let mut previous = bound(stopped[i]);
+        for &limit in &written[i] {
+            assert!(
+                bound(limit) <= previous.saturating_mul(2).max(floor[i]),
+                "cgroup {i}: {:?} after the stop, {:?} while stopped",
+                written[i],
+                stopped[i]
+            );
+            previous = bound(limit);
+        }
     }
     let status = Status::read(state.path()).unwrap();
     assert!(status.periods > periods && status.periods < periods + 20, "{} then {}", periods, status.periods);
