@@ -233,7 +233,7 @@ pub const WAITING_PERIODS: u32 = 3;
 /// them back itself in the periods after; charged in full, a burst halved the group's next budget
 /// and limit and the limit went back up a period later (the lab guest's traces: 1310 / 653 IOPS in
 /// turn), and Linux 6.1's blk-throttle let a group whose limit swings like that over its mean limit
-/// in 4 of 7 runs, up to 2.5 times (`scripts/blk-throttle-rewrite-check`, `swing`). Up to this much
+/// in 4 of 9 runs, up to 2.5 times (`scripts/blk-throttle-rewrite-check`, `swing`). Up to this much
 /// over is still charged, so a steady overshoot is corrected by the budget.
 pub const HELD_OVERSHOOT_CHARGED: f64 = 0.1;
 
@@ -693,13 +693,13 @@ impl DeviceLoop {
                 _ => None,
             };
             let waiting = !held && !capped && t.since_held.is_some();
+            let has_io = cost > 0 || waiting;
             if competing && t.throttle.is_limited() {
                 short_of_limit |= !fully_held;
                 well_short_of_limit |= !at_limit;
             }
-            nr_weighed +=
-                usize::from((cost > 0 || waiting) && !held_back(&caps, &t.usage, elapsed_s, NEAR_FIXED_LIMIT));
-            if (cost > 0 || waiting) && !capped {
+            nr_weighed += usize::from(has_io && !held_back(&caps, &t.usage, elapsed_s, NEAR_FIXED_LIMIT));
+            if has_io && !capped {
                 nr_uncapped += 1;
                 uncapped = Some((rel.as_str(), charges.len(), held));
             }

@@ -90,8 +90,9 @@ impl<M: CostModel> IoCost<M> {
         if !self.qos.enable {
             return;
         }
-        let charged = |c: &&Charge| c.abs_cost != 0 || c.limited;
-        for c in charges.iter().filter(charged) {
+        // A group that did IO this period, or whose IO waited at a limit all period.
+        let has_io = |c: &&Charge| c.abs_cost != 0 || c.limited;
+        for c in charges.iter().filter(has_io) {
             let node = self.node_of[c.group.index()];
             let was_active = self.tree.nodes[node as usize].on_list;
             if self.activate(now, node) && !was_active {
@@ -100,7 +101,7 @@ impl<M: CostModel> IoCost<M> {
                 self.tree.nodes[node as usize].activated_at = self.period_at;
             }
         }
-        for c in charges.iter().filter(charged) {
+        for c in charges.iter().filter(has_io) {
             let node = self.node_of[c.group.index()];
             if !self.tree.nodes[node as usize].on_list {
                 continue;
