@@ -66,17 +66,20 @@ impl TenantMetrics {
     /// Closes the interval that ends at `t` and lasted `len` ns, appending a sample.
     pub fn close_interval(&mut self, t: Nanos, len: Nanos) {
         let secs = len.max(1) as f64 / NSEC_PER_SEC as f64;
-        let (p50, p99) = if self.interval.is_empty() {
-            (0.0, 0.0)
+        let h = &self.interval;
+        let [p50, p90, p99, max] = if h.is_empty() {
+            [0.0; 4]
         } else {
-            (us(self.interval.value_at_quantile(0.5)), us(self.interval.value_at_quantile(0.99)))
+            [h.value_at_quantile(0.5), h.value_at_quantile(0.9), h.value_at_quantile(0.99), h.max()].map(us)
         };
         self.series.push(TenantSample {
             t_s: t as f64 / NSEC_PER_SEC as f64,
             iops: self.interval_ios as f64 / secs,
             bw_bytes: self.interval_bytes as f64 / secs,
             p50_us: p50,
+            p90_us: p90,
             p99_us: p99,
+            max_us: max,
         });
         self.interval.reset();
         self.interval_ios = 0;
@@ -147,6 +150,8 @@ mod tests {
         let s = &r.series[0];
         assert_eq!((s.t_s, s.iops), (1.0, 202.0));
         assert!((s.p50_us - 51.0).abs() < 0.1, "{s:?}");
+        // The interval holds 1..=100 µs and the 5 ms IO: its p90 is the 91st of 101, its max the 5 ms.
+        assert!((s.p90_us - 91.0).abs() < 0.1 && (s.max_us - 5000.0).abs() < 5.0, "{s:?}");
         m.close_interval(2 * NSEC_PER_SEC, NSEC_PER_SEC);
         assert_eq!(m.report("a", "g", 100, NSEC_PER_SEC).series[1].iops, 0.0);
     }

@@ -32,8 +32,14 @@ pub struct TenantSample {
     pub bw_bytes: f64,
     /// Median latency in the interval, µs.
     pub p50_us: f64,
+    /// 90th percentile latency in the interval, µs.
+    #[serde(default)]
+    pub p90_us: f64,
     /// 99th percentile latency in the interval, µs.
     pub p99_us: f64,
+    /// Largest latency in the interval, µs.
+    #[serde(default)]
+    pub max_us: f64,
 }
 
 /// A tenant's results over the measurement window (the run minus its warm-up).

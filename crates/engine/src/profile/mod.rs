@@ -28,7 +28,7 @@
 
 pub mod disk;
 pub mod measure;
-mod prepare;
+pub mod prepare;
 mod qos;
 
 use std::path::{Path, PathBuf};
@@ -252,6 +252,19 @@ pub fn profile(
     let repaired = prepare::repair(&opts.state_dir)?;
     let mut prepared = prepare::prepare(target, opts, stop, progress)?;
     prepared.notes.splice(0..0, repaired);
+    profile_prepared(target, &mut prepared, opts, stop, progress)
+}
+
+/// [`profile`] on a target already [prepared](prepare::prepare) with the same `opts` (validated):
+/// the caller keeps the target (and what was made for it) open after the profile. The prepared
+/// notes move into the result.
+pub fn profile_prepared(
+    target: &Path,
+    prepared: &mut prepare::Prepared,
+    opts: &ProfileOptions,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Profile> {
     let writes = !opts.read_only;
     let mut plan = Plan { submit_batch: prepared.submit_batch.min(opts.plan.submit_batch), ..opts.plan };
     let size = prepared.dev.size();

@@ -28,7 +28,7 @@ use crate::target::{Target, TargetKind, TempTarget};
 /// An open target and what was made for it. Fields drop in order: the target closes before the
 /// disk's merge setting is restored, that before the loop device detaches, and that before the
 /// temporary file is removed.
-pub(super) struct Prepared {
+pub struct Prepared {
     /// The opened target (read-only unless writes are allowed).
     pub dev: Target,
     /// The disk's `queue/nomerges` switched to 2, when it could be.
@@ -59,8 +59,9 @@ pub(super) struct Prepared {
     pub notes: Vec<String>,
 }
 
-/// Checks the safety rules, then creates, attaches and opens what `target` needs.
-pub(super) fn prepare(
+/// Checks the safety rules, then creates, attaches and opens what `target` needs (also for `ioshare
+/// tune`, which sweeps the same target after profiling it).
+pub fn prepare(
     target: &Path,
     opts: &ProfileOptions,
     stop: &AtomicBool,
@@ -187,7 +188,7 @@ pub(super) fn prepare(
 }
 
 /// Restores what killed profiles left switched (see the module comment); one note per attribute.
-pub(super) fn repair(state_dir: &Path) -> Result<Vec<String>> {
+pub fn repair(state_dir: &Path) -> Result<Vec<String>> {
     let repaired = ioshare_host::repair_attrs(state_dir).map_err(Error::Host)?;
     Ok(repaired
         .into_iter()

@@ -1,0 +1,147 @@
+//! The plain data of a tune: the device, the settings, the uncontrolled baseline, the points, and
+//! the whole result they make ([`TuneResult`]; reading, writing and solving it live in
+//! [`crate::result`]).
+
+use ioshare_core::{ModelParams, QosParams};
+use serde::{Deserialize, Serialize};
+
+use crate::grid::Grid;
+use crate::stats::{LatTable, VrateDist};
+
+/// Which device a result is for: what the lines name, and what identifies the device across runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceId {
+    /// Kernel name of the disk the lines are for (`vda`, `loop3`, `nvme0n1`), if there is one.
+    pub name: Option<String>,
+    /// Its `MAJ:MIN`, if there is one.
+    pub dev: Option<String>,
+    /// What was measured: `file`, `block device`, `loop device over a file`.
+    pub kind: String,
+    /// The device model behind it (sysfs `device/model`, else the disk's name): what `--resume`
+    /// and `--merge` compare, and what the hwdb fragment matches.
+    pub model: String,
+    /// Size of what was measured, bytes.
+    pub size: u64,
+}
+
+impl DeviceId {
+    /// Why a result for `other` cannot continue or join one for `self`, if it cannot.
+    pub fn mismatch(&self, other: &DeviceId) -> Option<String> {
+        if self.model != other.model || self.kind != other.kind {
+            return Some(format!(
+                "it was measured on {} ({}), not on {} ({})",
+                other.model, other.kind, self.model, self.kind
+            ));
+        }
+        (self.size != other.size).then(|| format!("it was measured on {} bytes, not {}", other.size, self.size))
+    }
+}
+
+/// What a sweep was asked to do: everything two results must share to be resumed or merged.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    /// The vrate grid (with its dither).
+    pub grid: Grid,
+    /// Weights of the latency-sensitive tenant and the antagonist.
+    pub weights: (u32, u32),
+    /// The latency-sensitive tenant's p99 target, µs.
+    pub lat_target_us: u64,
+    /// Whether this was a `--quick` sweep.
+    pub quick: bool,
+    /// The cost model the points scale (`io.cost.model` line without the device).
+    pub model_line: String,
+    /// The latency targets the planning period comes from (`io.cost.qos` line without the device):
+    /// the profile's suggestion, or the latency target at p99.
+    pub qos_line: String,
+}
+
+impl Settings {
+    /// The model.
+    pub fn model(&self) -> ModelParams {
+        self.model_line.parse::<ioshare_core::ModelConfig>().map(|c| c.params).unwrap_or(ModelParams::SSD_DFL)
+    }
+
+    /// The QoS the planning period comes from.
+    pub fn qos(&self) -> QosParams {
+        self.qos_line.parse::<ioshare_core::QosConfig>().map(|c| c.params).unwrap_or_default()
+    }
+
+    /// Why `other`'s points cannot join these, if they cannot (the grid may differ).
+    pub fn mismatch(&self, other: &Settings) -> Option<String> {
+        if self.weights != other.weights {
+            return Some(format!(
+                "its weights are {}:{}, not {}:{}",
+                other.weights.0, other.weights.1, self.weights.0, self.weights.1
+            ));
+        }
+        if self.lat_target_us != other.lat_target_us {
+            return Some(format!("its latency target is {} us, not {} us", other.lat_target_us, self.lat_target_us));
+        }
+        (self.model_line != other.model_line).then(|| "it scales another cost model".to_string())
+    }
+}
+
+/// The uncontrolled reference (run 0, no controller).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Baseline {
+    /// The most random 4 KiB reads per second the latency-sensitive tenant does within its target
+    /// alone, uncontrolled.
+    pub mof_iops: f64,
+    /// The rate the isolation runs ask for: 80% of its weight share of `mof_iops`.
+    pub asked_iops: f64,
+    /// Its per-second latency at `asked_iops` alone, µs.
+    pub lat: LatTable,
+    /// The antagonist alone, uncontrolled: bytes per second.
+    pub antagonist_bw: f64,
+    /// The antagonist alone: IOs per second.
+    pub antagonist_iops: f64,
+}
+
+/// One vrate point of the sweep.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    /// The pinned vrate (min = max), percent.
+    pub vrate_pct: f64,
+    /// MOF: the latency-sensitive tenant's most IOPS within its target, alone.
+    pub mof_iops: f64,
+    /// aMOF: the same beside the antagonist, with isolation ≥ [`crate::point::PROTECTED`] (the protected capacity).
+    pub amof_iops: f64,
+    /// Isolation at the baseline's asked rate beside the antagonist: the 5th percentile of the
+    /// per-sample achieved ÷ asked.
+    pub isolation: f64,
+    /// Mean of the per-sample achieved ÷ asked.
+    pub isolation_mean: f64,
+    /// The tenant's p99 over the isolation run, µs.
+    pub lat_p99_us: f64,
+    /// Latency impact: mean and deviation of (per-sample p99 − baseline p99) ÷ baseline p99.
+    pub lat_impact: (f64, f64),
+    /// The antagonist's bytes per second in the isolation run ÷ alone uncontrolled.
+    pub work_conserved: f64,
+    /// The antagonist's p99 in the isolation run, µs (its writes and reads together).
+    pub antagonist_p99_us: f64,
+    /// vrate over the isolation run's samples after warm-up, percent.
+    pub vrate: VrateDist,
+    /// The tenant's per-sample latency in the isolation run.
+    pub lat: LatTable,
+    /// How long the point took, seconds.
+    pub took_s: f64,
+}
+
+/// A whole tune: device, settings, baseline and points.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TuneResult {
+    /// [`crate::result::FORMAT_VERSION`].
+    pub version: u32,
+    /// When the sweep started, seconds since the Unix epoch.
+    pub measured_at: u64,
+    /// The device.
+    pub device: DeviceId,
+    /// What was asked.
+    pub settings: Settings,
+    /// The uncontrolled reference.
+    pub baseline: Baseline,
+    /// The finished points, lowest vrate first.
+    pub points: Vec<Point>,
+    /// Remarks (the profile's notes, what the sweep skipped).
+    pub notes: Vec<String>,
+}

@@ -1,0 +1,33 @@
+//! ioshare-tune: find a device's IOCost QoS by sweeping pinned vrates on real IO and judging the
+//! isolation each buys (`ioshare tune`), after resctl-bench's `iocost-qos` and `iocost-tune`.
+//!
+//! # Design
+//! A sweep ([`sweep`]) opens the target as `ioshare profile` does and takes its cost model from the
+//! profile; then, with ioshare's IOCost inline, it measures at each vrate of a [`grid`] a paced
+//! latency-sensitive tenant alone and beside a saturating antagonist ([`point`]), saving the
+//! [`result`] after each point (the checkpoint `--resume` continues). The series are fitted against
+//! vrate ([`fit`]) and the anchor's solutions read off the fits ([`solve`]), each printed as kernel
+//! lines, agent `[[devices]]` entries and a systemd hwdb fragment ([`export`]), and drawn ([`svg`]).
+//! Statistics shared by the point and the tables live in [`stats`].
+//!
+//! Modules, each importing only those before it: `error`, `grid`, `stats`, `fit`, `data` (the
+//! result's plain types), `point`, `solve`, `result` (reading, writing and solving a result),
+//! `export`, `svg`, `sweep`.
+
+pub mod data;
+pub mod error;
+pub mod export;
+pub mod fit;
+pub mod grid;
+pub mod point;
+pub mod result;
+pub mod solve;
+pub mod stats;
+pub mod svg;
+pub mod sweep;
+
+pub use data::{DeviceId, TuneResult};
+pub use error::{Error, Result};
+pub use grid::Grid;
+pub use result::{Applied, DEFAULT_SOLUTION};
+pub use sweep::{tune, TuneOptions};

@@ -1,0 +1,282 @@
+//! Measuring one vrate point on real IO, with ioshare's IOCost inline.
+//!
+//! Two tenants, in the roles of resctl-bench's rd-hashd and memory hog:
+//! - the **latency-sensitive** tenant: 4 KiB random reads paced at a request rate, with as many in
+//!   flight as the rate needs at twice its latency target (Little's law) — so, like a service with
+//!   bounded concurrency, latency beyond that costs it throughput;
+//! - the **antagonist**: sequential 64 KiB writes at QD8 and random 4 KiB reads at QD32, saturating.
+//!
+//! At vrate V the controller is IOCost with the cost model scaled by V and vrate pinned at 100%
+//! (`min=max=100`): the same as pinning `min=max=V` on the model, without the kernel's 4%-a-period
+//! walk from 100% to V at the start of every run, and exactly the lines a solution prints. The
+//! vrate reported is the effective one (the controller's × V).
+//!
+//! Per point: **MOF** — the highest rate the tenant sustains alone (≥ 95% of asked) with its p99
+//! within target, by bisection; **aMOF** — the same beside the antagonist with isolation ≥
+//! [`PROTECTED`], bisected below MOF; and one longer **isolation run** beside the antagonist at the
+//! baseline's asked rate, which gives isolation (p05 of the per-sample achieved ÷ asked), latency
+//! impact, work conserved, and the vrate and latency tables. Samples are 0.1 s (the anchor's are
+//! 1 s): a point lasts seconds, not minutes, and the p05 of 1 s samples would be the worst of a few.
+
+use std::sync::atomic::AtomicBool;
+
+use ioshare_core::{
+    Controller, IoCost, LinearModel, ModelParams, Nanos, NoControl, QosParams, NSEC_PER_MSEC, NSEC_PER_SEC,
+};
+use ioshare_engine::report::{RunReport, TenantReport};
+use ioshare_engine::{JobSpec, Pattern, RunOptions, Target, TenantSpec};
+
+use crate::data::{Baseline, Point};
+use crate::error::{Error, Result};
+use crate::stats::{mean_stdev, quantile, LatTable, VrateDist};
+
+/// Isolation a protected rate must reach: the p05 of per-sample achieved ÷ asked (resctl's 90%).
+pub const PROTECTED: f64 = 0.9;
+/// Share of the asked rate a solo run must achieve to count.
+const SOLO_ACHIEVED: f64 = 0.95;
+/// The isolation runs ask for this share of the tenant's weight share of the baseline MOF (the
+/// anchor's protection runs start at 0.8 × the service's share).
+const ASKED_SHARE: f64 = 0.8;
+/// Per-sample interval, ns.
+const SAMPLE: Nanos = 100 * NSEC_PER_MSEC;
+/// Warm-up of every run, ns (queues fill; the controller is pinned from the start).
+const WARMUP: Nanos = 200 * NSEC_PER_MSEC;
+/// Most IOs the latency-sensitive tenant keeps in flight.
+const MAX_DEPTH: u32 = 256;
+
+/// How long the runs of a point are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timing {
+    /// One bisection step, ns (warm-up included).
+    pub step: Nanos,
+    /// The isolation run, ns.
+    pub isolation: Nanos,
+    /// Bisection steps for MOF at a point.
+    pub mof_steps: u32,
+    /// Bisection steps for aMOF.
+    pub amof_steps: u32,
+    /// Bisection steps for the baseline MOF.
+    pub baseline_steps: u32,
+}
+
+impl Timing {
+    /// The default sweep's runs: 1 s steps (5 for MOF, 4 for aMOF), a 3 s isolation run.
+    pub fn default_sweep() -> Timing {
+        Timing { step: NSEC_PER_SEC, isolation: 3 * NSEC_PER_SEC, mof_steps: 5, amof_steps: 4, baseline_steps: 7 }
+    }
+
+    /// `--quick`: 0.7 s steps, 3 each, a 2 s isolation run (bisection to an eighth of the range).
+    pub fn quick() -> Timing {
+        Timing {
+            step: 700 * NSEC_PER_MSEC,
+            isolation: 2 * NSEC_PER_SEC,
+            mof_steps: 3,
+            amof_steps: 3,
+            baseline_steps: 5,
+        }
+    }
+
+    /// Expected length of one point, ns (for the ETA).
+    pub fn per_point(&self) -> Nanos {
+        self.step * (self.mof_steps + self.amof_steps) as u64 + self.isolation
+    }
+}
+
+/// What the runs share: the target, the model, the tenants' weights and target, the timing.
+pub struct Rig<'a> {
+    /// Where IO goes.
+    pub target: &'a Target,
+    /// The cost model a point scales.
+    pub model: ModelParams,
+    /// Latency targets for the planning period (percentiles are not used: vrate is pinned).
+    pub qos: QosParams,
+    /// Weights: latency-sensitive tenant, antagonist.
+    pub weights: (u32, u32),
+    /// The tenant's p99 target, µs.
+    pub lat_target_us: u64,
+    /// Run lengths.
+    pub timing: Timing,
+    /// IOs per submission (1 where merges could not be switched off).
+    pub submit_batch: u32,
+    /// Set by Ctrl-C.
+    pub stop: &'a AtomicBool,
+}
+
+/// Which tenants a run has.
+#[derive(Clone, Copy)]
+enum Who {
+    Tenant(f64),
+    Antagonist,
+    Both(f64),
+}
+
+impl Rig<'_> {
+    /// Run 0, uncontrolled: the tenant's MOF alone, its latency at the asked rate, the antagonist alone.
+    pub fn baseline(&self, progress: &mut dyn FnMut(&str)) -> Result<Baseline> {
+        let hi = self.model.rrandiops as f64 * 1.2;
+        let steps = self.timing.baseline_steps;
+        let mut lowest_miss: Option<(f64, f64)> = None;
+        let mof = self.search(hi, steps, |rate, i| {
+            progress(&format!("baseline: capacity alone, step {}/{steps} at {rate:.0} IOPS", i + 1));
+            let r = self.run(None, Who::Tenant(rate), self.timing.step)?;
+            let (ok, p99) = self.solo_ok(&r, rate);
+            if !ok && lowest_miss.is_none_or(|(r0, _)| rate < r0) {
+                lowest_miss = Some((rate, p99));
+            }
+            Ok(ok)
+        })?;
+        if mof <= 0.0 {
+            let (rate, p99) = lowest_miss.unwrap_or((hi, f64::NAN));
+            return Err(Error::Unreachable(format!(
+                "the latency target p99 <= {} us is beyond this device: 4 KiB random reads alone and uncontrolled had \
+                 p99 {p99:.0} us at {rate:.0} IOPS; give a --lat-target above that",
+                self.lat_target_us
+            )));
+        }
+        let share = self.weights.0 as f64 / (self.weights.0 + self.weights.1) as f64;
+        let asked = (mof * share * ASKED_SHARE).max(1.0).round();
+        progress(&format!("baseline: the tenant alone at {asked:.0} IOPS"));
+        let solo = self.run(None, Who::Tenant(asked), self.timing.isolation)?;
+        progress("baseline: the antagonist alone");
+        let ant = self.run(None, Who::Antagonist, self.timing.isolation)?;
+        Ok(Baseline {
+            mof_iops: mof,
+            asked_iops: asked,
+            lat: LatTable::of(self.samples(&solo.tenants[0], self.timing.isolation)),
+            antagonist_bw: ant.tenants[0].bw_bytes,
+            antagonist_iops: ant.tenants[0].iops,
+        })
+    }
+
+    /// Measures the point at vrate `v` percent.
+    pub fn point(&self, v: f64, base: &Baseline, progress: &mut dyn FnMut(&str)) -> Result<Point> {
+        let started = std::time::Instant::now();
+        let t = self.timing;
+        let hi = (base.mof_iops.min(self.model.rrandiops as f64 * v / 100.0) * 1.1).max(1.0);
+        let mof = self.search(hi, t.mof_steps, |rate, i| {
+            progress(&format!("capacity alone, step {}/{} at {rate:.0} IOPS", i + 1, t.mof_steps));
+            let r = self.run(Some(v), Who::Tenant(rate), t.step)?;
+            Ok(self.solo_ok(&r, rate).0)
+        })?;
+        let amof = if mof > 0.0 {
+            self.search(mof, t.amof_steps, |rate, i| {
+                progress(&format!("protected capacity, step {}/{} at {rate:.0} IOPS", i + 1, t.amof_steps));
+                let r = self.run(Some(v), Who::Both(rate), t.step)?;
+                let iso = quantile(&self.achieved(&r.tenants[0], rate, t.step), 0.05);
+                Ok(iso >= PROTECTED && r.tenants[0].lat_us.p99 <= self.lat_target_us as f64)
+            })?
+        } else {
+            0.0
+        };
+        progress(&format!("isolation at {:.0} IOPS beside the antagonist", base.asked_iops));
+        let r = self.run(Some(v), Who::Both(base.asked_iops), t.isolation)?;
+        let (ls, ant) = (&r.tenants[0], &r.tenants[1]);
+        let ratios = self.achieved(ls, base.asked_iops, t.isolation);
+        let solo_p99 = base.lat.p99.mean.max(1.0);
+        let impact: Vec<f64> =
+            self.samples(ls, t.isolation).filter(|s| s.iops > 0.0).map(|s| (s.p99_us - solo_p99) / solo_p99).collect();
+        let vrates: Vec<f64> = r
+            .controller_series
+            .iter()
+            .filter(|c| c.t_s * 1e9 >= WARMUP as f64)
+            .map(|c| c.vrate_pct * v / 100.0)
+            .collect();
+        Ok(Point {
+            vrate_pct: v,
+            mof_iops: mof,
+            amof_iops: amof,
+            isolation: quantile(&ratios, 0.05),
+            isolation_mean: mean_stdev(&ratios).0,
+            lat_p99_us: ls.lat_us.p99,
+            lat_impact: mean_stdev(&impact),
+            work_conserved: ant.bw_bytes / base.antagonist_bw.max(1.0),
+            antagonist_p99_us: ant.lat_us.p99,
+            vrate: VrateDist::of(&vrates),
+            lat: LatTable::of(self.samples(ls, t.isolation)),
+            took_s: started.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// The highest rate in (0, hi] that passes, by bisection in `steps` runs (`hi` tried first);
+    /// 0 when none of them passes. `pass(rate, step)` runs one.
+    fn search(&self, hi: f64, steps: u32, mut pass: impl FnMut(f64, u32) -> Result<bool>) -> Result<f64> {
+        let (mut lo, mut hi) = (0.0, hi.round().max(1.0));
+        for i in 0..steps {
+            let rate = if i == 0 { hi } else { ((lo + hi) / 2.0).round().max(1.0) };
+            if i > 0 && (rate <= lo || rate >= hi) {
+                break;
+            }
+            if pass(rate, i)? {
+                lo = rate;
+                if i == 0 {
+                    break;
+                }
+            } else {
+                hi = rate;
+            }
+        }
+        Ok(lo)
+    }
+
+    /// Whether a solo run at `rate` achieved it within target, and its p99.
+    fn solo_ok(&self, r: &RunReport, rate: f64) -> (bool, f64) {
+        let t = &r.tenants[0];
+        (t.iops >= SOLO_ACHIEVED * rate && t.lat_us.p99 <= self.lat_target_us as f64, t.lat_us.p99)
+    }
+
+    /// The samples of a run of `len` ns after its warm-up.
+    fn samples<'r>(
+        &self,
+        t: &'r TenantReport,
+        len: Nanos,
+    ) -> impl Iterator<Item = &'r ioshare_engine::report::TenantSample> + 'r {
+        t.window(WARMUP as f64 / 1e9, len as f64 / 1e9)
+    }
+
+    /// Per-sample achieved ÷ asked after the warm-up.
+    fn achieved(&self, t: &TenantReport, asked: f64, len: Nanos) -> Vec<f64> {
+        self.samples(t, len).map(|s| s.iops / asked.max(1.0)).collect()
+    }
+
+    /// One run: `who` under IOCost pinned at `vrate` percent (`None`: uncontrolled).
+    fn run(&self, vrate: Option<f64>, who: Who, duration: Nanos) -> Result<RunReport> {
+        let mut tenants = Vec::new();
+        if let Who::Tenant(rate) | Who::Both(rate) = who {
+            tenants.push(self.latency_tenant(rate));
+        }
+        if matches!(who, Who::Antagonist | Who::Both(_)) {
+            tenants.push(self.antagonist());
+        }
+        let mut ctl: Box<dyn Controller> = match vrate {
+            None => Box::new(NoControl::new()),
+            Some(v) => {
+                let pinned =
+                    QosParams { enable: true, rppm: 0, wppm: 0, min_ppm: 1_000_000, max_ppm: 1_000_000, ..self.qos };
+                Box::new(IoCost::new(LinearModel::new(self.model.scaled(v / 100.0)), pinned))
+            }
+        };
+        let opts = RunOptions {
+            warmup: WARMUP,
+            sample_every: SAMPLE,
+            submit_batch: self.submit_batch,
+            ..RunOptions::new(duration)
+        };
+        let report = ioshare_engine::run(self.target, &tenants, ctl.as_mut(), &opts, self.stop)?;
+        if report.interrupted {
+            return Err(Error::Interrupted("the point under way is dropped".into()));
+        }
+        Ok(report)
+    }
+
+    fn latency_tenant(&self, rate: f64) -> TenantSpec {
+        let depth = (rate * 2.0 * self.lat_target_us as f64 / 1e6).ceil().clamp(1.0, MAX_DEPTH as f64) as u32;
+        let job = JobSpec { rate_iops: Some(rate.max(1.0) as u64), ..JobSpec::new(Pattern::RandRead, 4096, depth) };
+        TenantSpec::new("latency-sensitive", self.weights.0, job)
+    }
+
+    fn antagonist(&self) -> TenantSpec {
+        let mut t = TenantSpec::new("antagonist", self.weights.1, JobSpec::new(Pattern::Write, 64 << 10, 8));
+        t.jobs.push(JobSpec::new(Pattern::RandRead, 4096, 32));
+        t
+    }
+}

@@ -1,0 +1,175 @@
+//! From points to solutions: every series fitted against vrate ([`crate::fit`]), then the anchor's
+//! solution kinds read off the fits, each a vrate V turned into the lines to apply — the cost model
+//! scaled by V with vrate pinned at 100% (`min=100 max=100`; latency targets only set the planning
+//! period, `rpct=0`), as resctl-bench's `iocost-tune` prints them — with what the fits predict there.
+//!
+//! - `bandwidth`: the lowest vrate where capacity alone (MOF) reaches its top.
+//! - `isolation`: the highest vrate where isolation still holds its top, before the antagonist's
+//!   over-commit erodes it.
+//! - `isolated-bandwidth`: the lowest vrate where the protected capacity (aMOF) reaches its top,
+//!   at most `isolation`.
+//! - `naive`: the model as measured, vrate free in 75–100%, p99 targets read off the curves at 100%.
+//! - `rlat-99-q1`…`q4`: a quarter, half, three quarters and all of the way up the rise of the
+//!   tenant's p99 beside the antagonist.
+//! - `target-p99` (with a target): the highest vrate whose fitted p99 beside the antagonist is
+//!   within it.
+
+use ioshare_core::iocost::line::{Ctrl, DevNum};
+use ioshare_core::{ModelConfig, QosConfig, QosParams};
+use serde::Serialize;
+
+use crate::data::{Point, TuneResult};
+use crate::fit::{fit, Fit, Shape};
+
+/// Fewest points a fit (and so a solution) needs.
+pub const MIN_POINTS: usize = 3;
+
+/// One series of the sweep and its fit.
+#[derive(Clone, Debug, Serialize)]
+pub struct SeriesFit {
+    /// Name (`mof`, `amof`, `isolation`, …).
+    pub name: &'static str,
+    /// What the values are, with their unit.
+    pub label: &'static str,
+    /// (vrate %, value) per point.
+    pub points: Vec<(f64, f64)>,
+    /// The fit, when there are enough points.
+    pub fit: Option<Fit>,
+}
+
+/// What the fits predict at a vrate.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Predicted {
+    /// Capacity alone, IOPS.
+    pub mof_iops: f64,
+    /// Protected capacity, IOPS.
+    pub amof_iops: f64,
+    /// Isolation (p05 of achieved ÷ asked).
+    pub isolation: f64,
+    /// The tenant's p99 beside the antagonist, µs.
+    pub lat_p99_us: f64,
+    /// The antagonist's share of its uncontrolled throughput.
+    pub work_conserved: f64,
+}
+
+/// A solution: a vrate and the lines that apply it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Solution {
+    /// Name (`isolated-bandwidth`, …).
+    pub name: String,
+    /// The vrate chosen, percent.
+    pub vrate_pct: f64,
+    /// The `io.cost.model` line.
+    pub model_line: String,
+    /// The `io.cost.qos` line.
+    pub qos_line: String,
+    /// The fits' values at the vrate.
+    pub predicted: Predicted,
+}
+
+/// All series with their fits, and the solutions.
+#[derive(Clone, Debug, Serialize)]
+pub struct Solved {
+    /// Every series.
+    pub series: Vec<SeriesFit>,
+    /// The solutions (empty with fewer than [`MIN_POINTS`] points).
+    pub solutions: Vec<Solution>,
+    /// Why a solution is missing, if one is.
+    pub notes: Vec<String>,
+}
+
+type Extract = fn(&Point) -> f64;
+
+/// The series: name, label, value, expected shape, whether outliers are dropped (latencies).
+const SERIES: [(&str, &str, Extract, Shape, bool); 7] = [
+    ("mof", "capacity alone (MOF), IOPS", |p| p.mof_iops, Shape::Rising, false),
+    ("amof", "protected capacity (aMOF), IOPS", |p| p.amof_iops, Shape::Hump, false),
+    ("amof-delta", "MOF - aMOF, IOPS", |p| p.mof_iops - p.amof_iops, Shape::Valley, false),
+    ("isolation", "isolation (p05 of achieved / asked)", |p| p.isolation, Shape::Hump, false),
+    ("lat-impact", "latency impact ((p99 - solo) / solo)", |p| p.lat_impact.0, Shape::Valley, true),
+    ("lat-p99", "p99 beside the antagonist, us", |p| p.lat_p99_us, Shape::Valley, true),
+    ("work-conserved", "antagonist throughput / alone", |p| p.work_conserved, Shape::Rising, false),
+];
+
+/// Fits every series of `r` and derives the solutions (`target_p99_us`: the extra latency-target one).
+pub fn solve(r: &TuneResult, target_p99_us: Option<u64>) -> Solved {
+    let series: Vec<SeriesFit> = SERIES
+        .iter()
+        .map(|&(name, label, value, shape, outliers)| {
+            let points: Vec<(f64, f64)> = r.points.iter().map(|p| (p.vrate_pct, value(p))).collect();
+            let fit = (points.len() >= MIN_POINTS).then(|| fit(&points, shape, outliers)).flatten();
+            SeriesFit { name, label, points, fit }
+        })
+        .collect();
+    let mut notes = Vec::new();
+    let get = |name: &str| series.iter().find(|s| s.name == name).and_then(|s| s.fit);
+    let (Some(mof), Some(amof), Some(iso), Some(lat), Some(work)) =
+        (get("mof"), get("amof"), get("isolation"), get("lat-p99"), get("work-conserved"))
+    else {
+        notes.push(format!("{} point(s): solutions need at least {MIN_POINTS}", r.points.len()));
+        return Solved { series, solutions: Vec::new(), notes };
+    };
+    let predict = |v: f64| Predicted {
+        mof_iops: mof.at(v),
+        amof_iops: amof.at(v),
+        isolation: iso.at(v),
+        lat_p99_us: lat.at(v),
+        work_conserved: work.at(v),
+    };
+    let device = r.device.dev.as_deref().and_then(|d| d.parse::<DevNum>().ok());
+    let base = r.settings.qos();
+    let pinned = |name: &str, v: f64| {
+        let model = ModelConfig { device, ctrl: Ctrl::User, params: r.settings.model().scaled(v / 100.0) };
+        let qos = QosParams { enable: true, rppm: 0, wppm: 0, min_ppm: 1_000_000, max_ppm: 1_000_000, ..base };
+        Solution {
+            name: name.to_string(),
+            vrate_pct: round2(v),
+            model_line: model.to_string(),
+            qos_line: QosConfig { device, ctrl: Ctrl::User, params: qos }.to_string(),
+            predicted: predict(v),
+        }
+    };
+    let isolation_v = iso.leaves_level();
+    let mut solutions = vec![
+        pinned("bandwidth", mof.reaches_level()),
+        pinned("isolated-bandwidth", amof.reaches_level().min(isolation_v)),
+        pinned("isolation", isolation_v),
+    ];
+    // naive: the model as measured, vrate 75-100%, p99 targets at 100% (clamped into the range).
+    let at100 = 100f64.clamp(lat.lo, lat.hi);
+    let nearest = r.points.iter().min_by(|a, b| (a.vrate_pct - at100).abs().total_cmp(&(b.vrate_pct - at100).abs()));
+    let wlat = nearest.map_or(base.wlat_us, |p| p.antagonist_p99_us.ceil().max(1.0) as u64);
+    let naive = QosParams {
+        enable: true,
+        rppm: 990_000,
+        rlat_us: lat.at(at100).ceil().max(1.0) as u64,
+        wppm: 990_000,
+        wlat_us: wlat,
+        min_ppm: 750_000,
+        max_ppm: 1_000_000,
+    };
+    solutions.push(Solution {
+        name: "naive".into(),
+        vrate_pct: 100.0,
+        model_line: ModelConfig { device, ctrl: Ctrl::User, params: r.settings.model() }.to_string(),
+        qos_line: QosConfig { device, ctrl: Ctrl::User, params: naive }.to_string(),
+        predicted: predict(at100),
+    });
+    for q in 1..=4 {
+        solutions.push(pinned(&format!("rlat-99-q{q}"), lat.along_slope(q as f64 / 4.0)));
+    }
+    if let Some(t) = target_p99_us {
+        match lat.highest_at_most(t as f64) {
+            Some(v) => solutions.push(pinned("target-p99", v)),
+            None => notes.push(format!(
+                "no swept vrate keeps the p99 beside the antagonist within {t} us (the lowest fitted is {:.0} us)",
+                lat.at(lat.split)
+            )),
+        }
+    }
+    Solved { series, solutions, notes }
+}
+
+fn round2(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
+}

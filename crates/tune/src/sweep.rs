@@ -1,0 +1,250 @@
+//! The sweep: check the options, open the target the way `ioshare profile` does (a temporary file
+//! in a directory, `--loop`, `--destructive` for a device), take the cost model (measured by the
+//! profile on the same target, or given), measure the uncontrolled baseline, then every grid point
+//! not yet in the result, saving the result after each one (the checkpoint). A resumed sweep takes
+//! device, settings, baseline and points from its file and refuses another device's.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use ioshare_core::iocost::line::Ctrl;
+use ioshare_core::{ModelConfig, QosConfig, QosParams, NSEC_PER_SEC};
+use ioshare_engine::profile::{self, disk, prepare, ProfileOptions};
+
+use crate::data::{DeviceId, Settings, TuneResult};
+use crate::error::{Error, Result};
+use crate::grid::Grid;
+use crate::point::{Rig, Timing};
+use crate::result::FORMAT_VERSION;
+
+/// Most a weight may be (IOCost's range).
+pub const MAX_WEIGHT: u32 = 10_000;
+
+/// What `ioshare tune` was asked.
+#[derive(Clone, Debug)]
+pub struct TuneOptions {
+    /// The vrate grid (dithered already when asked).
+    pub grid: Grid,
+    /// Weights: latency-sensitive tenant, antagonist.
+    pub weights: (u32, u32),
+    /// The tenant's p99 target, µs; `None`: the profile's suggested read target.
+    pub lat_target_us: Option<u64>,
+    /// A cost model to use instead of profiling (`io.cost.model` syntax).
+    pub model_line: Option<String>,
+    /// The short sweep.
+    pub quick: bool,
+    /// Where target, profile and merge rules come from (destructive, loop, temporary size).
+    pub profile: ProfileOptions,
+    /// The result file, rewritten after each point.
+    pub out: PathBuf,
+}
+
+impl TuneOptions {
+    /// Checks everything that can be checked before anything is created.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::InvalidOptions(m));
+        self.grid.validate().map_err(|why| Error::InvalidOptions(format!("--vrate: {why}")))?;
+        let (a, b) = self.weights;
+        if !(1..=MAX_WEIGHT).contains(&a) || !(1..=MAX_WEIGHT).contains(&b) {
+            return bad(format!("--weights {a},{b}: each weight must be 1..={MAX_WEIGHT}"));
+        }
+        if self.lat_target_us == Some(0) {
+            return bad("--lat-target 0 cannot be met: give a latency such as 2ms or 500us".into());
+        }
+        if let Some(line) = &self.model_line {
+            line.parse::<ModelConfig>().map_err(|e| Error::InvalidOptions(format!("--model: {e}")))?;
+            if self.lat_target_us.is_none() {
+                return bad("--model skips the profile that suggests the latency target: give --lat-target too".into());
+            }
+        }
+        self.profile.validate().map_err(Error::InvalidOptions)?;
+        if self.profile.read_only {
+            return bad("tune's antagonist writes: a read-only target cannot be tuned".into());
+        }
+        check_out(&self.out, false)
+    }
+}
+
+/// Refuses an output file that exists (unless resuming it) or whose directory is missing.
+fn check_out(out: &Path, resuming: bool) -> Result<()> {
+    if !resuming && out.exists() {
+        return Err(Error::InvalidOptions(format!(
+            "'{}' exists: --resume {} continues that sweep, or give another --out",
+            out.display(),
+            out.display()
+        )));
+    }
+    let dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(Error::InvalidOptions(format!(
+            "--out '{}': the directory '{}' does not exist",
+            out.display(),
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Sweeps `target` (new: `resumed` is `None`) or continues `resumed` (read from `opts.out`), saving
+/// after every point; returns the result. `progress` gets a status line before each run.
+pub fn tune(
+    target: &Path,
+    opts: &TuneOptions,
+    resumed: Option<TuneResult>,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(&str),
+) -> Result<TuneResult> {
+    if resumed.is_none() {
+        opts.validate()?;
+    } else {
+        check_out(&opts.out, true)?;
+    }
+    let quick = resumed.as_ref().map_or(opts.quick, |r| r.settings.quick);
+    let mut notes = prepare::repair(&opts.profile.state_dir)?;
+    let mut prepared = prepare::prepare(target, &opts.profile, stop, progress)?;
+    let device = identify(target, &prepared);
+    if let Some(r) = &resumed {
+        if let Some(why) = r.device.mismatch(&device) {
+            return Err(Error::BadResult { path: opts.out.clone(), reason: format!("cannot resume here: {why}") });
+        }
+    }
+    let mut result = match resumed {
+        Some(r) => r,
+        None => {
+            let (settings, more) = settings(target, &mut prepared, opts, stop, progress)?;
+            notes.extend(more);
+            TuneResult {
+                version: FORMAT_VERSION,
+                measured_at: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+                device,
+                settings,
+                baseline: Default::default(),
+                points: Vec::new(),
+                notes: Vec::new(),
+            }
+        }
+    };
+    let s = result.settings.clone();
+    let rig = Rig {
+        target: &prepared.dev,
+        model: s.model(),
+        qos: s.qos(),
+        weights: s.weights,
+        lat_target_us: s.lat_target_us,
+        timing: if quick { Timing::quick() } else { Timing::default_sweep() },
+        submit_batch: prepared.submit_batch,
+        stop,
+    };
+    if result.baseline.mof_iops <= 0.0 {
+        result.baseline = rig.baseline(progress)?;
+        result.notes.extend(notes.drain(..));
+        result.notes.extend(prepared.notes.drain(..));
+        result.save(&opts.out)?;
+    }
+    let todo: Vec<f64> = s
+        .grid
+        .points()
+        .into_iter()
+        .filter(|v| !result.points.iter().any(|p| (p.vrate_pct - v).abs() < 0.005))
+        .collect();
+    let total = result.points.len() + todo.len();
+    let started = Instant::now();
+    for (i, &v) in todo.iter().enumerate() {
+        let done = result.points.len();
+        let left_s = eta(&todo[i..], &rig.timing, started, i);
+        let mut line = |what: &str| {
+            progress(&format!("[point {}/{total} · vrate {v:.1}% · ~{} left] {what}", done + 1, clock(left_s)))
+        };
+        let point = rig.point(v, &result.baseline, &mut line)?;
+        result.points.push(point);
+        result.points.sort_by(|a, b| a.vrate_pct.total_cmp(&b.vrate_pct));
+        result.save(&opts.out)?;
+    }
+    Ok(result)
+}
+
+/// Seconds left for `todo`: each point as long as the finished ones took on average, or as planned.
+fn eta(todo: &[f64], timing: &Timing, started: Instant, finished: usize) -> f64 {
+    let per = if finished > 0 {
+        started.elapsed().as_secs_f64() / finished as f64
+    } else {
+        timing.per_point() as f64 / NSEC_PER_SEC as f64 * 1.1
+    };
+    per * todo.len() as f64
+}
+
+/// `1m05s`.
+fn clock(s: f64) -> String {
+    let s = s.max(0.0).round() as u64;
+    format!("{}m{:02}s", s / 60, s % 60)
+}
+
+/// The settings of a new sweep: the model given or profiled on the prepared target, and the
+/// latency target given or the profile's suggested read target.
+fn settings(
+    target: &Path,
+    prepared: &mut prepare::Prepared,
+    opts: &TuneOptions,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(Settings, Vec<String>)> {
+    let mut notes = Vec::new();
+    let (model, qos) = match &opts.model_line {
+        Some(line) => {
+            let model = line.parse::<ModelConfig>().map_err(|e| Error::InvalidOptions(format!("--model: {e}")))?.params;
+            let lat = opts.lat_target_us.expect("validated: --model comes with --lat-target");
+            (
+                model,
+                QosParams {
+                    enable: true,
+                    rppm: 990_000,
+                    rlat_us: lat,
+                    wppm: 990_000,
+                    wlat_us: lat,
+                    ..QosParams::default()
+                },
+            )
+        }
+        None => {
+            let p = profile::profile_prepared(target, prepared, &opts.profile, stop, progress)?;
+            notes.extend(p.notes.iter().map(|n| format!("profile: {n}")));
+            notes.push(format!("profile suggested {}", p.qos_line));
+            (p.model, p.qos)
+        }
+    };
+    let lat_target_us = opts.lat_target_us.unwrap_or(qos.rlat_us);
+    let settings = Settings {
+        grid: opts.grid,
+        weights: opts.weights,
+        lat_target_us,
+        quick: opts.quick,
+        model_line: ModelConfig { device: None, ctrl: Ctrl::User, params: model }.to_string(),
+        qos_line: QosConfig { device: None, ctrl: Ctrl::User, params: qos }.to_string(),
+    };
+    Ok((settings, notes))
+}
+
+/// The device a prepared target is: the disk the lines name, and the model behind it (for a file or
+/// a loop device over one, the disk holding the file).
+fn identify(target: &Path, prepared: &prepare::Prepared) -> DeviceId {
+    let under = disk::disk_of(target);
+    let model = under
+        .as_ref()
+        .map(|d| {
+            fs::read_to_string(Path::new("/sys/block").join(&d.name).join("device/model"))
+                .map(|m| m.trim().to_string())
+                .ok()
+                .filter(|m| !m.is_empty())
+                .unwrap_or_else(|| d.name.clone())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    DeviceId {
+        name: prepared.disk.as_ref().map(|d| d.name.clone()),
+        dev: prepared.disk.as_ref().map(|d| d.dev.to_string()),
+        kind: prepared.kind.to_string(),
+        model,
+        size: prepared.dev.size(),
+    }
+}
