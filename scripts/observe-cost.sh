@@ -1,23 +1,32 @@
 #!/usr/bin/env bash
-# The eBPF observer's own cost per program (ns per run of Q, I, D, C): fio reads 4 KiB at random at
-# QD32 (io_uring, O_DIRECT) while `ioshare observe --cost` watches the device (kernel BPF run-time
-# statistics, switched off again when observe exits). Several binaries are measured in turn, so a
-# before/after comparison is interleaved (the figures swing with other users of a shared machine).
+# The eBPF observer's cost, two ways.
 #
-# Usage: scripts/observe-cost.sh TARGET SECONDS BIN...
+# `programs`: ns per run of each stage's program (Q, I, D, C) while fio reads 4 KiB at random at QD32
+# (io_uring, O_DIRECT) and `ioshare observe --cost` watches the device (kernel BPF run-time statistics,
+# switched off again when observe exits), at each detail, binary after binary, so a before/after
+# comparison is interleaved (the figures swing with other users of a shared machine).
+#
+# `iops`: the bench's own measure, `ioshare bench --scenario overhead --observe --no-kernel` (the
+# saturating QD32 reader with the observer attached and detached in turns of 100 ms) on a loop device,
+# ROUNDS times at each detail, the details interleaved; prints each run's attached/detached figure and
+# IO-thread CPU per IO, then their median and range per detail.
+#
+# Usage: scripts/observe-cost.sh programs TARGET SECONDS BIN...
+#        scripts/observe-cost.sh iops ROUNDS SECONDS BIN
 #   TARGET   `loop`: a loop device (mq-deadline) over a 1 GiB file in /dev/shm, made and removed here;
 #            or a file this script may create and read (2 GiB, written once if missing), e.g. on vda
-#   SECONDS  seconds per measurement
+#   SECONDS  seconds per measurement (`iops`: the bench's --duration)
 #   BIN      ioshare binaries (for example target/release/ioshare and a copy of an older build)
 # Root, fio, jq (scripts/setup.sh installs them).
 set -euo pipefail
 
-if [[ $# -lt 3 ]]; then
-  echo "usage: $0 loop|FILE SECONDS BIN...: give a target, a duration and at least one ioshare binary" >&2
+usage="usage: $0 programs loop|FILE SECONDS BIN... | $0 iops ROUNDS SECONDS BIN"
+if [[ $# -lt 4 || ($1 != programs && $1 != iops) ]]; then
+  echo "$usage: give a mode, a target or a round count, a duration and an ioshare binary" >&2
   exit 1
 fi
-target=$1 secs=$2
-shift 2
+mode=$1
+shift
 dev='' backing='' out=''
 cleanup() {
   [[ -n $out ]] && rm -f "$out"
@@ -26,26 +35,76 @@ cleanup() {
   return 0
 }
 trap cleanup EXIT
-if [[ $target == loop ]]; then
+
+# A loop device over a zeroed 1 GiB file in /dev/shm, with mq-deadline: sets $dev and $backing.
+make_loop() {
   backing=$(mktemp /dev/shm/ioshare-observe-cost.XXXXXX)
   truncate -s 1G "$backing"
   dev=$(losetup --find --show --direct-io=on "$backing")
   echo mq-deadline >"/sys/block/$(basename "$dev")/queue/scheduler"
   dd if=/dev/zero of="$dev" bs=1M count=1024 oflag=direct status=none
-  file=$dev watch=$dev
-else
-  file=$target
-  [[ -f $file ]] || fio --name=fill --filename="$file" --size=2G --rw=write --bs=1M --direct=1 >/dev/null
-  watch=$(df --output=source "$file" | tail -1)
+}
+
+if [[ $mode == programs ]]; then
+  target=$1 secs=$2
+  shift 2
+  if [[ $target == loop ]]; then
+    make_loop
+    file=$dev watch=$dev
+  else
+    file=$target
+    [[ -f $file ]] || fio --name=fill --filename="$file" --size=2G --rw=write --bs=1M --direct=1 >/dev/null
+    watch=$(df --output=source "$file" | tail -1)
+  fi
+  out=$(mktemp)
+  for bin in "$@"; do
+    for detail in light full; do
+      fio --name=cost --filename="$file" --size=1G --rw=randread --bs=4k --iodepth=32 --ioengine=io_uring \
+        --direct=1 --time_based --runtime=$((secs + 2)) --output-format=terse >/dev/null &
+      sleep 1
+      "$bin" observe --device "$watch" --detail "$detail" --cost --interval "$secs" --duration "$secs" --json >"$out"
+      wait
+      printf '%s %s: ' "$bin" "$detail"
+      tail -1 "$out" | jq -r '.snapshot as $s | ([$s.entries[].stages[3].ios] | add // 0) as $ios
+        | [$s.cost.programs[] | if .runs > 0 then (.run_time_ns / .runs | round | tostring) else "-" end] as $r
+        | "ns per run Q \($r[0])  I \($r[1])  D \($r[2])  C \($r[3])  ns per IO completed \(
+            if $ios > 0 then ([$s.cost.programs[].run_time_ns] | add / $ios | round) else "-" end)"'
+    done
+  done
+  exit 0
 fi
+
+rounds=$1 secs=$2 bin=$3
+if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
+  echo "$usage: ROUNDS '$rounds' must be a positive whole number, like 3" >&2
+  exit 1
+fi
+make_loop
 out=$(mktemp)
-for bin in "$@"; do
-  fio --name=cost --filename="$file" --size=1G --rw=randread --bs=4k --iodepth=32 --ioengine=io_uring --direct=1 \
-    --time_based --runtime=$((secs + 2)) --output-format=terse >/dev/null &
-  sleep 1
-  "$bin" observe --device "$watch" --cost --interval "$secs" --duration "$secs" --json >"$out"
-  wait
-  printf '%s: ' "$bin"
-  tail -1 "$out" | jq -r '[.snapshot.cost.programs[] | .run_time_ns / ([.runs, 1] | max)]
-    | "ns per run Q \(.[0] | round)  I \(.[1] | round)  D \(.[2] | round)  C \(.[3] | round)  (sum \(add | round))"'
+declare -A ratios cpus
+for ((r = 1; r <= rounds; r++)); do
+  # Alternate which detail goes first, so a drift of the machine over time favours neither.
+  order=(light full)
+  ((r % 2 == 0)) && order=(full light)
+  for detail in "${order[@]}"; do
+    # The bench exits non-zero when a scenario misses one of its targets; the note is read either way.
+    IOSHARE_OBSERVE_DETAIL=$detail "$bin" bench --scenario overhead --observe --no-kernel --target "$dev" \
+      --duration "$secs" --json >"$out" || true
+    note=$(jq -r '[.. | strings | select(startswith("observe overhead:"))][0] // ""' "$out")
+    ratio=$(sed -n 's/.*all [0-9]* windows \([0-9.]*\)% ± \([0-9.]*\)%.*/\1/p' <<<"$note")
+    cpu=$(sed -n 's/.*while attached \([-+0-9]*\) ns.*/\1/p' <<<"$note")
+    if [[ -z $ratio ]]; then
+      echo "round $r $detail: the bench gave no observe overhead note (is this root with BTF?)" >&2
+      exit 1
+    fi
+    echo "round $r $detail: attached/detached ${ratio}%, IO thread CPU per IO ${cpu:-?} ns  ($note)"
+    ratios[$detail]+="$ratio "
+    cpus[$detail]+="${cpu:-} "
+  done
+done
+# Median and range of a list of numbers.
+summary() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {
+  m = NR % 2 ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2; printf "median %g (%g to %g, %d runs)", m, v[1], v[NR], NR }'; }
+for detail in light full; do
+  echo "$detail: IOPS attached/detached % $(summary <<<"${ratios[$detail]}"); IO thread CPU per IO ns $(summary <<<"${cpus[$detail]}")"
 done

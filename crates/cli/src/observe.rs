@@ -1,5 +1,6 @@
 //! `ioshare observe`: parses the options, runs the eBPF observer, prints each interval (a live view on
-//! a terminal, plain tables otherwise, or JSON lines), serves Prometheus and writes SVG heatmaps.
+//! a terminal, plain tables otherwise, or JSON lines), serves Prometheus and writes SVG heatmaps; with
+//! `--iocost`, the same for the kernel IOCost's internals.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -12,7 +13,8 @@ use anyhow::{bail, Context};
 use crate::Found;
 use ioshare_engine::interrupt;
 use ioshare_observe::heatmap::{self, Column};
-use ioshare_observe::{prometheus, table, Kind, Latency, Observer, Snapshot, Stage};
+use ioshare_observe::iocost::{self, IocostObserver, IocostSnapshot};
+use ioshare_observe::{prometheus, table, Kind, Latency, Observer, Snapshot, Stage, Stages};
 
 /// Arguments of `ioshare observe`.
 #[derive(clap::Args)]
@@ -39,18 +41,49 @@ pub struct Args {
     /// Serve Prometheus metrics at http://ADDR/metrics; a bare PORT binds 127.0.0.1 only.
     #[arg(long, value_name = "ADDR")]
     prometheus: Option<String>,
+    /// How closely to watch: `light` (the default) counts requests at completion with the latencies
+    /// of one request in 8 from the kernel's own timestamps, one program per IO; `full` counts every
+    /// stage (Q, I, D, C) with every IO's Q2C, I2D and D2C latency, four programs per IO.
+    #[arg(long, value_enum, default_value_t = Detail::Light)]
+    detail: Detail,
+    /// Watch the kernel's IOCost instead of the block layer: per device vrate, busy level, missed
+    /// latency targets, request wait, lagging/short/donating cgroups; per cgroup weights, hweights,
+    /// usage, wait, debt and delay (cgroup v2 with io.cost.qos enabled; from its tracepoints).
+    #[arg(long, conflicts_with_all = ["svg", "detail", "cost"])]
+    iocost: bool,
     /// Also measure the observer's own CPU time per event (kernel BPF run-time statistics, which cost
     /// two clock reads per event while on).
     #[arg(long)]
     cost: bool,
 }
 
+/// `--detail`: the observer's stages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Detail {
+    /// Completions only, latencies sampled (`Stages::Light`).
+    Light,
+    /// Every stage and every IO's latencies (`Stages::All`).
+    Full,
+}
+
+impl Detail {
+    fn stages(self) -> Stages {
+        match self {
+            Detail::Light => Stages::Light,
+            Detail::Full => Stages::All,
+        }
+    }
+}
+
 /// Heatmap series: (file name, title, kind, how to take it from an interval).
 type Series = (&'static str, String, Kind, Box<dyn Fn(&Snapshot) -> ioshare_observe::Histogram>);
 
-fn series() -> Vec<Series> {
+/// The heatmaps an observer of `detail` has data for.
+fn series(detail: Detail) -> Vec<Series> {
+    let full = detail == Detail::Full;
     let mut all: Vec<Series> = Stage::ALL
         .iter()
+        .filter(|&&s| full || s == Stage::C)
         .map(|&s| {
             let name: &'static str = match s {
                 Stage::Q => "seek-Q",
@@ -62,7 +95,7 @@ fn series() -> Vec<Series> {
             (name, format!("Seek distance at {} ({name})", s.label()), Kind::Seek, f)
         })
         .collect();
-    for l in Latency::ALL {
+    for l in Latency::ALL.into_iter().filter(|&l| full || l != Latency::ID) {
         let name: &'static str = match l {
             Latency::QC => "latency-Q2C",
             Latency::ID => "latency-I2D",
@@ -97,14 +130,17 @@ pub fn run(args: Args) -> anyhow::Result<Found> {
     if let Some(dir) = &args.svg {
         crate::chart_dir(dir)?;
     }
-    let mut observer = Observer::start(device)?;
+    if args.iocost {
+        return watch_iocost(&args, device, prom_addr);
+    }
+    let mut observer = Observer::start_with(device, None, args.detail.stages())?;
     if args.cost {
         observer.measure_cost()?;
     }
 
     let tty = std::io::stdout().is_terminal() && !args.json;
     let stop = interrupt::stop_flag();
-    let series = series();
+    let series = series(args.detail);
     let mut columns: Vec<Vec<Column>> = vec![Vec::new(); series.len()];
     let started = Instant::now();
     let mut previous = observer.snapshot()?;
@@ -158,6 +194,58 @@ pub fn run(args: Args) -> anyhow::Result<Found> {
     Ok(Found::AsExpected)
 }
 
+/// `ioshare observe --iocost`: reads the kernel IOCost's state each interval and prints it (tables, or
+/// one JSON object per interval), serving it to Prometheus when asked.
+fn watch_iocost(
+    args: &Args,
+    device: Option<(u32, u32)>,
+    prom_addr: Option<std::net::SocketAddr>,
+) -> anyhow::Result<Found> {
+    let mut observer = IocostObserver::start()?;
+    let device_filter = device.map(|(major, minor)| format!("{major}:{minor}"));
+    let read = |observer: &mut IocostObserver| -> anyhow::Result<IocostSnapshot> {
+        let mut snap = observer.snapshot()?.filtered(device_filter.as_deref(), args.cgroup.as_deref());
+        if let Some((major, minor)) = device {
+            if snap.devices.is_empty() && iocost::iocost_enabled(major, minor) != Some(true) {
+                snap.notes.push(format!(
+                    "{major}:{minor} has no IOCost enabled: echo '{major}:{minor} enable=1' > /sys/fs/cgroup/io.cost.qos"
+                ));
+            }
+        }
+        Ok(snap)
+    };
+    let shared: iocost::render::Shared = Arc::new(Mutex::new(read(&mut observer)?));
+    let _endpoint = match prom_addr {
+        Some(addr) => {
+            let endpoint = iocost::render::serve(addr, shared.clone())?;
+            eprintln!("ioshare observe: serving IOCost metrics at http://{}/metrics", endpoint.addr());
+            Some(endpoint)
+        }
+        None => None,
+    };
+    let stop = interrupt::stop_flag();
+    let started = Instant::now();
+    let mut out = std::io::stdout().lock();
+    loop {
+        let elapsed = started.elapsed().as_secs_f64();
+        let next = args.interval * ((elapsed / args.interval).floor() + 1.0);
+        let end = args.duration.map_or(next, |d| next.min(d));
+        sleep_until(started + Duration::from_secs_f64(end), stop);
+        let snap = read(&mut observer)?;
+        let t = started.elapsed().as_secs_f64();
+        if args.json {
+            writeln!(out, "{}", serde_json::json!({ "t_s": t, "iocost": snap }))?;
+        } else {
+            writeln!(out, "--- {t:.1} s ---\n{}", iocost::render::table(&snap))?;
+        }
+        out.flush()?;
+        *shared.lock().expect("the Prometheus thread never panics while holding the lock") = snap;
+        if stop.load(Ordering::Relaxed) || args.duration.is_some_and(|d| t >= d - 1e-3) {
+            return Ok(Found::AsExpected);
+        }
+    }
+}
+
 /// Sleeps until `deadline` or until Ctrl-C.
 fn sleep_until(deadline: Instant, stop: &std::sync::atomic::AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
@@ -169,12 +257,13 @@ fn sleep_until(deadline: Instant, stop: &std::sync::atomic::AtomicBool) {
     }
 }
 
-/// The terminal view: the interval's table, then heatmaps of Q2C latency and seek distance at D over
-/// the last intervals (one column each).
+/// The terminal view: the interval's table, then heatmaps of Q2C latency and seek distance at D (at C
+/// in light detail) over the last intervals (one column each).
 fn live_view(delta: &Snapshot, seconds: f64, t: f64, columns: &[Vec<Column>], series: &[Series]) -> String {
     const WIDTH: usize = 60;
     let mut view = format!("ioshare observe — {t:.0} s (Ctrl-C to stop)\n\n{}", table::render(delta, seconds));
-    for name in ["latency-Q2C", "seek-D"] {
+    let seek = if series.iter().any(|s| s.0 == "seek-D") { "seek-D" } else { "seek-C" };
+    for name in ["latency-Q2C", seek] {
         if let Some(i) = series.iter().position(|s| s.0 == name) {
             let cols = &columns[i][columns[i].len().saturating_sub(WIDTH)..];
             view += &format!("\n{} (last {} intervals)\n{}", series[i].1, cols.len(), heatmap::text(series[i].2, cols));

@@ -31,6 +31,13 @@ pub enum Error {
     /// The kernel refused to time the programs (BPF_ENABLE_STATS).
     #[error("cannot measure the observer's cost: {0} (BPF_ENABLE_STATS needs root and Linux 5.8+)")]
     Stats(std::io::Error),
+    /// The IOCost programs could not be loaded or attached: the kernel has no `iocost` tracepoints, or
+    /// its IOCost structs lack a field they read.
+    #[error("cannot watch the kernel's IOCost ({0}): it needs a kernel with CONFIG_BLK_CGROUP_IOCOST and its iocost tracepoints; IOSHARE_OBSERVE_DEBUG=1 shows libbpf's log")]
+    NoIocost(String),
+    /// `IOSHARE_OBSERVE_DETAIL` holds neither `light` nor `full`.
+    #[error("IOSHARE_OBSERVE_DETAIL='{0}': set it to light or full, or unset it")]
+    Detail(String),
     /// A device given by the user is not a block device.
     #[error("'{0}' is not a block device: give a path like /dev/sda or /dev/loop0, or MAJ:MIN like 8:0")]
     NotABlockDevice(String),

@@ -27,6 +27,7 @@ pub mod endpoint;
 mod error;
 pub mod heatmap;
 mod histogram;
+pub mod iocost;
 mod loader;
 mod names;
 pub mod prometheus;
@@ -38,8 +39,13 @@ mod skel {
     include!(concat!(env!("OUT_DIR"), "/observe.skel.rs"));
 }
 
+#[allow(clippy::all, missing_docs, unsafe_op_in_unsafe_fn)]
+mod iocost_skel {
+    include!(concat!(env!("OUT_DIR"), "/iocost.skel.rs"));
+}
+
 pub use error::{Error, Result};
 pub use histogram::{Histogram, Kind};
-pub use loader::{can_trace, skip_unless_traceable, AttachMode, Observer, Stages};
+pub use loader::{can_trace, skip_unless_traceable, AttachMode, Observer, Stages, DETAIL_ENV, LATENCY_EVERY};
 pub use names::{device_name, disk_of, resolve_device, CgroupNames};
 pub use snapshot::{Cost, Counters, Entry, Latency, Op, ProgramCost, Snapshot, Stage, StageStats};

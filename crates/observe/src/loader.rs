@@ -9,7 +9,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::time::Instant;
 
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, ProgramMut};
 
 use crate::error::{Error, Result};
@@ -17,7 +17,7 @@ use crate::histogram::Histogram;
 use crate::names::{device_name, CgroupNames};
 use crate::skel::types::{obs_key, obs_latency, obs_slot, obs_stage, obs_value};
 use crate::skel::{ObserveSkel, ObserveSkelBuilder};
-use crate::snapshot::{Cost, Counters, Entry, Op, ProgramCost, Snapshot, StageStats};
+use crate::snapshot::{Cost, Counters, Entry, Op, ProgramCost, Snapshot, Stage, StageStats};
 
 /// Set to anything to see libbpf's log (the verifier's output) on stderr.
 pub const DEBUG_ENV: &str = "IOSHARE_OBSERVE_DEBUG";
@@ -31,15 +31,30 @@ pub enum AttachMode {
     RawTp,
 }
 
-/// Which stages an observer watches.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Which stages an observer watches, and how closely.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Stages {
-    /// Q, I, D and C, with latencies.
+    /// The default: only C (requests completed: counts, sizes, seek distances in completion order),
+    /// with Q→C and D→C latencies of one request in [`LATENCY_EVERY`] per CPU, taken from the
+    /// timestamps the block layer keeps in the request. One program per IO, no in-flight table, no
+    /// clock read for the requests not sampled; no I→D latency, nothing at Q, I, D.
+    #[default]
+    Light,
+    /// Q, I, D and C, with every IO's latencies from the observer's own clock reads (four programs per
+    /// IO).
     All,
     /// Only Q (bios queued: counts, sizes, seek distances), no latencies: one program per IO instead
     /// of four, for users that need the sequential/random mix only (the agent).
     QueueOnly,
 }
+
+/// Set to `full` (or `light`) to change the detail of [`Observer::start`] in a program that does not
+/// choose it, for instance to measure the full detail's cost with `ioshare bench --scenario overhead
+/// --observe`; anything else is an error when the observer starts.
+pub const DETAIL_ENV: &str = "IOSHARE_OBSERVE_DETAIL";
+
+/// In [`Stages::Light`], latencies are sampled from one completed request in this many per CPU.
+pub const LATENCY_EVERY: u32 = 8;
 
 /// The running observer: programs attached until it is dropped (or [`Observer::pause`]d).
 pub struct Observer {
@@ -85,18 +100,18 @@ pub fn skip_unless_traceable(test: &str) -> bool {
 }
 
 impl Observer {
-    /// Loads and attaches the programs, counting IO on the whole disk `device` (`(major, minor)`) only,
-    /// or on every device.
+    /// Loads and attaches the programs at the default detail ([`Stages::Light`]), counting IO on the
+    /// whole disk `device` (`(major, minor)`) only, or on every device.
     ///
     /// Fails with a one-line reason when not root, when the kernel has no BTF, or when neither attach
     /// style works.
     pub fn start(device: Option<(u32, u32)>) -> Result<Observer> {
-        Self::start_as(device, None)
-    }
-
-    /// [`Observer::start`] with the attach style forced (`None`: tp_btf, falling back to raw_tp).
-    pub fn start_as(device: Option<(u32, u32)>, mode: Option<AttachMode>) -> Result<Observer> {
-        Self::start_with(device, mode, Stages::All)
+        let stages = match std::env::var(DETAIL_ENV).as_deref() {
+            Err(_) | Ok("light") => Stages::Light,
+            Ok("full") => Stages::All,
+            Ok(other) => return Err(Error::Detail(other.to_string())),
+        };
+        Self::start_with(device, None, stages)
     }
 
     /// [`Observer::start_as`] watching only `stages`.
@@ -133,23 +148,27 @@ impl Observer {
             if let Some(data) = self.skel.maps.data_data.as_deref_mut() {
                 data.generation += 1;
             }
-            self.links = attach(self.programs()).map_err(|e| Error::Attach(e.to_string()))?;
+            self.links = attach(&self.programs()).map_err(|e| Error::Attach(e.to_string()))?;
         }
         Ok(())
     }
 
-    /// The programs of this observer's attach style and stages, in stage order Q, I, D, C.
-    fn programs(&self) -> impl Iterator<Item = &ProgramMut<'static>> {
-        let p = &self.skel.progs;
-        let progs = match self.mode {
-            AttachMode::TpBtf => [&p.btf_bio_queue, &p.btf_rq_insert, &p.btf_rq_issue, &p.btf_rq_complete],
-            AttachMode::RawTp => [&p.raw_bio_queue, &p.raw_rq_insert, &p.raw_rq_issue, &p.raw_rq_complete],
-        };
-        let attached = match self.stages {
-            Stages::All => progs.len(),
-            Stages::QueueOnly => 1,
-        };
-        progs.into_iter().take(attached)
+    /// The programs of this observer's attach style and stages, with their stages, in stage order.
+    fn programs(&self) -> Vec<(Stage, ProgramMut<'_>)> {
+        let wanted = program_names(self.mode, self.stages);
+        let mut found: Vec<(Stage, ProgramMut<'_>)> = self
+            .skel
+            .object()
+            .progs_mut()
+            .filter_map(|p| wanted.iter().find(|(_, name)| p.name() == *name).map(|&(stage, _)| (stage, p)))
+            .collect();
+        found.sort_by_key(|&(stage, _)| stage as usize);
+        found
+    }
+
+    /// The detail this observer was started with.
+    pub fn stages(&self) -> Stages {
+        self.stages
     }
 
     /// Has the kernel time the programs from now on (two clock reads per run, a few tens of ns), so
@@ -204,7 +223,7 @@ impl Observer {
     /// Runs and run time of each attached program.
     fn cost(&self) -> Cost {
         let mut cost = Cost::default();
-        for (prog, slot) in self.programs().zip(&mut cost.programs) {
+        for (stage, prog) in self.programs() {
             let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
             let mut len = std::mem::size_of_val(&info) as u32;
             // SAFETY: `info` is a bpf_prog_info of `len` bytes that the kernel fills in.
@@ -212,7 +231,7 @@ impl Observer {
                 libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(prog.as_fd().as_raw_fd(), &mut info, &mut len)
             };
             if ret == 0 {
-                *slot = ProgramCost { runs: info.run_cnt, run_time_ns: info.run_time_ns };
+                cost.programs[stage as usize] = ProgramCost { runs: info.run_cnt, run_time_ns: info.run_time_ns };
             }
         }
         cost
@@ -243,21 +262,13 @@ fn load_and_attach(target_dev: u32, mode: AttachMode, stages: Stages) -> libbpf_
     if let Some(rodata) = open.maps.rodata_data.as_mut() {
         rodata.target_dev = target_dev;
         rodata.track_inflight = stages == Stages::All;
+        rodata.latency_every = LATENCY_EVERY;
     }
-    let btf = mode == AttachMode::TpBtf;
-    let all = stages == Stages::All;
-    let progs = &mut open.progs;
-    for (prog, enabled) in [
-        (&mut progs.btf_bio_queue, btf),
-        (&mut progs.btf_rq_insert, btf && all),
-        (&mut progs.btf_rq_issue, btf && all),
-        (&mut progs.btf_rq_complete, btf && all),
-        (&mut progs.raw_bio_queue, !btf),
-        (&mut progs.raw_rq_insert, !btf && all),
-        (&mut progs.raw_rq_issue, !btf && all),
-        (&mut progs.raw_rq_complete, !btf && all),
-    ] {
-        prog.set_autoload(enabled);
+    // Only the programs this observer attaches are loaded (the others are not even verified).
+    let wanted = program_names(mode, stages);
+    for mut prog in open.open_object_mut().progs_mut() {
+        let load = wanted.iter().any(|(_, name)| prog.name() == *name);
+        prog.set_autoload(load);
     }
     let mut observer = Observer {
         links: Vec::new(),
@@ -268,13 +279,37 @@ fn load_and_attach(target_dev: u32, mode: AttachMode, stages: Stages) -> libbpf_
         names: CgroupNames::discover(),
         run_stats: None,
     };
-    observer.links = attach(observer.programs())?;
+    observer.links = attach(&observer.programs())?;
     Ok(observer)
 }
 
+/// The programs (their names in `observe.bpf.c`) of attach style `mode` that watch `stages`, with the
+/// stage each one counts at.
+fn program_names(mode: AttachMode, stages: Stages) -> Vec<(Stage, &'static str)> {
+    let names: &[(Stage, &str)] = match (mode, stages) {
+        (AttachMode::TpBtf, Stages::Light) => &[(Stage::C, "btf_rq_complete_light")],
+        (AttachMode::RawTp, Stages::Light) => &[(Stage::C, "raw_rq_complete_light")],
+        (AttachMode::TpBtf, Stages::QueueOnly) => &[(Stage::Q, "btf_bio_queue")],
+        (AttachMode::RawTp, Stages::QueueOnly) => &[(Stage::Q, "raw_bio_queue")],
+        (AttachMode::TpBtf, Stages::All) => &[
+            (Stage::Q, "btf_bio_queue"),
+            (Stage::I, "btf_rq_insert"),
+            (Stage::D, "btf_rq_issue"),
+            (Stage::C, "btf_rq_complete"),
+        ],
+        (AttachMode::RawTp, Stages::All) => &[
+            (Stage::Q, "raw_bio_queue"),
+            (Stage::I, "raw_rq_insert"),
+            (Stage::D, "raw_rq_issue"),
+            (Stage::C, "raw_rq_complete"),
+        ],
+    };
+    names.to_vec()
+}
+
 /// Attaches each of `programs` (the links detach them again when dropped).
-fn attach<'a>(programs: impl Iterator<Item = &'a ProgramMut<'static>>) -> libbpf_rs::Result<Vec<Link>> {
-    programs.map(|p| p.attach()).collect()
+fn attach(programs: &[(Stage, ProgramMut<'_>)]) -> libbpf_rs::Result<Vec<Link>> {
+    programs.iter().map(|(_, p)| p.attach()).collect()
 }
 
 /// Adds up the per-CPU copies of a value made only of `u64` counters, field by field.
@@ -290,7 +325,7 @@ fn sum_per_cpu(per_cpu: &[Vec<u8>]) -> Vec<u8> {
 }
 
 /// Reads a plain value of `T` (a struct of integers) from the bytes of a map key or value.
-fn from_bytes<T: Copy + Default>(bytes: &[u8], map: &'static str) -> Result<T> {
+pub(crate) fn from_bytes<T: Copy + Default>(bytes: &[u8], map: &'static str) -> Result<T> {
     if bytes.len() != std::mem::size_of::<T>() {
         return Err(Error::Map {
             map,

@@ -273,6 +273,59 @@ fn queue_only_counts_q_and_nothing_else() {
     assert_eq!(cost.total().runs, cost.program(Stage::Q).runs, "only Q runs: {cost:?}");
 }
 
+/// `Stages::Light` (the default detail): only the light C program runs, one per IO; every request is
+/// counted exactly at C with its seek histogram (one IO at a time, so completion order is issue
+/// order), nothing at Q, I or D, and the latencies of one request in `LATENCY_EVERY` per CPU come from
+/// the request's own timestamps.
+#[test]
+fn light_counts_every_completion_and_samples_latencies() {
+    if skip("light_counts_every_completion_and_samples_latencies") {
+        return;
+    }
+    let disk = TestDisk::new();
+    let dev = &disk.dev;
+    let group = BlkioCgroup::create(&format!("ioshare-observe-light-{}/reads", std::process::id())).unwrap();
+    let mut observer = disk.observer(None, Stages::Light);
+    assert_eq!(observer.stages(), Stages::Light);
+    let before = observer.snapshot().unwrap();
+    let mut rng = SmallRng::seed_from_u64(13);
+    let reads: Vec<u64> = (0..400).map(|_| rng.gen_range(0..(64u64 << 20) / 4096) * 4096).collect();
+    run_in(&group, "read", dev.path(), 4096, &reads).wait();
+
+    let snap = observer.snapshot().unwrap();
+    let e = entry(&snap, &group, Op::Read);
+    let c = e.stage(Stage::C);
+    assert_eq!((c.ios, c.bytes), (400, 400 * 4096));
+    assert_eq!(c.seek.buckets, expected_seeks(&reads, 4096));
+    for stage in [Stage::Q, Stage::I, Stage::D] {
+        assert_eq!(e.stage(stage).ios, 0, "{stage:?} is not watched");
+    }
+    // Each CPU samples every LATENCY_EVERY-th of its completions (its count starts wherever earlier
+    // IO on that CPU left it), so the sample is 400 / LATENCY_EVERY give or take one per CPU.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let every = u64::from(ioshare_observe::LATENCY_EVERY);
+    let sampled = e.latency(ioshare_observe::Latency::QC).count();
+    assert!(sampled.abs_diff(400 / every) <= cpus, "{sampled} sampled of 400, 1 in {every}, {cpus} CPUs");
+    // D->C needs the issue time the queue may not keep: each sampled request has it or is counted.
+    let missing = snap.counters.missing_issue_time - before.counters.missing_issue_time;
+    let dc = e.latency(ioshare_observe::Latency::DC);
+    assert_eq!(dc.count() + missing, sampled, "every sampled request has a D2C or a counted miss");
+    assert_eq!(e.latency(ioshare_observe::Latency::ID).count(), 0, "no I2D in light detail");
+    if missing == 0 {
+        // Issue comes after the request is made: a request's D->C is at most its Q->C.
+        assert!(dc.sum <= e.latency(ioshare_observe::Latency::QC).sum, "D2C sum {} > Q2C sum", dc.sum);
+    }
+    let cost = snap.cost.unwrap();
+    assert!(cost.program(Stage::C).runs >= 400, "{cost:?}");
+    assert_eq!(cost.total().runs, cost.program(Stage::C).runs, "only C runs: {cost:?}");
+    eprintln!(
+        "light: {} reads at C, {sampled} latencies sampled ({} with D2C), {:.0} ns per run",
+        c.ios,
+        dc.count(),
+        cost.total().ns_per_run().unwrap()
+    );
+}
+
 /// `pause` detaches every program (IO meanwhile is not counted and no program runs) and `resume`
 /// attaches them again, keeping what was counted before: the bench toggles the observer this way to
 /// measure what it costs the IO path.

@@ -6,8 +6,8 @@
  * libbpf rewrites each offset at load time from the running kernel's BTF (/sys/kernel/btf/vmlinux).
  * Only the fields used are declared, and their order here means nothing. Why not a generated
  * vmlinux.h: it would need bpftool and a BTF-enabled kernel on the *build* machine (CI containers
- * may have neither) and ~100k lines per build, while these 12 structs compile in milliseconds and
- * still relocate against whatever kernel loads them (checked: 6.18 here).
+ * may have neither) and ~100k lines per build, while these structs compile in milliseconds and
+ * still relocate against whatever kernel loads them (checked: 6.18 here, 6.1 in the lab guest).
  */
 #ifndef IOSHARE_KERNEL_TYPES_H
 #define IOSHARE_KERNEL_TYPES_H
@@ -93,6 +93,61 @@ struct request {
 	sector_t __sector;
 	unsigned int __data_len;
 	struct bio *bio;
+	__u64 start_time_ns;    /* set when the request is made, if the queue keeps IO statistics or has a scheduler */
+	__u64 io_start_time_ns; /* set at issue, if the queue keeps latency statistics (wbt, blk-iolatency) */
+};
+
+/* blk-iocost.c's own structs (in the kernel's BTF although private to that file). */
+typedef struct {
+	__s64 counter;
+} atomic64_t;
+
+struct list_head {
+	struct list_head *next;
+	struct list_head *prev;
+};
+
+struct rq_qos {
+	struct request_queue *q; /* up to Linux 6.1 */
+	struct gendisk *disk;    /* from Linux 6.2 */
+};
+
+struct ioc {
+	struct rq_qos rqos;
+	__u32 period_us;
+	struct list_head active_iocgs;
+	__u64 vtime_base_rate;
+	atomic64_t cur_period;
+	int busy_level;
+};
+
+struct blkg_policy_data {
+	struct blkcg_gq *blkg;
+};
+
+struct iocg_stat {
+	__u64 usage_us;
+	__u64 wait_us;
+	__u64 indebt_us;
+	__u64 indelay_us;
+};
+
+struct ioc_gq {
+	struct blkg_policy_data pd;
+	struct ioc *ioc;
+	__u32 weight;
+	__u32 active;
+	__u32 inuse;
+	__u64 abs_vdebt;
+	__u64 delay;
+	atomic64_t active_period;
+	struct list_head active_list;
+	__u32 hweight_active;
+	__u32 hweight_inuse;
+	struct iocg_stat last_stat;
+	__u64 usage_delta_us;
+	int level;
+	struct ioc_gq *ancestors[];
 };
 
 #pragma clang attribute pop

@@ -29,6 +29,13 @@
  *   deleted: bios are recycled, so Q mostly finds its bio's old entry and rewrites it in place (an
  *   LRU insert was measured at ~280 of Q's ~420 ns, and C deleted the entry again).
  *
+ * The light mode (the default) attaches only the C program, in its light form: each completed request
+ * is counted at C (IOs, bytes, size and seek histograms) through a per-CPU cache of the last series,
+ * and its latencies are taken from the timestamps the block layer keeps in the request itself
+ * (`start_time_ns`, set when the request is made, and `io_start_time_ns`, set at issue when the queue
+ * keeps latency statistics) for one request in `latency_every` per CPU: one program run per IO, no
+ * in-flight entry and, for the requests not sampled, no clock read.
+ *
  * Bounds: `slots` and the arrays hold OBS_MAX_SLOTS series; IO of further series is counted in
  * `counters` and dropped. `inflight` is an LRU hash, so IOs that never complete as themselves (a bio
  * merged into another's request, a request failed before issue, the observer attached mid-flight) are
@@ -44,6 +51,8 @@
 const volatile __u32 target_dev = 0;
 /* Cleared by the loader when only Q is attached: no in-flight entries (nothing would complete them). */
 const volatile bool track_inflight = true;
+/* Light mode: latencies of one completed request in this many per CPU (a power of two; 1 = all). */
+const volatile __u32 latency_every = 1;
 
 /* Next free index in `stats` and in `stream_end`. */
 __u32 next_stats = 0;
@@ -125,19 +134,31 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
-/* The last series Q found on each CPU (see slot_for). */
+/*
+ * The last series a program found on each CPU (see slot_for), and (light C only) how many requests it
+ * completed there, which picks the ones whose latencies are sampled.
+ */
 struct series_cache {
 	struct obs_key key;
 	struct obs_slot slot;
 	__u64 valid;
+	__u64 completed;
 };
 
+/* Q's cache and the light C program's: one each, as C may run in an interrupt in the middle of Q. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct series_cache);
 } q_last_series SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct series_cache);
+} c_last_series SEC(".maps");
 
 static __always_inline void count(__u32 which)
 {
@@ -264,17 +285,17 @@ static __always_inline struct obs_slot *slot_made(struct obs_key *key)
 }
 
 /*
- * The series of (dev, cgroup, op) into `*out`; false (a counted drop) when the table is full. With
- * `cached` (Q only), the last series this CPU's Q program found is tried before the hash table: a
- * stream of IO from one cgroup to one device hits it, sparing the `slots` hash lookup (~40 ns). The
- * cache is Q's own, so nothing else writes it while Q runs (a program never nests in itself on one
- * CPU), and a series' indices never change once made, so a hit is always right.
+ * The series of (dev, cgroup, op) into `*out`; false (a counted drop) when the table is full. With a
+ * `cache` (Q's, or the light C program's), the last series this CPU's program found is tried before
+ * the hash table: a stream of IO from one cgroup to one device hits it, sparing the `slots` hash
+ * lookup (~40 ns). Each cache has one program, so nothing else writes it while that program runs (a
+ * program never nests in itself on one CPU), and a series' indices never change once made, so a hit
+ * is always right.
  */
-static __always_inline bool slot_for(__u32 dev, __u64 cgroup, __u32 op, struct obs_slot *out, const bool cached)
+static __always_inline bool slot_for(__u32 dev, __u64 cgroup, __u32 op, struct obs_slot *out,
+				     struct series_cache *last)
 {
 	struct obs_key key = { .cgroup = cgroup, .dev = dev, .op = op };
-	__u32 zero = 0;
-	struct series_cache *last = cached ? bpf_map_lookup_elem(&q_last_series, &zero) : 0;
 
 	if (last && last->key.cgroup == cgroup && last->key.dev == dev && last->key.op == op && last->valid) {
 		*out = last->slot;
@@ -327,6 +348,13 @@ static __always_inline void add_latency(struct obs_value *v, __u32 which, __u64 
 	l->sum_ns += ns;
 }
 
+/* This CPU's entry of a series cache map. */
+static __always_inline struct series_cache *cache_of(void *map)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(map, &zero);
+}
+
 static __always_inline int on_queue(struct bio *bio, const bool btf)
 {
 	__u32 dev = disk_dev(READ(btf, bio->bi_bdev->bd_disk, bio, bi_bdev, bd_disk), btf);
@@ -334,7 +362,8 @@ static __always_inline int on_queue(struct bio *bio, const bool btf)
 	if (target_dev && dev != target_dev)
 		return 0;
 	struct io_state fresh = { .live = generation };
-	if (!slot_for(dev, bio_cgroup(bio, btf), op_of(READ(btf, bio->bi_opf, bio, bi_opf)), &fresh.slot, true))
+	if (!slot_for(dev, bio_cgroup(bio, btf), op_of(READ(btf, bio->bi_opf, bio, bi_opf)), &fresh.slot,
+		      cache_of(&q_last_series)))
 		return 0;
 	account(fresh.slot, OBS_STAGE_Q, READ(btf, bio->bi_iter.bi_sector, bio, bi_iter.bi_sector),
 		READ(btf, bio->bi_iter.bi_size, bio, bi_iter.bi_size));
@@ -368,7 +397,7 @@ static __always_inline struct io_state *io_for(struct request *rq, __u32 dev, __
 	count(OBS_MISS_QUEUE_TIME);
 	struct io_state fresh = { .live = generation };
 	if (!slot_for(dev, bio_cgroup(READ(btf, rq->bio, rq, bio), btf), op_of(READ(btf, rq->cmd_flags, rq, cmd_flags)),
-		      &fresh.slot, false))
+		      &fresh.slot, 0))
 		return 0;
 	if (io) {
 		*io = fresh;
@@ -415,7 +444,7 @@ static __always_inline int on_complete(struct request *rq, unsigned int nr_bytes
 		io = 0;
 		count(OBS_MISS_ISSUE_TIME);
 		if (!slot_for(dev, bio_cgroup(READ(btf, rq->bio, rq, bio), btf),
-			      op_of(READ(btf, rq->cmd_flags, rq, cmd_flags)), &slot, false))
+			      op_of(READ(btf, rq->cmd_flags, rq, cmd_flags)), &slot, 0))
 			return 0;
 	}
 	struct obs_value *v = account(slot, OBS_STAGE_C, READ(btf, rq->__sector, rq, __sector), nr_bytes);
@@ -424,6 +453,39 @@ static __always_inline int on_complete(struct request *rq, unsigned int nr_bytes
 		add_latency(v, OBS_LAT_DC, io->issued, now);
 		io->live = 0;
 	}
+	return 0;
+}
+
+/*
+ * The light mode's only program: counts the request at C and, for one in `latency_every` per CPU, adds
+ * its latencies from the request's own timestamps (Q->C from when the request was made, which for the
+ * request's first bio is just after Q; D->C from its issue when the queue keeps that time, else
+ * counted as missing).
+ */
+static __always_inline int on_complete_light(struct request *rq, unsigned int nr_bytes, const bool btf)
+{
+	__u32 dev = disk_dev(READ(btf, rq->q->disk, rq, q, disk), btf);
+
+	if (target_dev && dev != target_dev)
+		return 0;
+	struct series_cache *last = cache_of(&c_last_series);
+	struct obs_slot slot;
+	if (!last || !slot_for(dev, bio_cgroup(READ(btf, rq->bio, rq, bio), btf),
+			       op_of(READ(btf, rq->cmd_flags, rq, cmd_flags)), &slot, last))
+		return 0;
+	struct obs_value *v = account(slot, OBS_STAGE_C, READ(btf, rq->__sector, rq, __sector), nr_bytes);
+	last->completed += 1;
+	if (!v || (last->completed & (latency_every - 1)))
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 made = READ(btf, rq->start_time_ns, rq, start_time_ns);
+	__u64 issued = READ(btf, rq->io_start_time_ns, rq, io_start_time_ns);
+	if (!made)
+		count(OBS_MISS_QUEUE_TIME);
+	if (!issued)
+		count(OBS_MISS_ISSUE_TIME);
+	add_latency(v, OBS_LAT_QC, made, now);
+	add_latency(v, OBS_LAT_DC, issued, now);
 	return 0;
 }
 
@@ -451,6 +513,12 @@ int BPF_PROG(btf_rq_complete, struct request *rq, int error, unsigned int nr_byt
 	return on_complete(rq, nr_bytes, true);
 }
 
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(btf_rq_complete_light, struct request *rq, int error, unsigned int nr_bytes)
+{
+	return on_complete_light(rq, nr_bytes, true);
+}
+
 SEC("raw_tp/block_bio_queue")
 int BPF_PROG(raw_bio_queue, struct bio *bio)
 {
@@ -473,6 +541,12 @@ SEC("raw_tp/block_rq_complete")
 int BPF_PROG(raw_rq_complete, struct request *rq, int error, unsigned int nr_bytes)
 {
 	return on_complete(rq, nr_bytes, false);
+}
+
+SEC("raw_tp/block_rq_complete")
+int BPF_PROG(raw_rq_complete_light, struct request *rq, int error, unsigned int nr_bytes)
+{
+	return on_complete_light(rq, nr_bytes, false);
 }
 
 char LICENSE[] SEC("license") = "GPL";

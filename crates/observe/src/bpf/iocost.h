@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The layout shared by the IOCost programs (iocost.bpf.c) and the Rust reader (src/iocost.rs reads it
+ * through the generated skeleton's types, checking sizes, so a stale build fails clearly).
+ */
+#ifndef IOSHARE_IOCOST_H
+#define IOSHARE_IOCOST_H
+
+#define IOC_MAX_DEVICES 64
+#define IOC_MAX_GROUPS 4096
+
+/* Events counted per cgroup (`ioc_group.events`); IOC_EV_NONE counts nothing. */
+#define IOC_EV_ACTIVATE 0
+#define IOC_EV_IDLE 1
+#define IOC_EV_SHORTAGE 2
+#define IOC_EV_TRANSFER 3
+#define IOC_EV_ADJUST 4
+#define IOC_EV_FORGIVE 5
+#define IOC_EVENTS 6
+#define IOC_EV_NONE IOC_EVENTS
+
+/* One device's controller, as of `at_ns`. */
+struct ioc_device {
+	__u64 at_ns;         /* bpf_ktime_get_ns() of the last event that touched it */
+	__u64 vrate;         /* vtime_base_rate: VTIME_PER_USEC (2^37 / 10^6) = 100% */
+	__u64 period;        /* the period counter (cur_period) */
+	__u64 vrate_events;  /* iocost_ioc_vrate_adj events seen */
+	__s32 busy_level;
+	__u32 period_us;
+	__u32 missed_ppm[2]; /* read, write: latency targets missed in the last vrate event's period */
+	__u32 rq_wait_pct;   /* time requests waited for a tag in that period, % */
+	__s32 nr_lagging;    /* cgroups with IOs in flight longer than a period */
+	__s32 nr_shortages;  /* cgroups short of budget */
+	__u32 nr_active;     /* active cgroups walked at the last vrate event */
+	__u32 nr_surpluses;  /* of them, donating (inuse below active) */
+	__u32 pad;
+};
+
+struct ioc_group_key {
+	__u64 cgroup; /* kernfs id of the cgroup */
+	__u32 dev;    /* MAJOR << 20 | MINOR */
+	__u32 pad;
+};
+
+/* One cgroup's state on one device, as of `at_ns` (weights in WEIGHT_ONE = 2^16 units). */
+struct ioc_group {
+	__u64 at_ns;
+	__u64 period;        /* the device's period counter then */
+	__u64 active_period; /* the last period the cgroup issued IO in */
+	__u64 abs_vdebt;     /* debt, vtime */
+	__u64 delay_ns;      /* the delay in force, ns */
+	__u64 usage_delta_us;/* usage in the last flushed period, us */
+	__u64 usage_us;      /* last_stat: what io.stat shows as cost.usage */
+	__u64 wait_us;       /* cost.wait */
+	__u64 indebt_us;     /* cost.indebt */
+	__u64 indelay_us;    /* cost.indelay */
+	__u64 events[IOC_EVENTS];
+	__u32 level;
+	__u32 weight;
+	__u32 active;
+	__u32 inuse;
+	__u32 hweight_active;
+	__u32 hweight_inuse;
+};
+
+#endif
