@@ -10,6 +10,7 @@ mod model;
 mod observe;
 mod profile;
 mod sim;
+mod tune;
 
 /// ioshare: IO isolation for containers and multi-tenant storage.
 #[derive(Parser)]
@@ -34,6 +35,8 @@ enum Command {
     Profile(profile::Args),
     /// Run a scenario in virtual time (built-in by name, or a .toml file).
     Sim(sim::Args),
+    /// Find a device's IOCost QoS: sweep pinned vrates, judge isolation, fit, print the solutions.
+    Tune(tune::Args),
 }
 
 /// Exit code when everything ran but a scenario's verdict failed (bench FAIL, sim DIFFERS).
@@ -82,6 +85,7 @@ fn main() -> ExitCode {
         Command::Observe(args) => observe::run(args),
         Command::Profile(args) => profile::run(args).map(|()| Found::AsExpected),
         Command::Sim(args) => sim::run(args),
+        Command::Tune(args) => tune::run(args).map(|()| Found::AsExpected),
     };
     match result {
         Ok(Found::AsExpected) => ExitCode::SUCCESS,

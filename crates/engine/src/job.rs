@@ -8,6 +8,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
+/// How far a rate-capped job may fall behind and catch up by default, ns (1 ms).
+pub const DEFAULT_CATCH_UP: Nanos = 1_000_000;
+
+fn default_catch_up() -> Nanos {
+    DEFAULT_CATCH_UP
+}
+
 /// Access pattern of a job (fio's `rw`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -46,6 +53,11 @@ pub struct JobSpec {
     pub think_time: Nanos,
     /// Upper bound on the job's IOPS (fio `rate_iops`), if any.
     pub rate_iops: Option<u64>,
+    /// How far a rate-capped job may fall behind its schedule and still issue the IOs it missed, ns
+    /// ([`DEFAULT_CATCH_UP`]). A paced tenant standing for a service's arrivals sets more, so that
+    /// a scheduling stall of the engine's thread does not lose requests.
+    #[serde(default = "default_catch_up")]
+    pub catch_up: Nanos,
     /// Start of the job's byte range on the target.
     pub offset: u64,
     /// Length of the range; `None` = to the end of the target.
@@ -67,6 +79,7 @@ impl JobSpec {
             iodepth,
             think_time: 0,
             rate_iops: None,
+            catch_up: DEFAULT_CATCH_UP,
             offset: 0,
             size: None,
             runtime: None,

@@ -76,8 +76,6 @@ const SPIN: Nanos = 150 * NSEC_PER_USEC;
 /// produced, measured 10-20% more IOPS than one submission per loop turn (device latency 0.29 ms
 /// instead of 0.38 at the same queue depth on this virtual disk), level with fio.
 pub const SUBMIT_BATCH: u32 = 4;
-/// How far a rate-capped job may fall behind and catch up, ns.
-const RATE_SLACK: Nanos = NSEC_PER_SEC / 1000;
 
 #[derive(Clone, Copy, Debug)]
 struct Slot {
@@ -97,6 +95,7 @@ struct JobState {
     think: Nanos,
     interval: Nanos,
     next_issue: Nanos,
+    catch_up: Nanos,
     end: Nanos,
     /// Free slots with the time each may issue again, in completion order.
     ready: VecDeque<(Nanos, u32)>,
@@ -224,6 +223,7 @@ pub fn run<C: Controller + ?Sized>(
                 think: job.think_time,
                 interval: job.rate_iops.map_or(0, |r| (NSEC_PER_SEC / r).max(1)),
                 next_issue: 0,
+                catch_up: job.catch_up,
                 end: job.runtime.map_or(opts.duration, |r| r.min(opts.duration)),
                 ready: VecDeque::with_capacity(job.iodepth as usize),
             });
@@ -408,7 +408,7 @@ impl<C: Controller + ?Sized> Engine<'_, C> {
                         wake = earliest(wake, job.next_issue);
                         break;
                     }
-                    job.next_issue = job.next_issue.max(now.saturating_sub(RATE_SLACK)) + job.interval;
+                    job.next_issue = job.next_issue.max(now.saturating_sub(job.catch_up)) + job.interval;
                 }
                 job.ready.pop_front();
                 let (op, offset, must) = job.gen.next_io();

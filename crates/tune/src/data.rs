@@ -44,14 +44,14 @@ pub struct Settings {
     pub grid: Grid,
     /// Weights of the latency-sensitive tenant and the antagonist.
     pub weights: (u32, u32),
-    /// The latency-sensitive tenant's p99 target, µs.
+    /// The latency-sensitive tenant's p95 target, µs.
     pub lat_target_us: u64,
     /// Whether this was a `--quick` sweep.
     pub quick: bool,
     /// The cost model the points scale (`io.cost.model` line without the device).
     pub model_line: String,
     /// The latency targets the planning period comes from (`io.cost.qos` line without the device):
-    /// the profile's suggestion, or the latency target at p99.
+    /// the profile's suggestion, or the latency target at p95.
     pub qos_line: String,
 }
 
@@ -113,7 +113,8 @@ pub struct Point {
     pub isolation_mean: f64,
     /// The tenant's p99 over the isolation run, µs.
     pub lat_p99_us: f64,
-    /// Latency impact: mean and deviation of (per-sample p99 − baseline p99) ÷ baseline p99.
+    /// Latency impact: mean and deviation of (per-sample p90 − baseline p90) ÷ baseline p90 (the
+    /// per-sample p99 of 0.1 s holds a few IOs: too noisy to compare).
     pub lat_impact: (f64, f64),
     /// The antagonist's bytes per second in the isolation run ÷ alone uncontrolled.
     pub work_conserved: f64,

@@ -75,6 +75,11 @@ impl Grid {
         Grid { dither_pct: rng.gen_range(0.0..self.step_pct / 2.0), ..self }
     }
 
+    /// The same grid shifted by a dither from the thread's random generator.
+    pub fn dither(self) -> Grid {
+        self.dithered(&mut rand::thread_rng())
+    }
+
     /// The vrates, lowest first, each rounded to 0.01%.
     pub fn points(&self) -> Vec<f64> {
         let mut out = Vec::new();

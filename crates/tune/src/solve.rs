@@ -86,7 +86,7 @@ const SERIES: [(&str, &str, Extract, Shape, bool); 7] = [
     ("amof", "protected capacity (aMOF), IOPS", |p| p.amof_iops, Shape::Hump, false),
     ("amof-delta", "MOF - aMOF, IOPS", |p| p.mof_iops - p.amof_iops, Shape::Valley, false),
     ("isolation", "isolation (p05 of achieved / asked)", |p| p.isolation, Shape::Hump, false),
-    ("lat-impact", "latency impact ((p99 - solo) / solo)", |p| p.lat_impact.0, Shape::Valley, true),
+    ("lat-impact", "latency impact ((p90 - alone) / alone)", |p| p.lat_impact.0, Shape::Valley, true),
     ("lat-p99", "p99 beside the antagonist, us", |p| p.lat_p99_us, Shape::Valley, true),
     ("work-conserved", "antagonist throughput / alone", |p| p.work_conserved, Shape::Rising, false),
 ];

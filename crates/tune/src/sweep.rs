@@ -29,7 +29,7 @@ pub struct TuneOptions {
     pub grid: Grid,
     /// Weights: latency-sensitive tenant, antagonist.
     pub weights: (u32, u32),
-    /// The tenant's p99 target, µs; `None`: the profile's suggested read target.
+    /// The tenant's p95 target, µs; `None`: the profile's suggested read target.
     pub lat_target_us: Option<u64>,
     /// A cost model to use instead of profiling (`io.cost.model` syntax).
     pub model_line: Option<String>,
@@ -102,18 +102,30 @@ pub fn tune(
         check_out(&opts.out, true)?;
     }
     let quick = resumed.as_ref().map_or(opts.quick, |r| r.settings.quick);
-    let mut notes = prepare::repair(&opts.profile.state_dir)?;
-    let mut prepared = prepare::prepare(target, &opts.profile, stop, progress)?;
-    let device = identify(target, &prepared);
+    let mut profile_opts = opts.profile.clone();
+    let cannot_resume =
+        |why: String| Error::BadResult { path: opts.out.clone(), reason: format!("cannot resume here: {why}") };
     if let Some(r) = &resumed {
-        if let Some(why) = r.device.mismatch(&device) {
-            return Err(Error::BadResult { path: opts.out.clone(), reason: format!("cannot resume here: {why}") });
+        // The same temporary size as before, and the device checked before anything is created.
+        profile_opts.temp_size = r.device.size;
+        let (model, kind) = (device_model(target), kind_of(target, &profile_opts));
+        if (model.as_str(), kind) != (r.device.model.as_str(), r.device.kind.as_str()) {
+            return Err(cannot_resume(format!(
+                "it was measured on {} ({}), not on {model} ({kind})",
+                r.device.model, r.device.kind
+            )));
         }
+    }
+    let mut notes = prepare::repair(&profile_opts.state_dir)?;
+    let mut prepared = prepare::prepare(target, &profile_opts, stop, progress)?;
+    let device = identify(target, &prepared);
+    if let Some(why) = resumed.as_ref().and_then(|r| r.device.mismatch(&device)) {
+        return Err(cannot_resume(why));
     }
     let mut result = match resumed {
         Some(r) => r,
         None => {
-            let (settings, more) = settings(target, &mut prepared, opts, stop, progress)?;
+            let (settings, more) = settings(target, &mut prepared, opts, &profile_opts, stop, progress)?;
             notes.extend(more);
             TuneResult {
                 version: FORMAT_VERSION,
@@ -139,8 +151,8 @@ pub fn tune(
     };
     if result.baseline.mof_iops <= 0.0 {
         result.baseline = rig.baseline(progress)?;
-        result.notes.extend(notes.drain(..));
-        result.notes.extend(prepared.notes.drain(..));
+        result.notes.append(&mut notes);
+        result.notes.append(&mut prepared.notes);
         result.save(&opts.out)?;
     }
     let todo: Vec<f64> = s
@@ -187,6 +199,7 @@ fn settings(
     target: &Path,
     prepared: &mut prepare::Prepared,
     opts: &TuneOptions,
+    profile_opts: &ProfileOptions,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(&str),
 ) -> Result<(Settings, Vec<String>)> {
@@ -208,7 +221,7 @@ fn settings(
             )
         }
         None => {
-            let p = profile::profile_prepared(target, prepared, &opts.profile, stop, progress)?;
+            let p = profile::profile_prepared(target, prepared, profile_opts, stop, progress)?;
             notes.extend(p.notes.iter().map(|n| format!("profile: {n}")));
             notes.push(format!("profile suggested {}", p.qos_line));
             (p.model, p.qos)
@@ -226,25 +239,40 @@ fn settings(
     Ok((settings, notes))
 }
 
-/// The device a prepared target is: the disk the lines name, and the model behind it (for a file or
-/// a loop device over one, the disk holding the file).
+/// The device a prepared target is: the disk the lines name, and the model behind it.
 fn identify(target: &Path, prepared: &prepare::Prepared) -> DeviceId {
-    let under = disk::disk_of(target);
-    let model = under
-        .as_ref()
-        .map(|d| {
-            fs::read_to_string(Path::new("/sys/block").join(&d.name).join("device/model"))
-                .map(|m| m.trim().to_string())
-                .ok()
-                .filter(|m| !m.is_empty())
-                .unwrap_or_else(|| d.name.clone())
-        })
-        .unwrap_or_else(|| "unknown".into());
     DeviceId {
         name: prepared.disk.as_ref().map(|d| d.name.clone()),
         dev: prepared.disk.as_ref().map(|d| d.dev.to_string()),
         kind: prepared.kind.to_string(),
-        model,
+        model: device_model(target),
         size: prepared.dev.size(),
+    }
+}
+
+/// The model of the disk behind `target` (for a file, or a loop device over one, the disk holding
+/// the file): sysfs `device/model`, else the disk's name; `unknown` without a disk.
+fn device_model(target: &Path) -> String {
+    disk::disk_of(target).map_or_else(
+        || "unknown".into(),
+        |d| {
+            fs::read_to_string(Path::new("/sys/block").join(&d.name).join("device/model"))
+                .map(|m| m.trim().to_string())
+                .ok()
+                .filter(|m| !m.is_empty())
+                .unwrap_or(d.name)
+        },
+    )
+}
+
+/// What `prepare` will call the target, known before it runs.
+fn kind_of(target: &Path, opts: &ProfileOptions) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if opts.loop_device {
+        "loop device over a file"
+    } else if fs::metadata(target).is_ok_and(|m| m.file_type().is_block_device()) {
+        "block device"
+    } else {
+        "file"
     }
 }
