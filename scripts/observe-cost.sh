@@ -4,7 +4,8 @@
 # `programs`: ns per run of each stage's program (Q, I, D, C) while fio reads 4 KiB at random at QD32
 # (io_uring, O_DIRECT) and `ioshare observe --cost` watches the device (kernel BPF run-time statistics,
 # switched off again when observe exits), at each detail, binary after binary, so a before/after
-# comparison is interleaved (the figures swing with other users of a shared machine).
+# comparison is interleaved (the figures swing with other users of a shared machine). `queue` is the
+# agent's detail (Q alone); its IOs are counted at Q, so its ns per IO are per bio queued.
 #
 # `iops`: the bench's own measure, `ioshare bench --scenario overhead --observe --no-kernel` (the
 # saturating QD32 reader with the observer attached and detached in turns of 100 ms) on a loop device,
@@ -58,16 +59,18 @@ if [[ $mode == programs ]]; then
   fi
   out=$(mktemp)
   for bin in "$@"; do
-    for detail in light full; do
+    for detail in light queue full; do
       fio --name=cost --filename="$file" --size=1G --rw=randread --bs=4k --iodepth=32 --ioengine=io_uring \
         --direct=1 --time_based --runtime=$((secs + 2)) --output-format=terse >/dev/null &
       sleep 1
       "$bin" observe --device "$watch" --detail "$detail" --cost --interval "$secs" --duration "$secs" --json >"$out"
       wait
       printf '%s %s: ' "$bin" "$detail"
-      tail -1 "$out" | jq -r '.snapshot as $s | ([$s.entries[].stages[3].ios] | add // 0) as $ios
+      tail -1 "$out" | jq -r '.snapshot as $s
+        | ([$s.entries[].stages[3].ios] | add // 0) as $c | ([$s.entries[].stages[0].ios] | add // 0) as $q
+        | (if $c > 0 then $c else $q end) as $ios
         | [$s.cost.programs[] | if .runs > 0 then (.run_time_ns / .runs | round | tostring) else "-" end] as $r
-        | "ns per run Q \($r[0])  I \($r[1])  D \($r[2])  C \($r[3])  ns per IO completed \(
+        | "ns per run Q \($r[0])  I \($r[1])  D \($r[2])  C \($r[3])  ns per IO \(
             if $ios > 0 then ([$s.cost.programs[].run_time_ns] | add / $ios | round) else "-" end)"'
     done
   done

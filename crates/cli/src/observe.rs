@@ -42,8 +42,9 @@ pub struct Args {
     #[arg(long, value_name = "ADDR")]
     prometheus: Option<String>,
     /// How closely to watch: `light` (the default) counts requests at completion with the latencies
-    /// of one request in 8 from the kernel's own timestamps, one program per IO; `full` counts every
-    /// stage (Q, I, D, C) with every IO's Q2C, I2D and D2C latency, four programs per IO.
+    /// of one request in 8 from the kernel's own timestamps, one program per IO; `queue` counts bios
+    /// as queued (Q) without latencies, one program per IO (what the agent uses for its mix); `full`
+    /// counts every stage (Q, I, D, C) with every IO's Q2C, I2D and D2C latency, four programs per IO.
     #[arg(long, value_enum, default_value_t = Detail::Light)]
     detail: Detail,
     /// Watch the kernel's IOCost instead of the block layer: per device vrate, busy level, missed
@@ -62,6 +63,8 @@ pub struct Args {
 enum Detail {
     /// Completions only, latencies sampled (`Stages::Light`).
     Light,
+    /// Bios as queued, no latencies (`Stages::QueueOnly`).
+    Queue,
     /// Every stage and every IO's latencies (`Stages::All`).
     Full,
 }
@@ -70,6 +73,7 @@ impl Detail {
     fn stages(self) -> Stages {
         match self {
             Detail::Light => Stages::Light,
+            Detail::Queue => Stages::QueueOnly,
             Detail::Full => Stages::All,
         }
     }
@@ -80,10 +84,14 @@ type Series = (&'static str, String, Kind, Box<dyn Fn(&Snapshot) -> ioshare_obse
 
 /// The heatmaps an observer of `detail` has data for.
 fn series(detail: Detail) -> Vec<Series> {
-    let full = detail == Detail::Full;
+    let watched = |s: Stage| match detail {
+        Detail::Light => s == Stage::C,
+        Detail::Queue => s == Stage::Q,
+        Detail::Full => true,
+    };
     let mut all: Vec<Series> = Stage::ALL
         .iter()
-        .filter(|&&s| full || s == Stage::C)
+        .filter(|&&s| watched(s))
         .map(|&s| {
             let name: &'static str = match s {
                 Stage::Q => "seek-Q",
@@ -95,7 +103,12 @@ fn series(detail: Detail) -> Vec<Series> {
             (name, format!("Seek distance at {} ({name})", s.label()), Kind::Seek, f)
         })
         .collect();
-    for l in Latency::ALL.into_iter().filter(|&l| full || l != Latency::ID) {
+    let timed = |l: Latency| match detail {
+        Detail::Light => l != Latency::ID,
+        Detail::Queue => false,
+        Detail::Full => true,
+    };
+    for l in Latency::ALL.into_iter().filter(|&l| timed(l)) {
         let name: &'static str = match l {
             Latency::QC => "latency-Q2C",
             Latency::ID => "latency-I2D",
@@ -258,11 +271,12 @@ fn sleep_until(deadline: Instant, stop: &std::sync::atomic::AtomicBool) {
 }
 
 /// The terminal view: the interval's table, then heatmaps of Q2C latency and seek distance at D (at C
-/// in light detail) over the last intervals (one column each).
+/// in light detail, at Q in queue detail) over the last intervals (one column each).
 fn live_view(delta: &Snapshot, seconds: f64, t: f64, columns: &[Vec<Column>], series: &[Series]) -> String {
     const WIDTH: usize = 60;
     let mut view = format!("ioshare observe — {t:.0} s (Ctrl-C to stop)\n\n{}", table::render(delta, seconds));
-    let seek = if series.iter().any(|s| s.0 == "seek-D") { "seek-D" } else { "seek-C" };
+    let seek =
+        ["seek-D", "seek-C", "seek-Q"].into_iter().find(|n| series.iter().any(|s| s.0 == *n)).unwrap_or("seek-Q");
     for name in ["latency-Q2C", seek] {
         if let Some(i) = series.iter().position(|s| s.0 == name) {
             let cols = &columns[i][columns[i].len().saturating_sub(WIDTH)..];

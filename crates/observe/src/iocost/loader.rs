@@ -141,6 +141,7 @@ impl IocostObserver {
         }
         snap.devices.sort_by(|a, b| a.device_name.cmp(&b.device_name));
         snap.groups.sort_by(|a, b| (&a.device_name, &a.cgroup).cmp(&(&b.device_name, &b.cgroup)));
+        inner_active_from_leaves(&mut snap.groups);
         if removed > 0 {
             snap.notes.push(format!("{removed} cgroup(s) removed since their last IOCost event: left out"));
         }
@@ -151,6 +152,32 @@ impl IocostObserver {
         }
         Ok(snap)
     }
+}
+
+/// A cgroup with descendants on the same device is active while one of its leaves is: the kernel
+/// zeroes an inner cgroup's weights after the idle event of its last active child, with no event of
+/// its own, so its recorded state would still read active.
+fn inner_active_from_leaves(groups: &mut [IocGroup]) {
+    let active: Vec<bool> = groups
+        .iter()
+        .map(|g| {
+            let mut leaves = descendants(groups, g).filter(|d| descendants(groups, d).next().is_none()).peekable();
+            if leaves.peek().is_none() {
+                g.is_active
+            } else {
+                leaves.any(|d| d.is_active)
+            }
+        })
+        .collect();
+    for (g, a) in groups.iter_mut().zip(active) {
+        g.is_active = a;
+    }
+}
+
+/// The cgroups below `g` on its device.
+fn descendants<'a>(groups: &'a [IocGroup], g: &'a IocGroup) -> impl Iterator<Item = &'a IocGroup> {
+    let prefix = if g.cgroup == "/" { "/".to_string() } else { format!("{}/", g.cgroup) };
+    groups.iter().filter(move |d| d.device == g.device && d.cgroup != g.cgroup && d.cgroup.starts_with(&prefix))
 }
 
 /// Whether IOCost is enabled on device `major:minor` (the v2 root's `io.cost.qos` says `enable=1`);
@@ -171,4 +198,54 @@ fn monotonic_ns() -> u64 {
     // SAFETY: `ts` is a valid timespec for the kernel to fill in.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(cgroup: &str, level: u32, is_active: bool) -> IocGroup {
+        IocGroup {
+            device: "259:0".into(),
+            device_name: "nvme0n1".into(),
+            cgroup_id: 0,
+            cgroup: cgroup.into(),
+            level,
+            age_s: 0.0,
+            is_active,
+            weight: 100.0,
+            weight_active: 0.0,
+            weight_inuse: 0.0,
+            hweight_active_pct: 0.0,
+            hweight_inuse_pct: 0.0,
+            usage_pct: 0.0,
+            debt_ms: 0.0,
+            delay_ms: 0.0,
+            usage_us: 0,
+            wait_us: 0,
+            indebt_us: 0,
+            indelay_us: 0,
+            events: IocEvents::default(),
+        }
+    }
+
+    #[test]
+    fn an_inner_cgroup_is_active_while_a_leaf_below_it_is() {
+        // As recorded: the parents still read active after their leaves' idle events.
+        let mut groups = vec![
+            group("/", 0, true),
+            group("/t", 1, true),
+            group("/t/a", 2, false),
+            group("/t/b", 2, false),
+            group("/u", 1, true),
+            group("/u/c", 2, true),
+            group("/v", 1, true),
+        ];
+        inner_active_from_leaves(&mut groups);
+        let active: Vec<(&str, bool)> = groups.iter().map(|g| (g.cgroup.as_str(), g.is_active)).collect();
+        assert_eq!(
+            active,
+            [("/", true), ("/t", false), ("/t/a", false), ("/t/b", false), ("/u", true), ("/u/c", true), ("/v", true)]
+        );
+    }
 }
