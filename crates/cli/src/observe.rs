@@ -218,11 +218,15 @@ fn watch_iocost(
     let device_filter = device.map(|(major, minor)| format!("{major}:{minor}"));
     let read = |observer: &mut IocostObserver| -> anyhow::Result<IocostSnapshot> {
         let mut snap = observer.snapshot()?.filtered(device_filter.as_deref(), args.cgroup.as_deref());
-        if let Some((major, minor)) = device {
-            if snap.devices.is_empty() && iocost::iocost_enabled(major, minor) != Some(true) {
-                snap.notes.push(format!(
+        if let Some((major, minor)) = device.filter(|_| snap.devices.is_empty()) {
+            match iocost::iocost_enabled(major, minor) {
+                Some(true) => {}
+                Some(false) => snap.notes.push(format!(
                     "{major}:{minor} has no IOCost enabled: echo '{major}:{minor} enable=1' > /sys/fs/cgroup/io.cost.qos"
-                ));
+                )),
+                None => snap.notes.push(
+                    "no IOCost here: cgroup v2 at /sys/fs/cgroup has no io controller (io.cost.qos missing)".to_string(),
+                ),
             }
         }
         Ok(snap)
