@@ -5,12 +5,14 @@
 //! (`block_rq_complete`) and count, per (device, cgroup, operation): IOs and bytes per stage, log2
 //! histograms of IO size and of the seek distance between consecutive IOs of the same cgroup at each
 //! stage (so a scheduler's reordering shows as a different histogram at I than at D), and latency
-//! histograms Q→C, I→D, D→C. User space reads the maps when it wants a [`Snapshot`].
+//! histograms Q→C, I→D, D→C. User space reads the maps when it wants a [`Snapshot`]. The default,
+//! light detail ([`Stages::Light`]) attaches only C, with sampled latencies from the request's own
+//! timestamps. [`iocost`] reads the kernel IOCost controller's state from its own tracepoints.
 //!
 //! # API
 //! ```text
-//! Observer::start(device: Option<(major, minor)>) -> Result<Observer>   // root + BTF, else Error
-//! Observer::start_with(device, mode, Stages::{All, QueueOnly})          // QueueOnly: one program per IO
+//! Observer::start(device: Option<(major, minor)>) -> Result<Observer>   // root + BTF; Stages::Light
+//! Observer::start_with(device, mode, Stages::{Light, QueueOnly, All})   // Light, QueueOnly: one program per IO
 //!     .snapshot() -> Result<Snapshot>     // cumulative since start
 //!     .mode() -> AttachMode               // TpBtf or the RawTp fallback
 //!     .measure_cost() -> Result<()>       // kernel times the programs: Snapshot::cost
@@ -21,6 +23,8 @@
 //! resolve_device("/dev/loop0" | "loop0" | "7:0") -> Option<(major, minor)>; disk_of(path) -> its disk
 //! prometheus::render(&Snapshot) -> String; prometheus::serve(addr, Shared snapshot) -> Endpoint
 //! endpoint::Endpoint::serve(addr, Registry, program)   // GET /metrics; stops on drop; endpoint::family
+//! iocost::IocostObserver::start()?.snapshot() -> IocostSnapshot { devices, groups, dropped, notes }
+//! IocostSnapshot::group(device, cgroup_path) -> Option<&IocGroup>; iocost::render::{table, prometheus, serve}
 //! ```
 
 pub mod endpoint;
