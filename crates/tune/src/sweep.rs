@@ -19,6 +19,8 @@ use crate::grid::Grid;
 use crate::point::{Rig, Timing};
 use crate::result::FORMAT_VERSION;
 
+/// What `prepare` calls a loop device over a file (a resumed sweep of one makes one again).
+const LOOP_KIND: &str = "loop device over a file";
 /// Most a weight may be (IOCost's range).
 pub const MAX_WEIGHT: u32 = 10_000;
 
@@ -106,8 +108,10 @@ pub fn tune(
     let cannot_resume =
         |why: String| Error::BadResult { path: opts.out.clone(), reason: format!("cannot resume here: {why}") };
     if let Some(r) = &resumed {
-        // The same temporary size as before, and the device checked before anything is created.
+        // The same temporary size and loop device as before, and the device checked before anything
+        // is created.
         profile_opts.temp_size = r.device.size;
+        profile_opts.loop_device = r.device.kind == LOOP_KIND;
         let (model, kind) = (device_model(target), kind_of(target, &profile_opts));
         if (model.as_str(), kind) != (r.device.model.as_str(), r.device.kind.as_str()) {
             return Err(cannot_resume(format!(
@@ -269,7 +273,7 @@ fn device_model(target: &Path) -> String {
 fn kind_of(target: &Path, opts: &ProfileOptions) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     if opts.loop_device {
-        "loop device over a file"
+        LOOP_KIND
     } else if fs::metadata(target).is_ok_and(|m| m.file_type().is_block_device()) {
         "block device"
     } else {
