@@ -39,6 +39,10 @@ apt_install --no-install-recommends -- ceph-mon ceph-mgr ceph-osd ceph-common
 # The Kubernetes node's container runtime (scripts/k8s --node runs its own containerd, never the service).
 apt_install --no-install-recommends -- containerd runc
 
+# nbdkit and its filter headers for packaging/nbdkit (libioshare's filter), libnbd's clients
+# (nbdinfo, nbdcopy) for its tests and `bench --scenario nbd` (fio's nbd engine comes with fio).
+apt_install --no-install-recommends -- nbdkit nbdkit-plugin-dev libnbd-bin
+
 # Without the guest kernel only the lab's tests skip (with this reason), so a failure here is a warning.
 "$(dirname "$0")/lab" --setup || echo "setup: warning: the lab guest is not ready (see above); its tests will skip" >&2
 # Likewise the Kubernetes binaries and the node's images: without them only the Kubernetes tests skip.
