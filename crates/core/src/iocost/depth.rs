@@ -49,7 +49,7 @@
 //! advance, and the growth spends it. Misses then stay within the target's share of the judged
 //! IOs however they cluster: every growth is a probe that may cost one, paid before it is made,
 //! and a period's misses cost what they are, not one period's verdict. The budget owes at most
-//! [`BUDGET_FLOOR`] (a burst of misses from outside IO is not paid off for seconds) and banks at
+//! `BUDGET_FLOOR` (a burst of misses from outside IO is not paid off for seconds) and banks at
 //! most one miss. The rule it replaces moved the limit once per period, down a quarter on a missed
 //! period, up an eighth after some met IOs: a probe past the target cost every IO of the period
 //! that made it (13–32 IOs in the simulator's 50 ms periods: 2.21× and 4.19× solo at targets of
@@ -157,7 +157,7 @@ pub(crate) struct Slots {
     kept: u32,
     kept_at: Nanos,
     /// Misses paid for in advance, millionths of a miss: each judged IO that met its target adds
-    /// the share of IOs the target lets miss, each miss takes [`MISS`]; between [`BUDGET_FLOOR`]
+    /// the share of IOs the target lets miss, each miss takes [`MISS`]; between `BUDGET_FLOOR`
     /// and one miss.
     budget: i64,
     /// Time this period with `inflight >= limit`, and when that was last accounted.
@@ -447,12 +447,12 @@ impl Slots {
         let spent = (self.misses * MISS) as i64;
         self.budget = (self.budget + earned as i64 - spent).clamp(BUDGET_FLOOR, MISS as i64);
         if self.judging && self.misses == 0 && ran_out && self.limit < self.max {
-            let paid = self.budget >= MISS as i64;
-            if judged == 0 && !self.judged_pending() {
+            let unjudged = judged == 0 && !self.judged_pending();
+            if unjudged || self.budget >= MISS as i64 {
+                if !unjudged {
+                    self.budget -= MISS as i64;
+                }
                 self.limit = (self.limit + (self.limit / 8).max(1)).min(self.max);
-            } else if paid {
-                self.limit = (self.limit + (self.limit / 8).max(1)).min(self.max);
-                self.budget -= MISS as i64;
             }
         }
         self.misses = 0;
