@@ -55,9 +55,9 @@
 //! below the target paid in leftover. The rule it replaces moved the limit once per period, down
 //! a quarter on a missed period, up an eighth after some met IOs: a probe past the target cost
 //! every IO of the period that made it (13–32 IOs in the simulator's 50 ms periods: 2.19–2.21× and
-//! 4.19–4.30× solo at targets of 2× and 4×), and on this machine's disk, where the reader's latency climbs steeply with the depth
-//! (beside a neighbour at QD16 2.1–2.6× solo, at QD32 9.5–19.8×), the p99 ≤ 4× row landed at
-//! 3.85–6.6× solo from run to run.
+//! 4.19–4.30× solo at targets of 2× and 4×), and on this machine's disk, where the reader's
+//! latency climbs steeply with the depth (beside a neighbour at QD16 2.1–2.6× solo, at QD32
+//! 9.5–19.8×), the p99 ≤ 4× row landed at 3.85–6.6× solo from run to run.
 //!
 //! Latency is judged from release, as the kernel judges it from the request's allocation: a slot
 //! wait is left out like a budget wait. Only a group at or above its share
