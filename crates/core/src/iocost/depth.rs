@@ -70,9 +70,9 @@
 //! beside a neighbour at QD16 was 290–310 µs, the neighbour's own 380–440 µs: judged on all reads
 //! (nearly all the neighbour's), a 2× target held the limit at 8–10 slots where 16 would have met
 //! it for the reader. If no group is within its share (and no IO of one is in the device), nothing
-//! is judged and the limit returns to `max`. A missed target shrinks the limit and never lowers vrate, even at one slot: the queue in the device is
-//! then as short as the option can make it, and a slower vrate only idles the device (on this
-//! machine's disk, with other users' IO making a 2× target unreachable, vrate fell to 1% and the
+//! is judged and the limit returns to `max`. A missed target shrinks the limit and never lowers
+//! vrate, even at one slot: the queue in the device is then as short as the option can make it,
+//! and a slower vrate only idles the device (on this machine's disk, with other users' IO making a 2× target unreachable, vrate fell to 1% and the
 //! device served 2k of its 70k IOPS, the latency-sensitive reader starved of budget). Without a
 //! latency target `limit` stays at `max`. The planner does not raise vrate while every slot was
 //! busy for most of the period (the device holds all it can take, so a throttled group is short of
