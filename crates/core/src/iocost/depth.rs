@@ -60,23 +60,24 @@
 //! 9.5–19.8×), the p99 ≤ 4× row landed at 3.85–6.6× solo from run to run.
 //!
 //! Latency is judged from release, as the kernel judges it from the request's allocation: a slot
-//! wait is left out like a budget wait. Only a group at or above its share
-//! waits for a slot — queueing its own depth causes, as a group over budget queues in IOCost —
-//! and counting it would read every saturating group's backlog as missed targets and shrink the
-//! limit to one; the latency-sensitive group below its share has no slot wait to count. For the
-//! same reason the target is judged only on IOs of groups within their share (at most their share
-//! in the device with the completing IO): a group above it keeps the device queue as deep as its
-//! backlog makes it, and the target protects the others. On this machine's disk a QD1 reader's p99
-//! beside a neighbour at QD16 was 290–310 µs, the neighbour's own 380–440 µs: judged on all reads
-//! (nearly all the neighbour's), a 2× target held the limit at 8–10 slots where 16 would have met
-//! it for the reader. If no group is within its share (and no IO of one is in the device), nothing
-//! is judged and the limit returns to `max`. A missed target shrinks the limit and never lowers
-//! vrate, even at one slot: the queue in the device is then as short as the option can make it,
-//! and a slower vrate only idles the device (on this machine's disk, with other users' IO making a 2× target unreachable, vrate fell to 1% and the
-//! device served 2k of its 70k IOPS, the latency-sensitive reader starved of budget). Without a
-//! latency target `limit` stays at `max`. The planner does not raise vrate while every slot was
-//! busy for most of the period (the device holds all it can take, so a throttled group is short of
-//! device, not of budget): vrate stops drifting above what the device serves.
+//! wait is left out like a budget wait. Only a group at or above its share waits for a slot —
+//! queueing its own depth causes, as a group over budget queues in IOCost — and counting it would
+//! read every saturating group's backlog as missed targets and shrink the limit to one; the
+//! latency-sensitive group below its share has no slot wait to count. For the same reason the
+//! target is judged only on IOs of groups within their share (at most their share in the device
+//! with the completing IO): a group above it keeps the device queue as deep as its backlog makes
+//! it, and the target protects the others. On this machine's disk a QD1 reader's p99 beside a
+//! neighbour at QD16 was 290–310 µs, the neighbour's own 380–440 µs: judged on all reads (nearly
+//! all the neighbour's), a 2× target held the limit at 8–10 slots where 16 would have met it for
+//! the reader. If no group is within its share (and no IO of one is in the device), nothing is
+//! judged and the limit returns to `max`. A missed target shrinks the limit and never lowers vrate,
+//! even at one slot: the queue in the device is then as short as the option can make it, and a
+//! slower vrate only idles the device (on this machine's disk, with other users' IO making a 2×
+//! target unreachable, vrate fell to 1% and the device served 2k of its 70k IOPS, the
+//! latency-sensitive reader starved of budget). Without a latency target `limit` stays at `max`.
+//! The planner does not raise vrate while every slot was busy for most of the period (the device
+//! holds all it can take, so a throttled group is short of device, not of budget): vrate stops
+//! drifting above what the device serves.
 //!
 //! A group that had IOs waiting for a slot for more than [`FULL_PCT`] of a period, or held at least
 //! its share of slots that were full most of the period, does not donate at its end: its budget is
