@@ -1,4 +1,4 @@
-//! The issue-5 reproductions in virtual time — the IOCost paper's figures and fixed limits against
+//! The reproductions in virtual time — the IOCost paper's figures and fixed limits against
 //! IOCost: each asserts the source's result within the issue's tolerance, as the built-in scenario's
 //! own comparisons state it (figures and tolerances in `src/scenarios/paper.rs` and `fixed.rs`).
 

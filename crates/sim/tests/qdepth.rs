@@ -1,4 +1,4 @@
-//! Issue 13: saturation that hides in a device queue deeper than the device's parallelism, through
+//! Saturation that hides in a device queue deeper than the device's parallelism, through
 //! the built-in scenarios `ioshare sim qdepth-*` prints. Each runs the kernel-faithful IOCost, whose
 //! comparison documents the kernel's drift (it would be this test's failure with the option off),
 //! and IOCost with the device-depth option, whose comparisons are the issue's acceptance. The
@@ -55,11 +55,22 @@ fn with_the_option_the_low_reader_takes_what_the_dropped_one_leaves() {
     run("qdepth-donation", Args::default());
 }
 
+/// The reader's p99 holds each target exactly (the simulator's latencies are exact): before a miss
+/// shrank the limit at once and growth waited for a miss paid for by met IOs, the rows overshot to
+/// 2.21x and 4.19x solo (the comparisons of the built-in fail so).
 #[test]
-fn with_the_option_a_latency_target_moves_the_point_along_the_trade_off() {
-    let out = run("qdepth-latency", Args::default());
-    // solo, then (kernel, option) at 2x and at 4x.
-    assert_eq!(out.runs.len(), 5);
+fn with_the_option_a_latency_target_moves_the_point_along_the_trade_off_and_holds() {
+    for seed in 1..=3 {
+        let out = run("qdepth-latency", Args { seed: Some(seed), ..Args::default() });
+        // solo, then (kernel, option) at 2x and at 4x.
+        assert_eq!(out.runs.len(), 5);
+        let solo = out.runs[0].group("reader").lat_us.p99;
+        for (r, factor) in [(&out.runs[2], 2.0), (&out.runs[4], 4.0)] {
+            assert_eq!(r.controller, format!("iocost+qd p99<={factor}x"));
+            let p99 = r.group("reader").lat_us.p99;
+            assert!(p99 <= (solo * factor).ceil(), "seed {seed}, {factor}x: p99 {p99} µs, solo {solo} µs");
+        }
+    }
 }
 
 /// A QD1 reader (weight 200, 100 µs think time) beside a saturating QD32 reader (weight 100) on a

@@ -1,4 +1,4 @@
-//! Issue 20: the kernel-faithful IOCost's drift on the lab guest's disk (QEMU's throttle with its
+//! The kernel-faithful IOCost's drift on the lab guest's disk (QEMU's throttle with its
 //! burst allowance), reproduced in virtual time through the built-in `throttle-drift`, and its cause
 //! pinned down: the burst (without it the split holds exactly), not the bench's 32 device slots (a
 //! kernel-like deep queue drifts alike), and vrate climbing past the device while the burst hides

@@ -3,7 +3,7 @@
 //! on the device's own frontier ([`crate::frontier`]: the uncontrolled neighbour swept over queue
 //! depths 1..32) within [`frontier::ON_FRONTIER`], and no kernel peer may dominate it. The subjects
 //! are IOCost with p99 targets of 2× and 4× solo and the device-depth option; the kernel-faithful
-//! rows cannot hold the device's queue short enough to reach the frontier (issue 13) and are shown.
+//! rows cannot hold the device's queue short enough to reach the frontier and are shown.
 //! A subject that misses its p99 target fails, unless the sweep shows the device cannot meet it
 //! ([`frontier::check_target`]); then its verdict says why.
 

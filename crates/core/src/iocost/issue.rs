@@ -406,6 +406,9 @@ impl<M: CostModel> IoCost<M> {
                 self.lat.nr_met[rw] += 1;
             } else {
                 self.lat.nr_missed[rw] += 1;
+                if let Some(slots) = &mut self.slots {
+                    slots.miss(timing.released);
+                }
             }
         }
         self.lat.rq_wait_ns += timing.started.saturating_sub(timing.released);

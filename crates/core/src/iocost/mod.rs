@@ -36,7 +36,7 @@
 //! into a delay (250 µs..250 ms, halving each second) the caller must impose on the group's
 //! producer. Debt is forgiven (halved every 100 ms) while the device is mostly idle.
 //!
-//! # Beyond the kernel: the device-depth option (issue 13)
+//! # Beyond the kernel: the device-depth option
 //! The kernel judges saturation from completion latency against the QoS targets and from IOs waiting
 //! for a device tag (`rq_wait`). On a device that accepts far more IOs than it serves in parallel
 //! (virtual and network disks, NVMe with deep queues) neither signal fires until the queue is very
@@ -217,7 +217,9 @@ impl<M: CostModel> IoCost<M> {
     /// The same controller with the [device-depth option](depth): at most `limit.max` IOs in the
     /// device, handed out in vtime order and sized by the latency target.
     pub fn with_depth_limit(mut self, limit: DepthLimit) -> Self {
-        self.slots = Some(Slots::new(limit));
+        let mut slots = Slots::new(limit);
+        slots.judging = self.qos.rppm != 0 || self.qos.wppm != 0;
+        self.slots = Some(slots);
         self
     }
 

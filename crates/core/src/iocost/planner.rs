@@ -16,7 +16,7 @@
 
 use super::model::CostModel;
 use super::tree::{after, before, cost_to_abs_cost, WEIGHT_ONE};
-use super::{depth, IoCost, LatStat};
+use super::{IoCost, LatStat};
 use crate::controller::Event;
 use crate::io::{Nanos, NSEC_PER_USEC};
 
@@ -274,28 +274,30 @@ impl<M: CostModel> IoCost<M> {
     }
 
     /// The device-depth option's part of the period (see [`super::depth`]). The slot limit answers
-    /// the latency target: a missed target shrinks it, never vrate (vrate coasts), also at one slot,
-    /// where a slower vrate could only idle the device. And vrate does not rise while every slot
-    /// was busy for most of the period.
+    /// the latency target: misses shrank it as they completed, and here it may grow with the miss
+    /// budget the period's met IOs earned. A missed target never lowers vrate (vrate coasts), also
+    /// at one slot, where a slower vrate could only idle the device. And vrate does not rise while
+    /// every slot was busy for most of the period.
     fn plan_slots(&mut self, lat: &LatStat, missed_ppm: [u32; 2], ppm_rthr: u64, ppm_wthr: u64) {
         let Some(slots) = &mut self.slots else { return };
         let (mr, mw) = (missed_ppm[0] as u64, missed_ppm[1] as u64);
-        let targets = ppm_rthr != MILLION || ppm_wthr != MILLION;
-        // A group within its share that waited for a slot only because the device was at its
-        // maximum missed its target too: its wait is not in the latency judged from release.
-        let missed = targets && (mr > ppm_rthr || mw > ppm_wthr || slots.squeezed);
-        let met = targets && mr <= ppm_rthr * UNBUSY_THR_PCT / 100 && mw <= ppm_wthr * UNBUSY_THR_PCT / 100;
+        slots.judging = ppm_rthr != MILLION || ppm_wthr != MILLION;
+        // Misses already shrank the limit as they completed (Slots::miss); here the period's
+        // misses, squeezed-out IOs included, keep vrate from moving for them.
+        let missed = slots.judging && (mr > ppm_rthr || mw > ppm_wthr || slots.missed());
         if missed || (self.busy_level < 0 && slots.period_full) {
             self.busy_level = 0;
         }
-        let judged = lat.nr_met.iter().chain(&lat.nr_missed).sum();
-        let need = [(ppm_rthr, lat.nr_met[0] + lat.nr_missed[0]), (ppm_wthr, lat.nr_met[1] + lat.nr_missed[1])]
-            .iter()
-            .filter(|(thr, n)| *thr != MILLION && *n > 0)
-            .map(|(thr, _)| depth::clean_to_grow(*thr))
-            .max()
-            .unwrap_or(1);
-        slots.adapt(missed, met, judged, need);
+        // The miss budget: a judged IO of an op with a target that met it earns the share of IOs
+        // that target lets miss.
+        let (mut judged, mut earned) = (0, 0);
+        for (rw, thr) in [ppm_rthr, ppm_wthr].into_iter().enumerate() {
+            judged += lat.nr_met[rw] + lat.nr_missed[rw];
+            if thr != MILLION {
+                earned += lat.nr_met[rw] * thr;
+            }
+        }
+        slots.adapt(judged, earned);
     }
 
     /// Halves debts and delays every 100 ms while the device is less than half busy (kernel

@@ -1,4 +1,4 @@
-//! Issue 13: saturation that hides in a device queue deeper than the device's parallelism
+//! Saturation that hides in a device queue deeper than the device's parallelism
 //! (`ioshare sim qdepth-split|qdepth-weight|qdepth-return`).
 //!
 //! Each built-in runs the same case twice on a linear ssd_dfl device (8 servers, 8518 random 4 KiB
@@ -216,7 +216,10 @@ fn back_from_idle(args: &Args) -> Result<Outcome, SimError> {
 /// (weight 200) beside a saturating QD32 reader (weight 100), under IOCost with a p99 read target of
 /// 2× and 4× the reader's solo p99. The kernel-faithful controller lands where the device queue puts
 /// it whatever the target; with the option the slot limit follows the target, moving the point along
-/// the trade-off while the saturating reader still uses the leftover.
+/// the trade-off while the saturating reader still uses the leftover, and the reader's p99 holds the
+/// target. Before misses shrank the limit at once and growth waited for a miss paid for by met IOs,
+/// both rows overshot (2.21x and 4.19x): a 50 ms period judged 13–32 IOs, and one probe past
+/// the target cost them all, and at the device's maximum the reader's slot wait went unjudged.
 fn latency(args: &Args) -> Result<Outcome, SimError> {
     let w = args.weights([200, 100])?;
     let reader = Job::closed(Rw::RandRead, 4096, 1).with_think_us(100);
@@ -264,17 +267,18 @@ fn latency(args: &Args) -> Result<Outcome, SimError> {
         format!("{} / {}", show(k2), show(k4)),
         (k2.2 / k4.2 - 1.0).abs() < 0.05,
     ));
+    // The option's rows hold their target: the reader's p99 at most the `rlat` it was given.
     out.comparisons.push(compare(
         "iocost+qd, p99 <= 2x solo: reader p99 / solo, leftover used",
-        format!("below the kernel's {:.2}x, >= 90%", k2.2),
+        format!("<= 2x and below the kernel's {:.2}x, >= 90%", k2.2),
         show(q2),
-        q2.2 < 0.75 * k2.2 && q2.3 >= 0.9,
+        q2.2 * solo_p99 <= (solo_p99 * 2.0).ceil() && q2.2 < 0.75 * k2.2 && q2.3 >= 0.9,
     ));
     out.comparisons.push(compare(
         "iocost+qd, p99 <= 4x solo: reader p99 / solo, leftover used",
-        format!("above the 2x target's {:.2}x, >= 90%", q2.2),
+        format!("<= 4x and above the 2x target's {:.2}x, >= 90%", q2.2),
         show(q4),
-        q4.2 > q2.2 && q4.3 >= 0.9,
+        q4.2 * solo_p99 <= (solo_p99 * 4.0).ceil() && q4.2 > q2.2 && q4.3 >= 0.9,
     ));
     Ok(out)
 }

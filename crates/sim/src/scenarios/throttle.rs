@@ -1,4 +1,4 @@
-//! Issue 20: IOCost on a device throttled like QEMU's `throttling.iops-total`, the lab guest's disk
+//! IOCost on a device throttled like QEMU's `throttling.iops-total`, the lab guest's disk
 //! (`ioshare sim throttle-drift`).
 //!
 //! QEMU's throttle is a leaky bucket that lets `iops / 10` operations through at once after the
