@@ -6,7 +6,6 @@
 //! it to one thread at a time, and the issue path stays lock-free.
 
 use std::cell::UnsafeCell;
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::{Mutex, PoisonError};
 
 use ioshare_core::Controller;
@@ -87,18 +86,30 @@ pub unsafe fn with_ctl<R>(
     let _held = ctl.lock.as_ref().map(|m| m.lock().unwrap_or_else(PoisonError::into_inner));
     // SAFETY: exclusive access: the mutex is held, or the caller keeps an unlocked controller to
     // one thread at a time (the ABI's contract).
-    let state = unsafe { &mut *ctl.state.get() };
+    let raw = ctl.state.get();
+    // SAFETY: as above.
+    let state = unsafe { &mut *raw };
     if state.broken {
         return Err(Failure::new(
             IOSHARE_E_INTERNAL,
             "the controller failed in an earlier call: free it and make a new one",
         ));
     }
-    match catch_unwind(AssertUnwindSafe(|| call(state))) {
-        Ok(result) => result,
-        Err(panic) => {
-            state.broken = true;
-            resume_unwind(panic)
-        }
+    // Marks the controller broken if `call` unwinds (the panic itself is caught by the entry
+    // point's guard); forgotten on return, so the normal path pays nothing.
+    // SAFETY: `raw` is valid; the pointer is only written after `call`'s borrow has ended.
+    let mark = BreakOnUnwind(unsafe { std::ptr::addr_of_mut!((*raw).broken) });
+    let result = call(state);
+    std::mem::forget(mark);
+    result
+}
+
+/// Sets the flag when dropped, which only happens while a panic unwinds through [`with_ctl`].
+struct BreakOnUnwind(*mut bool);
+
+impl Drop for BreakOnUnwind {
+    fn drop(&mut self) {
+        // SAFETY: points into the controller's state, alive for the whole call.
+        unsafe { *self.0 = true };
     }
 }
