@@ -7,7 +7,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use ioshare_agent::limits::{throttle_for, DirUsage};
+use ioshare_agent::backend::throttle::{throttle_for, DirUsage};
 use ioshare_core::iocost::aggregate::{aggregate_cost, Charge};
 use ioshare_core::{
     Controller, GroupId, GroupSettings, IoCost, Limits, LinearModel, ModelParams, Nanos, Op, QosParams, NSEC_PER_MSEC,

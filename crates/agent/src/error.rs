@@ -30,7 +30,7 @@ pub enum Error {
     },
     /// The backend asked for cannot run on this host.
     #[error("backend {backend} is not available here: {reason}")]
-    Backend {
+    BackendKind {
         /// The backend.
         backend: &'static str,
         /// Why, and what would make it available.

@@ -4,10 +4,23 @@
 //! writing blk-throttle limits (cgroup v1 `blkio.throttle.*` or v2 `io.max`) — a third driver of the
 //! same controller, next to the simulator and the engine.
 //!
+//! # Layout
+//! ```text
+//! desired/   what is wanted: config (the TOML file), rules (which rule takes a cgroup), pods
+//!            (a [kubernetes] section's pods), targets (one list of cgroups with weight and caps:
+//!            HOW A POD GETS ITS WEIGHT — `targets::targets`, then `targets::userspace_plan`'s leaves)
+//! daemon/    the running agent: start, discovery, the period loop, reload, claim, signals
+//! backend/   how it reaches the kernel: the Backend trait; kernel (iocost files), userspace/ (the
+//!            planner in steps read → classify → follow → budget → write; HOW A BUDGET BECOMES A
+//!            BLK-THROTTLE LIMIT — `userspace::budget`, then `backend::throttle::throttle_for`)
+//! report/    what it shows: status, metrics, share (effective shares and flags), logging, trace
+//! memory     the memory guard's rules applied through ioshare-memory
+//! ```
+//!
 //! # API
 //! ```text
 //! Check::probe() -> Check                       // host capabilities, backend auto picks and why,
-//!     .select(BackendChoice) -> (Backend, Hierarchy)   // the buffered-write caveat; Display, Serialize
+//!     .select(BackendChoice) -> (BackendKind, Hierarchy)   // the buffered-write caveat; Display, Serialize
 //! Config::load(file) -> Config                  // validated whole; errors "FILE:LINE: key: what"
 //! Config::load_profiling(file, cache_dir, &stop, &progress)   // model = "profile": measured by the
 //!                                               // engine's profiler, read-only, once per device (cached)
@@ -23,15 +36,12 @@
 //! reload_on_sighup() -> &'static AtomicBool     // SIGHUP
 //! Config::load_cached(file, cache_dir)          // a reload's read: profiled models from the cache only
 //! daemon::reload::request(state_dir, within) -> Outcome   // `ioshare agent reload`: SIGHUP, wait the answer
-//! logging::init(level, LogFormat)               // tracing on stderr: text or JSON lines
+//! report::logging::init(level, LogFormat)               // tracing on stderr: text or JSON lines
 //! Status::read(state_dir) -> Status             // what `ioshare agent status` prints
 //! ShareCheck::probe(check, &config, choice)     // `agent check --config`: each managed cgroup's share
-//! Shares::check(&config, pods, backend, &hierarchy, sys_block)   // per device, and flags (see [`share`])
-//! rules::overlaps(&groups, io) -> Vec<Overlap>  // rules that lose cgroups to others (all or some);
-//! rules::warn_overlaps(&config)                 // one warning each (start, reload)
-//! logging::init_in_process()                    // the same log for an agent run in-process (bench)
+//! Shares::check(&config, pods, backend, &hierarchy, sys_block)   // per device, and flags (see [`report::share`])
+//! report::logging::init_in_process()                    // the same log for an agent run in-process (bench)
 //! revert(state_dir) -> Option<Reverted>        // `ioshare agent revert`: a killed agent's changes
-//! status::fixture::{status, device, group, memory}   // example status lines for tests and benchmarks
 //! ```
 //!
 //! # What the userspace backend can and cannot do (vs kernel iocost)
@@ -39,8 +49,8 @@
 //! but enforcement is blk-throttle's rate limit for the next period, so a burst inside a period is
 //! not shaped, a group that overran pays it back the next period (period-granular debt, no per-IO
 //! debt or delay), IOs are charged by each cgroup's sequential/random mix as the eBPF observer saw it
-//! ([`io_mix`]; all as random where it cannot run), latency is
-//! judged from the period's mean (see [`latency`]), and a cgroup alone is not limited at all.
+//! ([`backend::userspace::io_mix`]; all as random where it cannot run), latency is
+//! judged from the period's mean (see [`backend::userspace::latency`]), and a cgroup alone is not limited at all.
 //!
 //! # Memory isolation
 //! Rules with `memory = { priority, wmark_ratio, wmark_scale_factor, limit, oom_group, oom_pressure }`
@@ -48,39 +58,20 @@
 //! memory hierarchy — cgroup v1 `memory`, or cgroup v2 with `memory` ([`memory`]); every memory file
 //! it writes is journaled for revert; `memory_dry_run` logs OOM decisions and changes nothing.
 
-pub mod check;
-pub mod claim;
-pub mod config;
-pub mod counters;
-pub mod cpu;
+pub mod backend;
 pub mod daemon;
-pub mod error;
-pub mod hierarchy;
-pub mod io_mix;
-pub mod latency;
-pub mod limit_writes;
-pub mod limits;
-pub mod logging;
+pub mod desired;
+mod error;
+mod inotify;
 pub mod memory;
-pub mod metrics;
-pub mod pods;
-pub mod profile;
-pub mod reapply;
-pub mod rules;
-pub mod share;
-pub mod signals;
-pub mod status;
-pub mod targets;
-pub mod trace;
-pub mod tree_watch;
-pub mod userspace;
+pub mod report;
 
-pub use check::{Backend, BackendChoice, Check};
-pub use config::{default_state_dir, Config};
+pub use backend::check::{BackendChoice, BackendKind, Check};
+pub use backend::hierarchy::{Flavor, Hierarchy, Throttle};
+pub use daemon::signals::{reload_on_sighup, stop_on_signals};
 pub use daemon::{revert, Agent};
+pub use desired::config::{default_state_dir, Config};
+pub use desired::profile::Measure;
 pub use error::{Error, Result};
-pub use hierarchy::{Flavor, Hierarchy, Throttle};
-pub use profile::Measure;
-pub use share::{ShareCheck, Shares};
-pub use signals::{reload_on_sighup, stop_on_signals};
-pub use status::Status;
+pub use report::share::{ShareCheck, Shares};
+pub use report::status::Status;

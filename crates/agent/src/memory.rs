@@ -18,7 +18,7 @@ use ioshare_host::{find_cgroups, Capabilities, Recorder};
 use ioshare_memory::{Action, Guard, MemorySettings};
 use serde::{Deserialize, Serialize};
 
-use crate::config::Config;
+use crate::desired::config::Config;
 use crate::error::{Error, Result};
 
 /// One guarded cgroup in the status file.
@@ -204,8 +204,8 @@ impl MemoryGuard {
     }
 
     /// Writes back the values the guard set that someone else overwrote, counting them in
-    /// `overwrites` ([`crate::reapply`]); the recorder's journal already holds the value to restore.
-    pub fn reassert(&mut self, overwrites: &mut crate::reapply::Overwrites) -> Result<()> {
+    /// `overwrites` ([`crate::backend::reapply`]); the recorder's journal already holds the value to restore.
+    pub fn reassert(&mut self, overwrites: &mut crate::backend::reapply::Overwrites) -> Result<()> {
         let Some(guard) = self.guard.as_mut() else { return Ok(()) };
         for file in guard.reassert().map_err(|e| Error::Memory(e.to_string()))? {
             overwrites.saw(&file, ioshare_host::Written::Restored);

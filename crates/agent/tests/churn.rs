@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 
 use common::Rig;
 use ioshare_agent::{Agent, BackendChoice, Config, Status};
-use ioshare_host::{skip_unless_root, BlkioCgroup, ThrottleKnob, STATE_FILE};
-use ioshare_testkit::KillOnDrop;
+use ioshare_host::{BlkioCgroup, ThrottleKnob, STATE_FILE};
+use ioshare_testkit::{skip_unless_root, KillOnDrop};
 
 const CONFIG_ENV: &str = "IOSHARE_CHURN_AGENT_CONFIG";
 const STATE_ENV: &str = "IOSHARE_CHURN_AGENT_STATE";
@@ -42,7 +42,7 @@ const READER_ENV: &str = "IOSHARE_CHURN_READER";
 fn churn_agent_child() {
     let (Ok(config), Ok(state)) = (std::env::var(CONFIG_ENV), std::env::var(STATE_ENV)) else { return };
     // The agent logs through `tracing`; its observer renewals (info) are what the test reads.
-    ioshare_agent::logging::init(Some("info"), ioshare_agent::logging::LogFormat::Text).unwrap();
+    ioshare_agent::report::logging::init(Some("info"), ioshare_agent::report::logging::LogFormat::Text).unwrap();
     let stop = ioshare_agent::stop_on_signals();
     let config = Config::load(config.as_ref()).unwrap();
     let (agent, _) = Agent::start(config, BackendChoice::Userspace, state.as_ref()).unwrap();

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::v2_mock::V2Tree;
-use ioshare_agent::Backend;
+use ioshare_agent::BackendKind;
 use ioshare_host::STATE_FILE;
 
 /// The files the state file has entries for.
@@ -43,7 +43,7 @@ fn churned_cgroups_leave_nothing_behind_and_periods_stay_short() {
     tree.cgroup("tenants/keep");
     let text =
         format!("[[devices]]\npath = \"{}\"\nmodel = \"ssd_dfl\"\n[[groups]]\ncgroup = \"tenants/*\"\n", tree.dev);
-    let (mut agent, _) = tree.start(&text, Backend::Userspace).unwrap();
+    let (mut agent, _) = tree.start(&text, BackendKind::Userspace).unwrap();
     let mut alive: VecDeque<(String, u64)> = VecDeque::from([("keep".to_string(), 0)]);
     let mut took: Vec<Duration> = Vec::new();
     let mut created = 0;

@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 
 use common::{fio_in, snapshot_at, wait_for, Rig};
 use ioshare_agent::{Agent, BackendChoice, Config, Status};
-use ioshare_host::{skip_unless_root, BlkioCgroup, DevNum, LoopDevice, ThrottleKnob};
-use ioshare_testkit::KillOnDrop;
+use ioshare_host::{BlkioCgroup, DevNum, LoopDevice, ThrottleKnob};
+use ioshare_testkit::{skip_unless_root, KillOnDrop};
 
 const CONFIG_ENV: &str = "IOSHARE_FAULTS_CONFIG";
 const STATE_ENV: &str = "IOSHARE_FAULTS_STATE";
@@ -44,7 +44,7 @@ const MODEL: &str = "ssd_dfl rrandiops=20000 rseqiops=20000";
 #[test]
 fn child_agent() {
     let (Ok(config), Ok(state)) = (std::env::var(CONFIG_ENV), std::env::var(STATE_ENV)) else { return };
-    ioshare_agent::logging::init(Some("warn"), ioshare_agent::logging::LogFormat::Text).unwrap();
+    ioshare_agent::report::logging::init(Some("warn"), ioshare_agent::report::logging::LogFormat::Text).unwrap();
     let stop = ioshare_agent::stop_on_signals();
     let run = || -> ioshare_agent::Result<ioshare_host::Reverted> {
         let config = Config::load(config.as_ref())?;

@@ -7,8 +7,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use ioshare_agent::config::{DeviceConfig, GroupConfig};
-use ioshare_agent::status::{DeviceLine, GroupLine};
+use ioshare_agent::desired::config::{DeviceConfig, GroupConfig};
+use ioshare_agent::report::status::{DeviceLine, GroupLine};
 use ioshare_agent::{Config, Status};
 use ioshare_core::iocost::qos::{MAX_PERIOD_US, MIN_PERIOD_US};
 use ioshare_core::{Limits, ModelConfig, ModelParams, QosConfig, QosParams, WEIGHT_MAX, WEIGHT_MIN};
@@ -131,7 +131,7 @@ fn config() -> impl Strategy<Value = (String, Config)> {
             }
             let device =
                 DeviceConfig { device: DiskId::resolve(some_device()).unwrap(), model, qos: qos.map(|(_, q)| q) };
-            let period = Duration::from_millis(period.unwrap_or(ioshare_agent::config::PERIOD_DEFAULT_MS));
+            let period = Duration::from_millis(period.unwrap_or(ioshare_agent::desired::config::PERIOD_DEFAULT_MS));
             (
                 text,
                 Config {
@@ -245,7 +245,7 @@ proptest! {
     #[test]
     fn status_files(file in prop_oneof![1 => bytes(200), 3 => mutated(status().prop_map(|s| serde_json::to_string_pretty(&s).unwrap())).prop_map(String::into_bytes)]) {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(ioshare_agent::status::STATUS_FILE), &file).unwrap();
+        std::fs::write(dir.path().join(ioshare_agent::report::status::STATUS_FILE), &file).unwrap();
         match Status::read(dir.path()) {
             Ok(status) => {
                 let _ = status.to_string();

@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::{wait_for, Rig};
-use ioshare_agent::io_mix::IoMix;
+use ioshare_agent::backend::userspace::io_mix::IoMix;
 use ioshare_core::iocost::aggregate::aggregate_cost;
 use ioshare_core::{LinearModel, ModelParams, Op};
 

@@ -7,7 +7,7 @@
 mod common;
 
 use common::v2_mock::V2Tree;
-use ioshare_agent::Backend;
+use ioshare_agent::BackendKind;
 
 /// A v2 mock with empty `io.cost.model`/`io.cost.qos` files and one cgroup, `tenants/web`.
 fn tree_with_web() -> V2Tree {
@@ -26,7 +26,7 @@ fn kernel_backend_writes_model_qos_weights_and_caps_then_reverts() {
         "[[devices]]\npath = \"{dev}\"\nmodel = \"ssd_dfl\"\nqos = \"rpct=95 rlat=5000 wpct=95 wlat=5000 min=50 max=150\"\n\
          [[groups]]\ncgroup = \"tenants/*\"\nweight = 300\nlimits = \"iops-write=2000\"\n"
     );
-    let (mut agent, recovered) = tree.start(&text, Backend::Kernel).unwrap();
+    let (mut agent, recovered) = tree.start(&text, BackendKind::Kernel).unwrap();
     assert!(recovered.is_none());
     let read = |p: &str| tree.read(p);
     assert_eq!(
@@ -51,11 +51,11 @@ fn kernel_backend_writes_model_qos_weights_and_caps_then_reverts() {
     tree.reads("tenants/db", 1);
     agent.period().unwrap();
     let shares = agent.status().shares.expect("shares after a period");
-    assert_eq!(shares.devices[0].weigher, ioshare_agent::share::Weigher::Iocost);
+    assert_eq!(shares.devices[0].weigher, ioshare_agent::report::share::Weigher::Iocost);
     let web = shares.devices[0].groups.iter().find(|g| g.cgroup == "tenants/web").unwrap();
     assert!((web.share - 0.5).abs() < 1e-9, "{web:?}");
     let kinds: Vec<_> = web.flags.iter().map(|f| f.kind).collect();
-    assert_eq!(kinds, [ioshare_agent::share::flags::FlagKind::LimitBelowShare], "{web:?}");
+    assert_eq!(kinds, [ioshare_agent::report::share::flags::FlagKind::LimitBelowShare], "{web:?}");
     // One vanishes: not an error.
     std::fs::remove_dir_all(tree.path("tenants/db")).unwrap();
     agent.discover().unwrap();
@@ -79,7 +79,7 @@ fn a_failed_apply_leaves_nothing_applied() {
     // io.cost.qos is a directory: writing it fails after io.cost.model was written.
     std::fs::create_dir(tree.path("io.cost.qos")).unwrap();
     let text = format!("[[devices]]\npath = \"{}\"\nmodel = \"ssd_dfl\"\n[[groups]]\ncgroup = \"x\"\n", tree.dev);
-    let err = tree.start(&text, Backend::Kernel).unwrap_err();
+    let err = tree.start(&text, BackendKind::Kernel).unwrap_err();
     eprintln!("{err}");
     let model = tree.read("io.cost.model");
     assert!(model.ends_with("ctrl=auto"), "io.cost.model was restored: {model:?}");
@@ -98,7 +98,7 @@ fn userspace_backend_over_v2_files_splits_by_weight() {
         "[[devices]]\npath = \"{}\"\nmodel = \"ssd_dfl\"\n[[groups]]\ncgroup = \"a\"\nweight = 200\n[[groups]]\ncgroup = \"b\"\n",
         tree.dev
     );
-    let (mut agent, _) = tree.start(&text, Backend::Userspace).unwrap();
+    let (mut agent, _) = tree.start(&text, BackendKind::Userspace).unwrap();
     let stat = |g: &str, rios: u64| tree.reads(g, rios);
     stat("a", 100);
     stat("b", 100);
@@ -134,12 +134,12 @@ fn kernel_backend_writes_back_what_someone_else_overwrote() {
     let text = format!(
         "[[devices]]\npath = \"{dev}\"\nmodel = \"ssd_dfl\"\n[[groups]]\ncgroup = \"tenants/*\"\nweight = 300\nlimits = \"iops-write=2000\"\n"
     );
-    let (mut agent, _) = tree.start(&text, Backend::Kernel).unwrap();
+    let (mut agent, _) = tree.start(&text, BackendKind::Kernel).unwrap();
     let (weight, max) = (format!("{dev} 300"), format!("{dev} rbps=max wbps=max riops=max wiops=2000"));
     assert_eq!((tree.read("tenants/web/io.weight"), tree.read("tenants/web/io.max")), (weight.clone(), max.clone()));
     std::fs::write(tree.path("tenants/web/io.weight"), format!("default 100\n{dev} 100")).unwrap();
     std::fs::write(tree.path("tenants/web/io.max"), format!("{dev} rbps=max wbps=max riops=max wiops=max")).unwrap();
-    let every = ioshare_agent::reapply::RECHECK_WITHIN.as_millis() / 100;
+    let every = ioshare_agent::backend::reapply::RECHECK_WITHIN.as_millis() / 100;
     let mut periods = 0;
     while tree.read("tenants/web/io.weight") != weight {
         assert!(periods < every, "not written back within {every} periods of 100 ms");

@@ -17,10 +17,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::{fio_args, median, pod_controlled, run_agent_during, wait_for, Rig};
-use ioshare_agent::cpu::CpuWatch;
-use ioshare_agent::userspace::DONATING_SLACK;
+use ioshare_agent::backend::userspace::cpu::CpuWatch;
+use ioshare_agent::backend::userspace::donor::DONATING_SLACK;
 use ioshare_agent::{Agent, BackendChoice, Config, Status};
-use ioshare_host::{read_throttle_stats, skip_unless_root};
+use ioshare_host::read_throttle_stats;
+use ioshare_testkit::skip_unless_root;
 use k8s::{unique, K8s};
 
 /// Queue depth of each tenant's fio jobs, and two jobs (threads) each: saturating, as in the
@@ -195,7 +196,7 @@ fn pods_on_a_real_node_share_a_device_by_their_annotations() {
     let (mut agent, _) = Agent::start(cfg, BackendChoice::Userspace, state.path()).unwrap();
     // Its period trace, on request (read it with `ioshare agent trace FILE`).
     if let Some(to) = std::env::var_os("IOSHARE_AGENT_TEST_TRACE_TO") {
-        agent.trace_to(ioshare_agent::trace::TraceWriter::create(std::path::Path::new(&to)).unwrap());
+        agent.trace_to(ioshare_agent::report::trace::TraceWriter::create(std::path::Path::new(&to)).unwrap());
     }
     let (split, held, forgotten) = run_agent_during(agent, || {
         let both = || pod_controlled(state.path(), &a.pod).is_some() && pod_controlled(state.path(), &b.pod).is_some();

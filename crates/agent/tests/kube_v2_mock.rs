@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use common::v2_mock::V2Tree;
 use common::{pod_controlled as controlled, run_agent_during, wait_for};
-use ioshare_agent::{Backend, Status};
-use ioshare_host::skip_unless_root;
+use ioshare_agent::{BackendKind, Status};
+use ioshare_testkit::skip_unless_root;
 use k8s::{unique, K8s};
 
 /// The container cgroup kubelet's systemd driver makes for a containerd container.
@@ -76,7 +76,7 @@ fn pods_on_the_systemd_tree_get_their_io_weights_from_the_kernel_backend() {
          [kubernetes.qos.burstable]\nclass_weight = 40\n",
         k8s.kubeconfig.display()
     );
-    let (agent, recovered) = tree.start(&config, Backend::Kernel).unwrap();
+    let (agent, recovered) = tree.start(&config, BackendKind::Kernel).unwrap();
     assert!(recovered.is_none());
     let state = tree.state.path();
     let weight = |rel: &str| tree.read(&format!("{rel}/io.weight"));

@@ -14,10 +14,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{fio_in, median, pod_controlled as controlled, run_agent_during, snapshot_at, wait_for, Rig};
-use ioshare_agent::share::ShareCheck;
-use ioshare_agent::userspace::DONATING_SLACK;
+use ioshare_agent::backend::userspace::donor::DONATING_SLACK;
+use ioshare_agent::report::share::ShareCheck;
 use ioshare_agent::{Agent, BackendChoice, Check, Config, Status};
-use ioshare_host::{skip_unless_root, BlkioCgroup, LoopDevice};
+use ioshare_host::{BlkioCgroup, LoopDevice};
+use ioshare_testkit::skip_unless_root;
 use k8s::{manifest, unique, K8s, AGENT_RIGHTS};
 
 /// The tests share the disk and the machine's two cores: one at a time.

@@ -12,8 +12,8 @@ fn child_logs() {
     if std::env::var_os(CHILD_ENV).is_none() {
         return;
     }
-    ioshare_agent::logging::init_in_process().unwrap();
-    ioshare_agent::logging::init_in_process().unwrap();
+    ioshare_agent::report::logging::init_in_process().unwrap();
+    ioshare_agent::report::logging::init_in_process().unwrap();
     tracing::warn!(rule = 2, "rule 2 loses cgroups");
     tracing::info!("weight set");
 }
@@ -23,8 +23,8 @@ fn stderr_of_child(rust_log: Option<&str>) -> String {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["--exact", "child_logs", "--nocapture", "--test-threads=1"]).env(CHILD_ENV, "1");
     match rust_log {
-        Some(v) => cmd.env(ioshare_agent::logging::LOG_ENV, v),
-        None => cmd.env_remove(ioshare_agent::logging::LOG_ENV),
+        Some(v) => cmd.env(ioshare_agent::report::logging::LOG_ENV, v),
+        None => cmd.env_remove(ioshare_agent::report::logging::LOG_ENV),
     };
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

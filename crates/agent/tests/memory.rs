@@ -9,14 +9,14 @@
 use std::path::Path;
 use std::time::Duration;
 
-use ioshare_agent::config::{Config, GroupConfig};
+use ioshare_agent::desired::config::{Config, GroupConfig};
 use ioshare_agent::memory::MemoryGuard;
 use ioshare_agent::{Agent, BackendChoice};
 use ioshare_core::Limits;
 use ioshare_host::memcg::AnyMemCgroup;
-use ioshare_host::{revert_state_dir, skip_unless_root, Capabilities, Recorder};
+use ioshare_host::{revert_state_dir, Capabilities, Recorder};
 use ioshare_memory::MemorySettings;
-use ioshare_testkit::{in_lab, run_tests_in_lab};
+use ioshare_testkit::{in_lab, run_tests_in_lab, skip_unless_root};
 
 const LIMIT: u64 = 64 << 20;
 

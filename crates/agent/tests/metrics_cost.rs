@@ -20,8 +20,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use ioshare_agent::memory::MemoryLine;
-use ioshare_agent::metrics::Metrics;
-use ioshare_agent::status::{fixture, DeviceLine, GroupLine};
+use ioshare_agent::report::metrics::Metrics;
+use ioshare_agent::report::status::{fixture, DeviceLine, GroupLine};
 use ioshare_agent::Status;
 
 /// A userspace agent's status with `n` cgroups on one device, each memory-guarded.

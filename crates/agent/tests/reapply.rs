@@ -12,12 +12,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{run_agent_during, wait_for, Rig};
+use ioshare_agent::backend::reapply::RECHECK_WITHIN;
 use ioshare_agent::memory::MemoryGuard;
-use ioshare_agent::reapply::RECHECK_WITHIN;
 use ioshare_agent::{Agent, BackendChoice, Config, Status};
 use ioshare_host::memcg::AnyMemCgroup;
-use ioshare_host::{skip_unless_root, Capabilities, Cgroup2, ThrottleKnob};
-use ioshare_testkit::{in_lab, run_tests_in_lab};
+use ioshare_host::{Capabilities, Cgroup2, ThrottleKnob};
+use ioshare_testkit::{in_lab, run_tests_in_lab, skip_unless_root};
 
 /// How late past [`RECHECK_WITHIN`] a write-back may come: the agent's thread on a machine with a
 /// load of 10-30 on 2 cores can wait that long to be scheduled (measured: under 0.2 s at load 11).

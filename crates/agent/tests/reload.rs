@@ -20,22 +20,22 @@ use std::time::Duration;
 
 use common::{wait_for, Rig};
 use ioshare_agent::daemon::reload::{request, Outcome, ANSWER_WITHIN};
-use ioshare_agent::logging::LogFormat;
 use ioshare_agent::memory::MemoryGuard;
-use ioshare_agent::{Agent, Backend, BackendChoice, Config, Error, Flavor, Hierarchy, Status};
-use ioshare_host::{skip_unless_root, ThrottleKnob};
-use ioshare_testkit::KillOnDrop;
+use ioshare_agent::report::logging::LogFormat;
+use ioshare_agent::{Agent, BackendChoice, BackendKind, Config, Error, Flavor, Hierarchy, Status};
+use ioshare_host::ThrottleKnob;
+use ioshare_testkit::{skip_unless_root, KillOnDrop};
 
 const CONFIG_ENV: &str = "IOSHARE_AGENT_TEST_CONFIG";
 const STATE_ENV: &str = "IOSHARE_AGENT_TEST_STATE";
 /// The child's log filter: every change at info, every limit the planner writes at trace.
-const LOG_FILTER: &str = "info,ioshare_agent::userspace=trace";
+const LOG_FILTER: &str = "info,ioshare_agent::backend::userspace=trace";
 
 /// The agent, when this binary is started by [`Running::start`]; does nothing in a normal run.
 #[test]
 fn child_agent() {
     let (Ok(config), Ok(state)) = (std::env::var(CONFIG_ENV), std::env::var(STATE_ENV)) else { return };
-    ioshare_agent::logging::init(Some(LOG_FILTER), LogFormat::Text).unwrap();
+    ioshare_agent::report::logging::init(Some(LOG_FILTER), LogFormat::Text).unwrap();
     let stop = ioshare_agent::stop_on_signals();
     let reload = ioshare_agent::reload_on_sighup();
     let file = PathBuf::from(config);
@@ -297,7 +297,7 @@ fn kernel_backend_reload_writes_changes_restores_the_rest_and_rolls_back_a_faile
     let first = parse(device.clone() + &rule("tenants/*", 300, "iops-write=2000"));
     let hierarchy = Hierarchy { flavor: Flavor::V2, root: root.path().to_path_buf() };
     let (mut agent, _) =
-        Agent::start_in(first, Backend::Kernel, hierarchy, state.path(), Path::new("/sys/block")).unwrap();
+        Agent::start_in(first, BackendKind::Kernel, hierarchy, state.path(), Path::new("/sys/block")).unwrap();
     let read = |p: &str| std::fs::read_to_string(root.path().join(p)).unwrap();
     let files = [
         "io.cost.model",

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{wait_for, Rig};
 use ioshare_agent::{Agent, BackendChoice, Config, Status};
-use ioshare_host::skip_unless_root;
+use ioshare_testkit::skip_unless_root;
 use ioshare_testkit::KillOnDrop;
 
 const CONFIG_ENV: &str = "IOSHARE_AGENT_TEST_CONFIG";

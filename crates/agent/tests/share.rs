@@ -8,11 +8,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use ioshare_agent::share::flags::FlagKind;
-use ioshare_agent::share::{GroupShare, ShareCheck};
+use ioshare_agent::report::share::flags::FlagKind;
+use ioshare_agent::report::share::{GroupShare, ShareCheck};
 use ioshare_agent::{BackendChoice, Check, Config};
-use ioshare_host::{skip_unless_root, BlkioCgroup, Capabilities, Cgroup2, KernelIoCost, LoopDevice};
-use ioshare_testkit::{in_lab, run_tests_in_lab, KillOnDrop};
+use ioshare_host::{BlkioCgroup, Capabilities, Cgroup2, KernelIoCost, LoopDevice};
+use ioshare_testkit::{in_lab, run_tests_in_lab, skip_unless_root, KillOnDrop};
 
 /// A process that only exists to make its cgroup active (`spawn` puts it there before it execs).
 fn sleeper(spawn: impl FnOnce(Command) -> ioshare_host::Result<Child>) -> KillOnDrop {

@@ -6,12 +6,12 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{median, run_agent_during, wait_for, Rig};
-use ioshare_agent::cpu::CpuWatch;
-use ioshare_agent::trace::{Summary, TraceWriter};
-use ioshare_agent::userspace::DONATING_SLACK;
+use ioshare_agent::backend::userspace::cpu::CpuWatch;
+use ioshare_agent::backend::userspace::donor::DONATING_SLACK;
+use ioshare_agent::report::trace::{Summary, TraceWriter};
 use ioshare_agent::{Agent, BackendChoice, Config};
-use ioshare_host::{skip_unless_root, BlkioCgroup, ThrottleKnob};
-use ioshare_testkit::KillOnDrop;
+use ioshare_host::{BlkioCgroup, ThrottleKnob};
+use ioshare_testkit::{skip_unless_root, KillOnDrop};
 
 /// Queue depth of each reader's job.
 const DEPTH: u32 = 32;

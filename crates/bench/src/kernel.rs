@@ -23,7 +23,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use ioshare_agent::config::{Config, DeviceConfig, GroupConfig};
+use ioshare_agent::desired::config::{Config, DeviceConfig, GroupConfig};
 use ioshare_agent::BackendChoice;
 use ioshare_core::iocost::line::Ctrl;
 use ioshare_core::iocost::qos::QosConfig;
@@ -383,14 +383,14 @@ impl Peers {
         };
         // The agent's warnings (a rule that loses cgroups, a missing observer, ...) on stderr, as
         // `ioshare agent run` logs them.
-        ioshare_agent::logging::init_in_process().map_err(|e| peer_error("the agent's log", e))?;
+        ioshare_agent::report::logging::init_in_process().map_err(|e| peer_error("the agent's log", e))?;
         let (mut agent, _) =
             ioshare_agent::Agent::start(config, backend, state).map_err(|e| peer_error("starting the agent", e))?;
         // The agent's period trace on request (`ioshare agent trace PATH.<run>.jsonl` reads it): why a
         // run's ratio or total is what it is (docs/agent.md, issue 22).
         if let Some(path) = std::env::var_os(AGENT_TRACE_ENV) {
             let path = std::path::PathBuf::from(path).with_extension(format!("{}.jsonl", self.runs));
-            agent.trace_to(ioshare_agent::trace::TraceWriter::create(&path).map_err(|e| peer_error("trace", e))?);
+            agent.trace_to(ioshare_agent::report::trace::TraceWriter::create(&path).map_err(|e| peer_error("trace", e))?);
         }
         Ok(agent)
     }

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use ioshare_core::{Nanos, NSEC_PER_MSEC};
 
-use ioshare_observe::{Histogram, Kind, Latency, Observer, Snapshot, Stage};
+use ioshare_observe::{Histogram, Kind, Latency, Observer, Snapshot, Stage, Stages};
 use serde::Serialize;
 
 use crate::stats::median;
@@ -158,7 +158,7 @@ impl Observations {
             self.unobserved(controller, NO_DISK);
             return run();
         };
-        let started = Observer::start(Some(disk)).and_then(|mut o| o.measure_cost().map(|()| o));
+        let started = Observer::start_with(Some(disk), None, Stages::All).and_then(|mut o| o.measure_cost().map(|()| o));
         let mut observer = match started {
             Ok(o) => o,
             Err(e) => {

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Subcommand, ValueEnum};
-use ioshare_agent::logging::LogFormat;
-use ioshare_agent::status::Liveness;
+use ioshare_agent::report::logging::LogFormat;
+use ioshare_agent::report::status::Liveness;
 use ioshare_agent::{Agent, BackendChoice, Check, Config, ShareCheck, Status};
 
 /// The agent's subcommands.
@@ -33,7 +33,7 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "auto")]
         backend: BackendArg,
         /// Where models measured for `model = "profile"` are cached (check only reads the cache).
-        #[arg(long, default_value = ioshare_agent::profile::DEFAULT_CACHE_DIR)]
+        #[arg(long, default_value = ioshare_agent::desired::profile::DEFAULT_CACHE_DIR)]
         cache_dir: PathBuf,
     },
     /// Apply a configuration and keep it applied (foreground; SIGTERM/SIGINT revert every change;
@@ -55,7 +55,7 @@ pub enum Command {
         state_dir: PathBuf,
         /// Where models measured for `model = "profile"` are kept (one file per device, reused while
         /// the device is the same one).
-        #[arg(long, default_value = ioshare_agent::profile::DEFAULT_CACHE_DIR)]
+        #[arg(long, default_value = ioshare_agent::desired::profile::DEFAULT_CACHE_DIR)]
         cache_dir: PathBuf,
         /// Memory guard: log which process priority OOM would kill, kill and reclaim nothing (the
         /// kernel's OOM killer stays in charge).
@@ -163,7 +163,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
             }
         }
         Command::Trace { file, json } => {
-            let summary = ioshare_agent::trace::Summary::read(&file)?;
+            let summary = ioshare_agent::report::trace::Summary::read(&file)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&summary)?);
             } else {
@@ -175,7 +175,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
                 LogFormatArg::Text => LogFormat::Text,
                 LogFormatArg::Json => LogFormat::Json,
             };
-            ioshare_agent::logging::init(log_level.as_deref(), format)?;
+            ioshare_agent::report::logging::init(log_level.as_deref(), format)?;
             // SIGHUP from here on asks for a reload (its default would end the process while it
             // measures a device or starts).
             let reload = ioshare_agent::reload_on_sighup();
@@ -187,7 +187,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
             let config = Config { memory_dry_run: dry_run, ..loaded? };
             let stop = ioshare_agent::stop_on_signals();
             // The trace file first: one that cannot be created stops the start before anything is written.
-            let trace = trace.map(|f| ioshare_agent::trace::TraceWriter::create(&f).map(|w| (f, w))).transpose()?;
+            let trace = trace.map(|f| ioshare_agent::report::trace::TraceWriter::create(&f).map(|w| (f, w))).transpose()?;
             let (mut agent, recovered) = Agent::start(config, backend.into(), &state_dir)?;
             if let Some((file, writer)) = trace {
                 agent.trace_to(writer);

@@ -111,7 +111,7 @@ fn run_until_applied(args: &[&str], state: &std::path::Path, log: &std::path::Pa
 
 #[test]
 fn model_profile_is_measured_at_the_first_start_and_cached_for_the_next() {
-    if ioshare_host::skip_unless_root("model_profile_is_measured_at_the_first_start_and_cached_for_the_next") {
+    if ioshare_testkit::skip_unless_root("model_profile_is_measured_at_the_first_start_and_cached_for_the_next") {
         return;
     }
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
@@ -190,7 +190,7 @@ fn reload_without_an_agent_says_so_in_one_line() {
 /// one with its file and line (exit 1) while the agent runs on.
 #[test]
 fn agent_reload_answers_and_json_logs_are_one_object_per_line() {
-    if ioshare_host::skip_unless_root("agent_reload_answers_and_json_logs_are_one_object_per_line") {
+    if ioshare_testkit::skip_unless_root("agent_reload_answers_and_json_logs_are_one_object_per_line") {
         return;
     }
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
@@ -257,7 +257,7 @@ fn agent_reload_answers_and_json_logs_are_one_object_per_line() {
 /// test-named cgroup, weights 300 and 100, the first with a read bandwidth cap no device reaches.
 #[test]
 fn check_with_a_config_gives_each_cgroups_share_and_flags() {
-    if ioshare_host::skip_unless_root("check_with_a_config_gives_each_cgroups_share_and_flags") {
+    if ioshare_testkit::skip_unless_root("check_with_a_config_gives_each_cgroups_share_and_flags") {
         return;
     }
     let Some(root) = ioshare_host::Capabilities::probe().blkio_v1 else {
@@ -362,7 +362,7 @@ fn check_lists_rules_that_lose_cgroups_to_earlier_ones_and_exits_0() {
 /// `agent run` warns at start, one line per rule that loses cgroups, and runs on (root: a loop device).
 #[test]
 fn run_warns_about_rules_that_lose_cgroups_at_start() {
-    if ioshare_host::skip_unless_root("run_warns_about_rules_that_lose_cgroups_at_start") {
+    if ioshare_testkit::skip_unless_root("run_warns_about_rules_that_lose_cgroups_at_start") {
         return;
     }
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use ioshare_host::{skip_unless_root, BlkioCgroup, Capabilities, LoopDevice, ProcessStat};
-use ioshare_testkit::KillOnDrop;
+use ioshare_host::{BlkioCgroup, Capabilities, LoopDevice, ProcessStat};
+use ioshare_testkit::{skip_unless_root, KillOnDrop};
 
 fn ioshare(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ioshare")).args(args).output().expect("the binary runs")

@@ -117,7 +117,7 @@ fn json_counts_a_known_workload_exactly() {
     let dev = LoopDevice::attach(backing.path(), true).unwrap();
     // No fixed observation window (a busy disk can slow the writes past any window): the direct
     // writes have all completed when dd returns, then SIGTERM makes observe print its last interval.
-    let (mut observe, mut stdout) = start_observe(&dev, &["--duration", "120"]);
+    let (mut observe, mut stdout) = start_observe(&dev, &["--duration", "120", "--detail", "full"]);
     write_64k(dev.path(), 100);
     observe.terminate();
     let mut rest = String::new();

@@ -89,7 +89,7 @@ fn nomerges(dev: &LoopDevice) -> String {
 /// its value and not 0.
 #[test]
 fn four_kib_runs_do_not_merge_and_nomerges_is_restored_even_after_kill_9() {
-    if ioshare_host::skip_unless_root("four_kib_runs_do_not_merge_and_nomerges_is_restored_even_after_kill_9") {
+    if ioshare_testkit::skip_unless_root("four_kib_runs_do_not_merge_and_nomerges_is_restored_even_after_kill_9") {
         return;
     }
     let scratch = scratch("profile-cli-merges");

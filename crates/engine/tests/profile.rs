@@ -14,7 +14,8 @@ use ioshare_core::{ModelConfig, QosConfig};
 use ioshare_engine::profile::measure::with_preset_writes;
 use ioshare_engine::profile::{profile, Profile, ProfileOptions};
 use ioshare_engine::{Error, TempTarget};
-use ioshare_host::{skip_unless_root, LoopDevice};
+use ioshare_host::LoopDevice;
+use ioshare_testkit::skip_unless_root;
 use tempfile::TempDir;
 
 /// A scratch directory on the disk under test (not /tmp, which may be tmpfs), removed with what is in

@@ -13,7 +13,7 @@ use ioshare_core::iocost::line::DevNum;
 
 use crate::blkio_stats::{BlkioStats, StatsSource};
 use crate::cgroup_dir::{self, CgroupDir};
-use crate::cgroup_mounts::Hierarchy;
+use crate::cgroup_mounts::MountedHierarchy;
 use crate::error::{Error, Result};
 use crate::sysfs;
 
@@ -66,7 +66,7 @@ impl BlkioCgroup {
     /// Creates the cgroup `name` (e.g. `ioshare-bench-<pid>/tenant-a`) below this process's blkio
     /// cgroup. Fails if it already exists; missing parents are created.
     pub fn create(name: &str) -> Result<Self> {
-        let dir = CgroupDir::create(Hierarchy::V1("blkio"), Error::BlkioNotMounted, name, &|_| Ok(()))?;
+        let dir = CgroupDir::create(MountedHierarchy::V1("blkio"), Error::BlkioNotMounted, name, &|_| Ok(()))?;
         Ok(BlkioCgroup { dir })
     }
 
@@ -153,5 +153,5 @@ impl BlkioCgroup {
 /// (the convention `ioshare-bench-<pid>`) whose process no longer exists, with all its descendants.
 /// Tasks still inside are moved back first. Returns the directories removed.
 pub fn remove_stale_cgroups(prefix: &str) -> Result<Vec<PathBuf>> {
-    cgroup_dir::remove_stale(Hierarchy::V1("blkio"), Error::BlkioNotMounted, prefix)
+    cgroup_dir::remove_stale(MountedHierarchy::V1("blkio"), Error::BlkioNotMounted, prefix)
 }

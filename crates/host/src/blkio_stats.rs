@@ -32,7 +32,7 @@ pub struct RwCounts {
 
 /// Which pair of statistics files to read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum StatsSource {
+pub enum StatsSource {
     /// `blkio.throttle.io_serviced` / `io_service_bytes`: counted by blk-throttle.
     Throttle,
     /// `blkio.bfq.io_serviced` / `io_service_bytes`: counted by BFQ on devices that use it.
@@ -75,7 +75,7 @@ impl BlkioStats {
     }
 
     /// Combines the texts of the `io_serviced` and `io_service_bytes` files of `source`.
-    pub(crate) fn from_files(source: StatsSource, serviced: &str, service_bytes: &str) -> Result<Self> {
+    pub fn from_files(source: StatsSource, serviced: &str, service_bytes: &str) -> Result<Self> {
         let (ios_file, bytes_file) = source.files();
         let mut stats = BlkioStats::default();
         for (dev, ios) in parse_rwstat(ios_file, serviced)? {
@@ -111,7 +111,7 @@ pub fn read_throttle_stats(dir: &std::path::Path, recursive: bool) -> Result<Blk
 }
 
 /// Parses one rwstat file (`format` names it in errors) into per-device counters.
-pub(crate) fn parse_rwstat(format: &'static str, text: &str) -> Result<Vec<(DevNum, RwCounts)>> {
+pub fn parse_rwstat(format: &'static str, text: &str) -> Result<Vec<(DevNum, RwCounts)>> {
     let mut out: Vec<(DevNum, RwCounts)> = Vec::new();
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
         let words: Vec<&str> = line.split_whitespace().collect();

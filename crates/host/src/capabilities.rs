@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::cgroup_mounts::{host_v1_mounts, mount_point, Hierarchy};
+use crate::cgroup_mounts::{host_v1_mounts, mount_point, MountedHierarchy};
 use crate::privilege::is_root;
 use crate::scheduler::parse_scheduler;
 
@@ -101,8 +101,8 @@ pub struct Capabilities {
 impl Capabilities {
     /// Probes this host (reads only).
     pub fn probe() -> Self {
-        let blkio_v1 = mount_point(Hierarchy::V1("blkio"));
-        let cgroup_v2 = mount_point(Hierarchy::V2);
+        let blkio_v1 = mount_point(MountedHierarchy::V1("blkio"));
+        let cgroup_v2 = mount_point(MountedHierarchy::V2);
         let has = |dir: &Option<PathBuf>, file: &str| dir.as_ref().is_some_and(|d| d.join(file).exists());
         let v2_controllers = cgroup_v2
             .as_ref()

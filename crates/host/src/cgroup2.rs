@@ -18,7 +18,7 @@ use ioshare_core::iocost::line::DevNum;
 
 use crate::blkio_stats::BlkioStats;
 use crate::cgroup_dir::{self, CgroupDir};
-use crate::cgroup_mounts::{mount_point, Hierarchy};
+use crate::cgroup_mounts::{mount_point, MountedHierarchy};
 use crate::error::{Error, Result};
 use crate::io_stat::parse_io_stat;
 use crate::sysfs;
@@ -49,7 +49,7 @@ impl Cgroup2 {
             }
             Ok(())
         };
-        let dir = CgroupDir::create(Hierarchy::V2, Error::CgroupV2NotMounted, name, &enable)?;
+        let dir = CgroupDir::create(MountedHierarchy::V2, Error::CgroupV2NotMounted, name, &enable)?;
         Ok(Cgroup2 { dir })
     }
 
@@ -103,7 +103,7 @@ impl Cgroup2 {
 /// Removes the v2 cgroups named `<prefix><pid>` (below this process's v2 cgroup) whose process is
 /// gone: what a SIGKILLed run left behind. Returns the directories removed.
 pub fn remove_stale_cgroups2(prefix: &str) -> Result<Vec<PathBuf>> {
-    cgroup_dir::remove_stale(Hierarchy::V2, Error::CgroupV2NotMounted, prefix)
+    cgroup_dir::remove_stale(MountedHierarchy::V2, Error::CgroupV2NotMounted, prefix)
 }
 
 /// The kernel's IOCost switched on for one device with a given cost model and QoS; on drop the
@@ -124,7 +124,7 @@ impl KernelIoCost {
     /// format without the device, e.g. `ctrl=user model=linear rbps=...` and `enable=1 ctrl=user rpct=50
     /// rlat=...`). The kernel's iocost must exist ([`crate::Capabilities::io_cost`]).
     pub fn enable(dev: DevNum, model: &str, qos: &str) -> Result<Self> {
-        let root = mount_point(Hierarchy::V2).ok_or(Error::CgroupV2NotMounted)?;
+        let root = mount_point(MountedHierarchy::V2).ok_or(Error::CgroupV2NotMounted)?;
         let mut cfg = KernelIoCost { root, dev, restore: Vec::new() };
         for (file, line) in [("io.cost.model", model), ("io.cost.qos", qos)] {
             let path = cfg.root.join(file);

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
 
-use crate::cgroup_mounts::{own_cgroup_dir, Hierarchy};
+use crate::cgroup_mounts::{own_cgroup_dir, MountedHierarchy};
 use crate::error::{Error, Result};
 use crate::sysfs;
 
@@ -50,7 +50,7 @@ impl CgroupDir {
     /// `prepare_parent` is called on each directory from the base down to the new cgroup's parent
     /// (cgroup v2 enables controllers there), the base included.
     pub(crate) fn create(
-        hierarchy: Hierarchy<'_>,
+        hierarchy: MountedHierarchy<'_>,
         not_mounted: Error,
         name: &str,
         prepare_parent: &dyn Fn(&Path) -> Result<()>,
@@ -140,7 +140,7 @@ impl Drop for CgroupDir {
 /// destructor): every cgroup directly below this process's cgroup in `hierarchy` named `<prefix><pid>`
 /// whose process no longer exists, with all its descendants. Tasks still inside are moved back first.
 /// Returns the directories removed.
-pub(crate) fn remove_stale(hierarchy: Hierarchy<'_>, not_mounted: Error, prefix: &str) -> Result<Vec<PathBuf>> {
+pub(crate) fn remove_stale(hierarchy: MountedHierarchy<'_>, not_mounted: Error, prefix: &str) -> Result<Vec<PathBuf>> {
     if prefix.is_empty() || prefix.contains('/') {
         return Err(Error::InvalidCgroupName {
             name: prefix.to_string(),

@@ -220,7 +220,8 @@ fn glob_covers_approx(wide: &str, narrow: &str) -> bool {
     covered[0][0]
 }
 
-/// Whether `name` matches the one-component glob `pattern`.
+/// Whether `name` matches the one-component glob `pattern` (`*` any run of characters, `?` any one):
+/// the one glob matcher of the project (cgroup patterns here, namespace patterns in the pod source).
 pub fn matches(pattern: &str, name: &str) -> bool {
     let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
     // Classic wildcard matching with backtracking to the last star.

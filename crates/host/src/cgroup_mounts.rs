@@ -8,16 +8,16 @@ use std::path::PathBuf;
 
 /// One mounted cgroup hierarchy.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct CgroupMount {
+pub struct CgroupMount {
     /// The cgroup the mount shows at its mount point (`/` unless the mount is of a subtree).
-    pub(crate) root: String,
+    pub root: String,
     /// Where it is mounted.
-    pub(crate) mount_point: PathBuf,
+    pub mount_point: PathBuf,
 }
 
 /// Which hierarchy to look for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Hierarchy<'a> {
+pub enum MountedHierarchy<'a> {
     /// The v1 hierarchy that carries this controller (e.g. `blkio`).
     V1(&'a str),
     /// The unified (v2) hierarchy.
@@ -25,7 +25,7 @@ pub(crate) enum Hierarchy<'a> {
 }
 
 /// Finds `hierarchy` in the text of a `mountinfo` file.
-pub(crate) fn find_mount(mountinfo: &str, hierarchy: Hierarchy<'_>) -> Option<CgroupMount> {
+pub fn find_mount(mountinfo: &str, hierarchy: MountedHierarchy<'_>) -> Option<CgroupMount> {
     mountinfo.lines().find_map(|line| {
         // `ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER_OPTIONS`
         let (left, right) = line.split_once(" - ")?;
@@ -33,8 +33,8 @@ pub(crate) fn find_mount(mountinfo: &str, hierarchy: Hierarchy<'_>) -> Option<Cg
         let mut right = right.split(' ');
         let (fstype, _source, super_opts) = (right.next()?, right.next()?, right.next().unwrap_or(""));
         let wanted = match hierarchy {
-            Hierarchy::V1(controller) => fstype == "cgroup" && super_opts.split(',').any(|o| o == controller),
-            Hierarchy::V2 => fstype == "cgroup2",
+            MountedHierarchy::V1(controller) => fstype == "cgroup" && super_opts.split(',').any(|o| o == controller),
+            MountedHierarchy::V2 => fstype == "cgroup2",
         };
         (wanted && left.len() >= 5)
             .then(|| CgroupMount { root: unescape(left[3]), mount_point: PathBuf::from(unescape(left[4])) })
@@ -43,7 +43,7 @@ pub(crate) fn find_mount(mountinfo: &str, hierarchy: Hierarchy<'_>) -> Option<Cg
 
 /// Every v1 controller mounted, with its mount point (co-mounted controllers such as `cpu,cpuacct`
 /// each listed), in mountinfo order.
-pub(crate) fn v1_mounts(mountinfo: &str) -> Vec<(String, PathBuf)> {
+pub fn v1_mounts(mountinfo: &str) -> Vec<(String, PathBuf)> {
     let mut out = Vec::new();
     for line in mountinfo.lines() {
         let Some((left, right)) = line.split_once(" - ") else { continue };
@@ -72,14 +72,14 @@ pub(crate) fn host_v1_mounts() -> Vec<(String, PathBuf)> {
 }
 
 /// This process's cgroup path in `hierarchy`, from the text of a `/proc/<pid>/cgroup` file.
-pub(crate) fn own_cgroup(proc_cgroup: &str, hierarchy: Hierarchy<'_>) -> Option<String> {
+pub fn own_cgroup(proc_cgroup: &str, hierarchy: MountedHierarchy<'_>) -> Option<String> {
     proc_cgroup.lines().find_map(|line| {
         // `ID:CONTROLLERS:PATH`; v2 is `0::PATH`.
         let mut fields = line.splitn(3, ':');
         let (id, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
         let wanted = match hierarchy {
-            Hierarchy::V1(controller) => controllers.split(',').any(|c| c == controller),
-            Hierarchy::V2 => id == "0" && controllers.is_empty(),
+            MountedHierarchy::V1(controller) => controllers.split(',').any(|c| c == controller),
+            MountedHierarchy::V2 => id == "0" && controllers.is_empty(),
         };
         wanted.then(|| path.to_string())
     })
@@ -87,7 +87,7 @@ pub(crate) fn own_cgroup(proc_cgroup: &str, hierarchy: Hierarchy<'_>) -> Option<
 
 /// The directory of the cgroup a process in `own` sees through `mount`: the mount point, plus the part
 /// of `own` below the mount's root. A cgroup outside the mounted subtree maps to the mount point.
-pub(crate) fn cgroup_dir(mount: &CgroupMount, own: &str) -> PathBuf {
+pub fn cgroup_dir(mount: &CgroupMount, own: &str) -> PathBuf {
     let below = own.strip_prefix(mount.root.trim_end_matches('/')).filter(|b| b.is_empty() || b.starts_with('/'));
     let below = below.unwrap_or("").trim_start_matches('/');
     if below.is_empty() {
@@ -98,7 +98,7 @@ pub(crate) fn cgroup_dir(mount: &CgroupMount, own: &str) -> PathBuf {
 }
 
 /// The directory of this process's own cgroup in `hierarchy`, if that hierarchy is mounted.
-pub(crate) fn own_cgroup_dir(hierarchy: Hierarchy<'_>) -> Option<PathBuf> {
+pub(crate) fn own_cgroup_dir(hierarchy: MountedHierarchy<'_>) -> Option<PathBuf> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     let mount = find_mount(&mountinfo, hierarchy)?;
     let own = std::fs::read_to_string("/proc/self/cgroup").ok();
@@ -108,7 +108,7 @@ pub(crate) fn own_cgroup_dir(hierarchy: Hierarchy<'_>) -> Option<PathBuf> {
 }
 
 /// The mount point of `hierarchy`, if mounted.
-pub(crate) fn mount_point(hierarchy: Hierarchy<'_>) -> Option<PathBuf> {
+pub(crate) fn mount_point(hierarchy: MountedHierarchy<'_>) -> Option<PathBuf> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     find_mount(&mountinfo, hierarchy).map(|m| m.mount_point)
 }
@@ -155,13 +155,16 @@ mod tests {
 
     #[test]
     fn finds_v1_controller_and_v2_mounts() {
-        let blkio = find_mount(MOUNTINFO, Hierarchy::V1("blkio")).unwrap();
+        let blkio = find_mount(MOUNTINFO, MountedHierarchy::V1("blkio")).unwrap();
         assert_eq!(blkio, CgroupMount { root: "/".into(), mount_point: "/sys/fs/cgroup/blkio".into() });
-        let prio = find_mount(MOUNTINFO, Hierarchy::V1("net_prio")).unwrap();
+        let prio = find_mount(MOUNTINFO, MountedHierarchy::V1("net_prio")).unwrap();
         assert_eq!(prio.mount_point, Path::new("/sys/fs/cgroup/net_cls x"), "co-mounted controller, escaped space");
-        assert_eq!(find_mount(MOUNTINFO, Hierarchy::V2).unwrap().mount_point, Path::new("/sys/fs/cgroup/unified"));
-        assert_eq!(find_mount(MOUNTINFO, Hierarchy::V1("io")), None);
-        assert_eq!(find_mount(MOUNTINFO, Hierarchy::V1("blk")), None, "whole option names only");
+        assert_eq!(
+            find_mount(MOUNTINFO, MountedHierarchy::V2).unwrap().mount_point,
+            Path::new("/sys/fs/cgroup/unified")
+        );
+        assert_eq!(find_mount(MOUNTINFO, MountedHierarchy::V1("io")), None);
+        assert_eq!(find_mount(MOUNTINFO, MountedHierarchy::V1("blk")), None, "whole option names only");
     }
 
     #[test]
@@ -175,9 +178,9 @@ mod tests {
     #[test]
     fn own_cgroup_and_its_directory() {
         let proc_cgroup = "7:blkio:/\n4:memory:/process_api/dd54\n2:net_cls,net_prio:/x\n0::/\n";
-        assert_eq!(own_cgroup(proc_cgroup, Hierarchy::V1("blkio")).as_deref(), Some("/"));
-        assert_eq!(own_cgroup(proc_cgroup, Hierarchy::V1("net_prio")).as_deref(), Some("/x"));
-        assert_eq!(own_cgroup(proc_cgroup, Hierarchy::V2).as_deref(), Some("/"));
+        assert_eq!(own_cgroup(proc_cgroup, MountedHierarchy::V1("blkio")).as_deref(), Some("/"));
+        assert_eq!(own_cgroup(proc_cgroup, MountedHierarchy::V1("net_prio")).as_deref(), Some("/x"));
+        assert_eq!(own_cgroup(proc_cgroup, MountedHierarchy::V2).as_deref(), Some("/"));
         let mount = CgroupMount { root: "/".into(), mount_point: "/sys/fs/cgroup/memory".into() };
         assert_eq!(cgroup_dir(&mount, "/process_api/dd54"), Path::new("/sys/fs/cgroup/memory/process_api/dd54"));
         assert_eq!(cgroup_dir(&mount, "/"), Path::new("/sys/fs/cgroup/memory"));

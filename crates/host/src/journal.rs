@@ -51,14 +51,14 @@ pub struct Change {
 
 /// The journal's first line: the writer's pid.
 #[derive(Serialize, Deserialize)]
-pub(crate) struct Header {
+pub struct Header {
     /// The writer's pid.
-    pub(crate) pid: u32,
+    pub pid: u32,
 }
 
 /// What a state file holds.
 #[derive(Debug, Default)]
-pub(crate) struct Contents {
+pub struct Contents {
     /// The writer's pid (`None`: the header is damaged).
     pub pid: Option<u32>,
     /// Every entry with an intact record, in the order of their first records.
@@ -68,7 +68,7 @@ pub(crate) struct Contents {
 }
 
 /// Reads the state file `path`: `None` if there is none (or it is empty).
-pub(crate) fn read(path: &Path) -> Result<Option<Contents>> {
+pub fn read(path: &Path) -> Result<Option<Contents>> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -123,7 +123,7 @@ pub(crate) fn decode(line: &[u8]) -> std::result::Result<&str, &'static str> {
 }
 
 /// A line of the journal: `value`'s JSON after its CRC-32.
-pub(crate) fn encode<T: Serialize>(value: &T) -> String {
+pub fn encode<T: Serialize>(value: &T) -> String {
     let json = serde_json::to_string(value).expect("records serialise");
     format!("{:08x} {json}\n", crc32(json.as_bytes()))
 }

@@ -66,7 +66,9 @@
 //! memcg::AnyMemCgroup::create(v2, name)              // a memory cgroup of either hierarchy, removed
 //!                                                    // on drop: .path() .usage() .set_limit() .spawn()
 //! IoMax (io.max line: FromStr/Display, parse_file/format_file), IoWeight (io.weight file: FromStr/Display)
-//! is_root() -> bool; skip_unless_root(test) -> bool   // prints "skipping <test>: needs root (...)"
+//! is_root() -> bool
+//! glob_matches(pattern, name)                         // one component by glob (* and ?)
+//! formats::{parse_rwstat, find_mount, read_state_file, ...}   // the parsers, for the fuzz targets
 //! AttrSwitch::set(state_dir, file, value) -> Result<AttrSwitch>   // a sysfs attribute (queue/nomerges)
 //!     .previous() .file() .restore() -> Restored;  drop restores // set for a while, recorded first
 //! repair_attrs(state_dir) -> Vec<Repaired>           // restores what a killed writer left switched
@@ -75,7 +77,7 @@
 //! ```
 //! Errors are [`Error`]: one line each, naming what is wrong and how to fix it.
 //!
-//! What this host allows (see `../shared/research/observe-memory.md`): cgroup v1 `blkio` with
+//! What this development host allows: cgroup v1 `blkio` with
 //! blk-throttle and BFQ; no cgroup v2 `io` controller, so `io.max`/`io.weight` are formats only here
 //! (the agent's kernel backend writes them, tested against a directory tree).
 //! cgroup v1 cannot attribute buffered writes to a file system (writeback runs in kernel threads): use
@@ -107,8 +109,15 @@ mod recorder;
 mod scheduler;
 mod sysfs;
 
-#[cfg(test)]
-mod fuzz;
+/// The text formats the crate reads from kernel and state files, by the functions that parse them:
+/// public so that the fuzz targets (`tests/fuzz.rs`) reach them; the rest of the API reads the files.
+pub mod formats {
+    pub use crate::blkio_stats::{parse_rwstat, StatsSource};
+    pub use crate::cgroup_mounts::{cgroup_dir, find_mount, own_cgroup, v1_mounts, CgroupMount, MountedHierarchy};
+    pub use crate::journal::{encode as encode_state_line, read as read_state_file, Contents, Header};
+    pub use crate::memcg::v1::stat_value;
+    pub use crate::scheduler::parse_scheduler;
+}
 
 pub use attr_switch::{repair as repair_attrs, AttrSwitch, Repaired, Restored};
 pub use blkio::{remove_stale_cgroups, BlkioCgroup, ThrottleKnob, BFQ_WEIGHT_MAX, BFQ_WEIGHT_MIN};
@@ -117,7 +126,9 @@ pub use block_device::BlockDevice;
 pub use block_queue::BlockQueue;
 pub use capabilities::{Capabilities, CgroupLayout, KernelPeer};
 pub use cgroup2::{remove_stale_cgroups2, Cgroup2, KernelIoCost};
-pub use cgroup_glob::{check_pattern, find_cgroups, pattern_covers, pattern_matches, patterns_overlap};
+pub use cgroup_glob::{
+    check_pattern, find_cgroups, matches as glob_matches, pattern_covers, pattern_matches, patterns_overlap,
+};
 pub use cgroup_io::{child_cgroups, populated, subtree_control, WeightFile};
 pub use disk_stats::{DiskId, DiskStats};
 pub use error::{Error, Result};
@@ -127,6 +138,6 @@ pub use io_weight::{IoWeight, IO_WEIGHT_DEFAULT, IO_WEIGHT_MAX, IO_WEIGHT_MIN};
 pub use ioshare_core::iocost::line::DevNum;
 pub use journal::{Change, STATE_FILE};
 pub use loop_device::LoopDevice;
-pub use privilege::{is_root, skip_unless_root};
+pub use privilege::is_root;
 pub use process::ProcessStat;
 pub use recorder::{check_under, revert_state_dir, Entry, Recorder, Reverted, Written, REWRITE_SLACK};

@@ -1,18 +1,7 @@
-//! Root checks, and the skip rule of root-only tests: they run for real as root and otherwise print
-//! why they did nothing.
+//! Whether this process runs as root (what the kernel files written here need).
 
 /// Whether this process runs with effective uid 0.
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
-}
-
-/// For root-only tests: returns `true` (skip) and prints `skipping <test>: needs root (...)` when
-/// not root; returns `false` as root.
-pub fn skip_unless_root(test: &str) -> bool {
-    if is_root() {
-        return false;
-    }
-    eprintln!("skipping {test}: needs root (loop devices and cgroup files are root-only); run the tests as root");
-    true
 }

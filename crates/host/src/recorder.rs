@@ -1,6 +1,11 @@
 //! The one place that writes IO-control settings to the host, recording each change so that it can
 //! be undone: on request, on a signal, or at the next start after a crash.
 //!
+//! ioshare-memory's guard keeps a journal of its own as well (`ioshare_memory`'s `journal`): it runs
+//! without the agent too, and a change of its (an OOM killer paused) must be undone the moment its
+//! process dies, by its watchdog, not at a later start. The agent records the guard's changes here as
+//! well, so this file alone restores everything after a crash.
+//!
 //! Design:
 //! - A setting is one *entry* of a kernel file: one device's line of a blk-throttle file, of `io.max`,
 //!   `io.weight`, `io.cost.model` or `io.cost.qos` (see [`Entry`]). Before the first write to an

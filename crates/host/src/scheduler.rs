@@ -72,7 +72,7 @@ impl SchedulerSwitch {
 
 /// Splits a `queue/scheduler` line like `none [mq-deadline] bfq` into the current scheduler (the
 /// bracketed one; none when the device has no choice) and all available ones.
-pub(crate) fn parse_scheduler(text: &str) -> (Option<&str>, Vec<&str>) {
+pub fn parse_scheduler(text: &str) -> (Option<&str>, Vec<&str>) {
     let mut current = None;
     let available = text
         .split_whitespace()

@@ -8,8 +8,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::backing_file;
-use ioshare_host::{remove_stale_cgroups, skip_unless_root, BlkioCgroup, DevNum, Error, LoopDevice, ThrottleKnob};
-use ioshare_testkit::KillOnDrop;
+use ioshare_host::{remove_stale_cgroups, BlkioCgroup, DevNum, Error, LoopDevice, ThrottleKnob};
+use ioshare_testkit::{skip_unless_root, KillOnDrop};
 
 /// A cgroup name unique to this test process and `test`.
 fn cgroup_name(test: &str) -> String {

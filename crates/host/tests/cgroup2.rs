@@ -6,8 +6,8 @@
 
 use std::process::{Command, Stdio};
 
-use ioshare_host::{skip_unless_root, Capabilities, Cgroup2, DevNum, Error, KernelIoCost};
-use ioshare_testkit::KillOnDrop;
+use ioshare_host::{Capabilities, Cgroup2, DevNum, Error, KernelIoCost};
+use ioshare_testkit::{skip_unless_root, KillOnDrop};
 
 /// Whether this host's v2 hierarchy lacks `io` (the situation these tests are about).
 fn v2_without_io(test: &str) -> bool {

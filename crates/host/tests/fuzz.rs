@@ -2,7 +2,7 @@
 //! `blkio.*` statistics, `memory.events`, `memory.pressure` (PSI), `memory.max`/`memory.high`,
 //! `memory.oom_control`, `memory.stat`, `/sys/block/*/stat`, mountinfo and `/proc/self/cgroup`,
 //! `io.max`, `io.weight`, cgroup patterns, `queue/scheduler`, the agent's state file and
-//! `/proc/PID/stat`. A unit-test module: several parsers are crate-private.
+//! `/proc/PID/stat`; the parsers the crate keeps to itself are reached through [`ioshare_host::formats`].
 //!
 //! Property (see `ioshare_testkit::fuzz`): never a panic; a clear error naming the format, or a
 //! correct value — for generated valid input exactly the value it encodes, and where there is a
@@ -17,14 +17,16 @@ use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::test_runner::TestRunner;
 
-use crate::blkio_stats::{parse_rwstat, BlkioStats, DeviceStats, RwCounts, StatsSource};
-use crate::cgroup_mounts::{cgroup_dir, find_mount, own_cgroup, v1_mounts, CgroupMount, Hierarchy};
-use crate::journal::{self, Change};
-use crate::memcg::v1::{stat_value, OomControl};
-use crate::memcg::v2::{format_limit, parse_limit, MemoryEvents, Pressure};
-use crate::recorder::Entry;
-use crate::scheduler::parse_scheduler;
-use crate::{check_pattern, find_cgroups, parse_io_stat, DiskStats, IoMax, IoWeight, ProcessStat};
+use ioshare_host::formats::{
+    cgroup_dir, encode_state_line, find_mount, own_cgroup, parse_rwstat, parse_scheduler, read_state_file, stat_value,
+    v1_mounts, CgroupMount, Header, MountedHierarchy, StatsSource,
+};
+use ioshare_host::memcg::v1::OomControl;
+use ioshare_host::memcg::v2::{format_limit, parse_limit, MemoryEvents, Pressure};
+use ioshare_host::{
+    check_pattern, find_cgroups, glob_matches, parse_io_stat, BlkioStats, Change, DeviceStats, DiskStats, Entry, IoMax,
+    IoWeight, ProcessStat, RwCounts,
+};
 
 /// Any text a parser of a whole file may meet: bytes, characters, or valid text mutated.
 fn any_text(valid: impl Strategy<Value = String>) -> impl Strategy<Value = String> {
@@ -32,7 +34,7 @@ fn any_text(valid: impl Strategy<Value = String>) -> impl Strategy<Value = Strin
 }
 
 /// The error of a parse must be clear and name its format.
-fn clear_error<T: std::fmt::Debug>(parsed: &crate::Result<T>, format: &str) -> Result<(), TestCaseError> {
+fn clear_error<T: std::fmt::Debug>(parsed: &ioshare_host::Result<T>, format: &str) -> Result<(), TestCaseError> {
     if let Err(e) = parsed {
         let msg = e.to_string();
         prop_assert!(is_clear(&msg) && msg.starts_with(&format!("invalid {format}")), "{:?}", msg);
@@ -241,12 +243,12 @@ fn change() -> impl Strategy<Value = Change> {
 fn state_file() -> impl Strategy<Value = (Vec<u8>, u32, Vec<Change>)> {
     let item = prop_oneof![3 => change().prop_map(Ok), 1 => bytes(40).prop_map(Err)];
     (any::<u32>(), prop::collection::vec(item, 0..8), any::<Option<usize>>()).prop_map(|(pid, items, cut)| {
-        let mut file = journal::encode(&journal::Header { pid }).into_bytes();
+        let mut file = encode_state_line(&Header { pid }).into_bytes();
         let mut changes: Vec<Change> = Vec::new();
         for item in items {
             match item {
                 Ok(c) => {
-                    file.extend(journal::encode(&c).bytes());
+                    file.extend(encode_state_line(&c).bytes());
                     match changes.iter_mut().find(|x| x.path == c.path && x.key == c.key) {
                         Some(x) => x.earlier = Some(std::mem::replace(&mut x.new, c.new)),
                         None => changes.push(c),
@@ -260,7 +262,7 @@ fn state_file() -> impl Strategy<Value = (Vec<u8>, u32, Vec<Change>)> {
         }
         if let Some(cut) = cut {
             // A record the crash cut short: never complete, so never counted.
-            let record = journal::encode(&Change {
+            let record = encode_state_line(&Change {
                 path: "/x/y".into(),
                 key: "7:9".into(),
                 previous: "a".into(),
@@ -408,7 +410,7 @@ proptest! {
         ],
         own in any_text(Just("7:blkio:/a/b\n0::/c\n".to_string())),
     ) {
-        for hierarchy in [Hierarchy::V1("blkio"), Hierarchy::V1("memory"), Hierarchy::V1("x"), Hierarchy::V2] {
+        for hierarchy in [MountedHierarchy::V1("blkio"), MountedHierarchy::V1("memory"), MountedHierarchy::V1("x"), MountedHierarchy::V2] {
             if let Some(mount) = find_mount(&text, hierarchy) {
                 let own = own_cgroup(&own, hierarchy).unwrap_or_default();
                 prop_assert!(cgroup_dir(&mount, &own).starts_with(&mount.mount_point));
@@ -419,8 +421,8 @@ proptest! {
 
     #[test]
     fn valid_mount_tables_give_their_mount_points((text, blkio, unified) in mountinfo()) {
-        prop_assert_eq!(find_mount(&text, Hierarchy::V1("blkio")).map(|m| m.mount_point), Some(blkio.clone()));
-        prop_assert_eq!(find_mount(&text, Hierarchy::V2).map(|m| m.mount_point), Some(unified));
+        prop_assert_eq!(find_mount(&text, MountedHierarchy::V1("blkio")).map(|m| m.mount_point), Some(blkio.clone()));
+        prop_assert_eq!(find_mount(&text, MountedHierarchy::V2).map(|m| m.mount_point), Some(unified));
         let v1: Vec<(String, PathBuf)> = v1_mounts(&text);
         prop_assert_eq!(&v1[0], &("blkio".to_string(), blkio));
         prop_assert_eq!(v1.iter().map(|(c, _)| c.as_str()).collect::<Vec<_>>(), ["blkio", "memory", "x"]);
@@ -429,7 +431,7 @@ proptest! {
     #[test]
     fn own_cgroup_lines(path in text(20).prop_map(|p| p.replace(['\n', '\r'], "")), id in 1u32..20) {
         let text = format!("{id}:cpu,blkio:{path}\n0::/v2\n");
-        prop_assert_eq!(own_cgroup(&text, Hierarchy::V1("blkio")), Some(path.clone()));
+        prop_assert_eq!(own_cgroup(&text, MountedHierarchy::V1("blkio")), Some(path.clone()));
         let mount = CgroupMount { root: "/".into(), mount_point: "/sys/fs/cgroup/blkio".into() };
         prop_assert!(cgroup_dir(&mount, &path).starts_with("/sys/fs/cgroup/blkio"));
     }
@@ -468,15 +470,15 @@ proptest! {
             let msg = e.to_string();
             prop_assert!(is_clear(&msg) && msg.starts_with("invalid cgroup name"), "{:?}", msg);
         }
-        crate::cgroup_glob::matches(&pattern, &name);
+        glob_matches(&pattern, &name);
     }
 
     #[test]
     fn globs_match_the_names_they_were_made_from((pattern, name) in cgroup_name().prop_flat_map(glob_of)) {
-        prop_assert!(crate::cgroup_glob::matches(&pattern, &name), "{:?} ~ {:?}", pattern, name);
-        prop_assert!(crate::cgroup_glob::matches("*", &name));
+        prop_assert!(glob_matches(&pattern, &name), "{:?} ~ {:?}", pattern, name);
+        prop_assert!(glob_matches("*", &name));
         let literal = name.replace(['*', '?'], "");
-        prop_assert_eq!(crate::cgroup_glob::matches(&literal, &name), literal == name);
+        prop_assert_eq!(glob_matches(&literal, &name), literal == name);
     }
 
     #[test]
@@ -500,9 +502,9 @@ proptest! {
     #[test]
     fn state_files(text in any_text(state_file().prop_map(|(b, _, _)| String::from_utf8_lossy(&b).into_owned()))) {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(crate::STATE_FILE);
+        let path = dir.path().join(ioshare_host::STATE_FILE);
         std::fs::write(&path, &text).unwrap();
-        if let Some(contents) = journal::read(&path).unwrap() {
+        if let Some(contents) = read_state_file(&path).unwrap() {
             prop_assert!(contents.unreadable.iter().all(|l| !l.contains('\n')), "one line each: {:?}", contents.unreadable);
         }
     }
@@ -510,9 +512,9 @@ proptest! {
     #[test]
     fn valid_state_files_give_every_whole_record((file, pid, changes) in state_file()) {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(crate::STATE_FILE);
+        let path = dir.path().join(ioshare_host::STATE_FILE);
         std::fs::write(&path, &file).unwrap();
-        let contents = journal::read(&path).unwrap().unwrap();
+        let contents = read_state_file(&path).unwrap().unwrap();
         prop_assert_eq!((contents.pid, contents.changes), (Some(pid), changes));
     }
 
@@ -564,7 +566,7 @@ fn cgroup_patterns_find_only_what_they_match() {
                 let names: Vec<&str> = rel.split('/').collect();
                 prop_assert_eq!(names.len(), parts.len());
                 for (p, n) in parts.iter().zip(&names) {
-                    prop_assert!(crate::cgroup_glob::matches(p, n), "{:?} ~ {:?}", p, n);
+                    prop_assert!(glob_matches(p, n), "{:?} ~ {:?}", p, n);
                 }
             }
             Ok(())
@@ -579,7 +581,7 @@ fn cgroup_patterns_find_only_what_they_match() {
 #[test]
 fn an_octal_escape_beyond_a_byte_is_kept_as_text() {
     let line = "41 34 0:36 /\\777 /sys/fs/cgroup/b\\400k\\040x rw - cgroup cgroup rw,blkio\n";
-    let mount = find_mount(line, Hierarchy::V1("blkio")).unwrap();
+    let mount = find_mount(line, MountedHierarchy::V1("blkio")).unwrap();
     assert_eq!(mount, CgroupMount { root: "/\\777".into(), mount_point: "/sys/fs/cgroup/b\\400k x".into() });
 }
 
@@ -587,9 +589,13 @@ fn an_octal_escape_beyond_a_byte_is_kept_as_text() {
 /// the name held a `*`, so `*` did not match every name; it is a wildcard everywhere now.
 #[test]
 fn a_star_matches_names_that_hold_a_star() {
-    use crate::cgroup_glob::matches;
-    assert!(matches("*", "*{") && matches("a*", "a*b") && matches("*b", "**b") && matches("x*y*", "x*y*"));
-    assert!(!matches("a*", "b*"));
+    assert!(
+        glob_matches("*", "*{")
+            && glob_matches("a*", "a*b")
+            && glob_matches("*b", "**b")
+            && glob_matches("x*y*", "x*y*")
+    );
+    assert!(!glob_matches("a*", "b*"));
 }
 
 /// Found by `pressure` (`avg10=101`; NaN and infinities parse as floats too): a PSI average is a
@@ -626,14 +632,14 @@ fn errors_quote_control_characters_escaped() {
 #[test]
 fn a_state_file_with_a_record_that_is_not_utf8_keeps_the_others() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join(crate::STATE_FILE);
+    let path = dir.path().join(ioshare_host::STATE_FILE);
     let record =
         Change { path: "/r/f".into(), key: "7:0".into(), previous: "7:0 0".into(), new: "7:0 5".into(), earlier: None };
-    let mut file = journal::encode(&journal::Header { pid: 7 }).into_bytes();
+    let mut file = encode_state_line(&Header { pid: 7 }).into_bytes();
     file.extend(b"\xff\xfe garbage\n");
-    file.extend(journal::encode(&record).bytes());
+    file.extend(encode_state_line(&record).bytes());
     std::fs::write(&path, file).unwrap();
-    let contents = journal::read(&path).unwrap().unwrap();
+    let contents = read_state_file(&path).unwrap().unwrap();
     assert_eq!((contents.pid, contents.changes.len(), contents.unreadable.len()), (Some(7), 1, 1));
     assert_eq!(contents.changes[0].new, "7:0 5");
 }

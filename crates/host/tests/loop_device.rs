@@ -11,8 +11,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{backing_file, backing_of};
-use ioshare_host::{skip_unless_root, Error, LoopDevice};
-use ioshare_testkit::KillOnDrop;
+use ioshare_host::{Error, LoopDevice};
+use ioshare_testkit::{skip_unless_root, KillOnDrop};
 
 #[test]
 fn attach_with_direct_io_serves_the_file_and_detaches_on_drop() {

@@ -6,8 +6,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ioshare_host::memcg::v1::MemCgroup;
-use ioshare_host::{skip_unless_root, Error};
-use ioshare_testkit::KillOnDrop;
+use ioshare_host::Error;
+use ioshare_testkit::{skip_unless_root, KillOnDrop};
 
 const MIB: u64 = 1 << 20;
 /// How long a notification may take: the kernel signals at once; this only bounds a broken test.

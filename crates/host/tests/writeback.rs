@@ -11,8 +11,8 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use common::backing_file;
-use ioshare_host::{skip_unless_root, BlkioCgroup, DevNum, LoopDevice, ThrottleKnob};
-use ioshare_testkit::KillOnDrop;
+use ioshare_host::{BlkioCgroup, DevNum, LoopDevice, ThrottleKnob};
+use ioshare_testkit::{skip_unless_root, KillOnDrop};
 
 /// The write limit: 4 MiB/s.
 const LIMIT_BPS: u64 = 4 << 20;

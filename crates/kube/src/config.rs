@@ -41,8 +41,9 @@ use ioshare_memory::PRIORITY_MAX;
 use serde::Deserialize;
 
 use crate::cgroup::{Driver, QosClass};
-use crate::selector::{glob_match, Selector};
+use crate::selector::Selector;
 use crate::settings::{Key, Origin, Request};
+use ioshare_host::glob_matches;
 
 /// Which cgroup driver kubelet uses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -97,7 +98,7 @@ pub struct Policy {
 impl Policy {
     /// Whether the policy covers a namespace of this name and these labels.
     pub fn covers(&self, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
-        (self.namespaces.is_empty() || self.namespaces.iter().any(|p| glob_match(p, namespace)))
+        (self.namespaces.is_empty() || self.namespaces.iter().any(|p| glob_matches(p, namespace)))
             && self.namespace_selector.as_ref().is_none_or(|s| s.matches(labels))
     }
 }

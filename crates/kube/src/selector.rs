@@ -137,30 +137,6 @@ impl FromStr for Selector {
     }
 }
 
-/// Whether `name` matches `pattern`, where `*` is any run of characters and `?` any one.
-pub fn glob_match(pattern: &str, name: &str) -> bool {
-    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
-    // Iterative matching with backtracking to the last `*`.
-    let (mut pi, mut ni, mut star, mut mark) = (0, 0, None, 0);
-    while ni < n.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
-            pi += 1;
-            ni += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some(pi);
-            mark = ni;
-            pi += 1;
-        } else if let Some(s) = star {
-            pi = s + 1;
-            mark += 1;
-            ni = mark;
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|&c| c == '*')
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,7 +216,7 @@ mod tests {
             ("kube-system", "kube-system", true),
             ("kube-system", "kube-system2", false),
         ] {
-            assert_eq!(glob_match(p, n), expect, "{p} vs {n}");
+            assert_eq!(ioshare_host::glob_matches(p, n), expect, "{p} vs {n}");
         }
     }
 }

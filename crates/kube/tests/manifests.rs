@@ -8,7 +8,7 @@ mod common;
 use common::{manifest, K8s};
 use ioshare_kube::KubernetesConfig;
 
-const MANIFESTS: [&str; 4] = ["namespace.yaml", "rbac.yaml", "configmap.yaml", "daemonset.yaml"];
+const MANIFESTS: [&str; 5] = ["namespace.yaml", "rbac.yaml", "configmap.yaml", "daemonset.yaml", "networkpolicy.yaml"];
 
 #[test]
 fn every_manifest_passes_server_side_validation() {
@@ -20,7 +20,11 @@ fn every_manifest_passes_server_side_validation() {
         assert!(out.contains("(server dry run)"), "{name}: {out}");
     }
     let out = k8s.kubectl(&["apply", "--dry-run=server", "-k", &manifest("")]);
-    assert_eq!(out.lines().count(), 6, "namespace, service account, role, binding, config map, daemon set: {out}");
+    assert_eq!(
+        out.lines().count(),
+        7,
+        "namespace, service account, role, binding, config map, daemon set, network policy: {out}"
+    );
 
     // The server does check: the same DaemonSet with a misspelt field or a wrong value is refused.
     let daemonset = std::fs::read_to_string(manifest("daemonset.yaml")).unwrap();

@@ -5,6 +5,12 @@
 //! The journal knows no hierarchy. A change is made through a [`Knob`] — one file of one memory
 //! cgroup, read and written through its hierarchy's view — and recorded as text, the form the
 //! watchdog writes back and the agent journals in its own state file ([`Changed`]).
+//!
+//! Why a journal of its own beside host's recorder (the agent's state file): the guard also runs
+//! without the agent (the bench, the memory tests), and what it changes cannot wait for a later
+//! start to be undone — a group whose OOM killer is paused hangs its tasks at the next OOM — so the
+//! guard keeps what it changed in memory for its watchdog to restore the moment its process dies. The
+//! recorder keeps the same changes on disk, for `ioshare agent revert` and the agent's next start.
 
 use std::path::{Path, PathBuf};
 

@@ -28,10 +28,10 @@ use std::time::{Duration, Instant};
 
 use common::{holder, holder_ignoring_sigterm, wait_usage, Group, MIB, WAIT};
 use ioshare_host::memcg::v1::Memcg;
-use ioshare_host::{skip_unless_root, Capabilities};
+use ioshare_host::{Capabilities};
 use ioshare_memory::kill::{kill_next, MemoryGroup, Ranks};
 use ioshare_memory::{choose_victim, Action, Guard, MemorySettings, Node, PRIORITY_MAX};
-use ioshare_testkit::KillOnDrop;
+use ioshare_testkit::{skip_unless_root, KillOnDrop};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 

@@ -29,9 +29,9 @@ use common::{
     allocation_times, allocator, holder, leaker, page_cache_writer, page_cache_writer_to, usage_of, wait_usage, Group,
     MIB, WAIT,
 };
-use ioshare_host::{skip_unless_root, Capabilities, DevNum, LoopDevice, ThrottleKnob};
+use ioshare_host::{Capabilities, DevNum, LoopDevice, ThrottleKnob};
 use ioshare_memory::{Action, Guard, MemorySettings};
-use ioshare_testkit::{in_lab, run_tests_in_lab, KillOnDrop};
+use ioshare_testkit::{skip_unless_root, in_lab, run_tests_in_lab, KillOnDrop};
 
 /// The priority OOM ancestor's limit.
 const LIMIT: u64 = 100 * MIB;

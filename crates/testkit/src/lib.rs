@@ -9,6 +9,7 @@
 //!
 //! ```text
 //! KillOnDrop(child)  .alive() .terminate()   // a test's child process, killed and reaped on drop
+//! skip_unless_root(test) -> bool             // not root: prints why and skips
 //! skip_unless_lab(test) -> bool              // the cgroup-v2 lab (scripts/lab) cannot run here: skip
 //! lab_script() -> PathBuf                    // scripts/lab
 //! run_tests_in_lab(test, filter, lab_args) -> Option<LabRun>; in_lab(); IN_LAB_ENV
@@ -22,7 +23,9 @@ mod child;
 mod fixtures;
 pub mod fuzz;
 mod lab;
+mod root;
 
 pub use child::KillOnDrop;
 pub use fixtures::v1_host;
 pub use lab::{in_lab, lab_script, run_tests_in_lab, skip_unless_lab, LabRun, IN_LAB_ENV};
+pub use root::skip_unless_root;

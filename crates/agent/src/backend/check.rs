@@ -15,8 +15,8 @@ use std::fmt;
 use ioshare_host::Capabilities;
 use serde::Serialize;
 
+use crate::backend::hierarchy::{Flavor, Hierarchy};
 use crate::error::{Error, Result};
-use crate::hierarchy::{Flavor, Hierarchy};
 
 /// The backend asked for on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,19 +32,19 @@ pub enum BackendChoice {
 /// A backend the agent runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Backend {
+pub enum BackendKind {
     /// Kernel iocost.
     Kernel,
     /// Userspace IOCost planner writing blk-throttle limits.
     Userspace,
 }
 
-impl Backend {
+impl BackendKind {
     /// Its name.
     pub fn name(self) -> &'static str {
         match self {
-            Backend::Kernel => "kernel",
-            Backend::Userspace => "userspace",
+            BackendKind::Kernel => "kernel",
+            BackendKind::Userspace => "userspace",
         }
     }
 }
@@ -55,7 +55,7 @@ pub struct Check {
     /// What the host offers.
     pub capabilities: Capabilities,
     /// The backend `auto` picks, if any.
-    pub backend: Option<Backend>,
+    pub backend: Option<BackendKind>,
     /// Where it would work.
     pub hierarchy: Option<Hierarchy>,
     /// Why.
@@ -75,18 +75,18 @@ impl Check {
         let v2 = caps.cgroup_v2.clone().filter(|_| caps.io_v2());
         let (backend, hierarchy, why) = match (&v2, &caps.blkio_v1) {
             (Some(root), _) if caps.io_cost => (
-                Some(Backend::Kernel),
+                Some(BackendKind::Kernel),
                 Some(Hierarchy { flavor: Flavor::V2, root: root.clone() }),
                 "cgroup v2 has the io controller and kernel iocost (io.cost.qos): the kernel enforces weights per IO, with debt"
                     .to_string(),
             ),
             (Some(root), _) => (
-                Some(Backend::Userspace),
+                Some(BackendKind::Userspace),
                 Some(Hierarchy { flavor: Flavor::V2, root: root.clone() }),
                 "cgroup v2 io without iocost: the userspace IOCost planner drives io.max limits".to_string(),
             ),
             (None, Some(root)) if caps.blk_throttle_v1 => (
-                Some(Backend::Userspace),
+                Some(BackendKind::Userspace),
                 Some(Hierarchy { flavor: Flavor::V1, root: root.clone() }),
                 "no cgroup v2 io controller (so no kernel iocost); cgroup v1 blkio has blk-throttle: the userspace IOCost \
                  planner drives blkio.throttle.* limits"
@@ -107,18 +107,18 @@ impl Check {
     }
 
     /// The backend and hierarchy for `choice`, or why it cannot run here.
-    pub fn select(&self, choice: BackendChoice) -> Result<(Backend, Hierarchy)> {
+    pub fn select(&self, choice: BackendChoice) -> Result<(BackendKind, Hierarchy)> {
         let caps = &self.capabilities;
         match choice {
             BackendChoice::Auto => match (self.backend, &self.hierarchy) {
                 (Some(b), Some(h)) => Ok((b, h.clone())),
-                _ => Err(Error::Backend { backend: "auto", reason: self.why.clone() }),
+                _ => Err(Error::BackendKind { backend: "auto", reason: self.why.clone() }),
             },
             BackendChoice::Kernel => match &caps.cgroup_v2 {
                 Some(root) if caps.io_v2() && caps.io_cost => {
-                    Ok((Backend::Kernel, Hierarchy { flavor: Flavor::V2, root: root.clone() }))
+                    Ok((BackendKind::Kernel, Hierarchy { flavor: Flavor::V2, root: root.clone() }))
                 }
-                _ => Err(Error::Backend {
+                _ => Err(Error::BackendKind {
                     backend: "kernel",
                     reason: "needs cgroup v2 with the io controller and kernel iocost (io.cost.qos in the v2 root); \
                              use --backend userspace"
@@ -127,12 +127,12 @@ impl Check {
             },
             BackendChoice::Userspace => match (&caps.cgroup_v2, &caps.blkio_v1) {
                 (Some(root), _) if caps.io_v2() => {
-                    Ok((Backend::Userspace, Hierarchy { flavor: Flavor::V2, root: root.clone() }))
+                    Ok((BackendKind::Userspace, Hierarchy { flavor: Flavor::V2, root: root.clone() }))
                 }
                 (_, Some(root)) if caps.blk_throttle_v1 => {
-                    Ok((Backend::Userspace, Hierarchy { flavor: Flavor::V1, root: root.clone() }))
+                    Ok((BackendKind::Userspace, Hierarchy { flavor: Flavor::V1, root: root.clone() }))
                 }
-                _ => Err(Error::Backend {
+                _ => Err(Error::BackendKind {
                     backend: "userspace",
                     reason: "needs blk-throttle: cgroup v1 blkio with blkio.throttle.* files, or cgroup v2 io.max"
                         .into(),
@@ -163,7 +163,7 @@ mod tests {
     #[test]
     fn v1_host_gets_the_userspace_backend_and_the_caveat() {
         let c = Check::from_capabilities(v1_host());
-        assert_eq!(c.backend, Some(Backend::Userspace));
+        assert_eq!(c.backend, Some(BackendKind::Userspace));
         assert_eq!(c.hierarchy.as_ref().unwrap().flavor, Flavor::V1);
         assert!(c.buffered_writes.starts_with("NOT controlled"));
         let e = c.select(BackendChoice::Kernel).unwrap_err().to_string();
@@ -182,7 +182,7 @@ mod tests {
             ..v1_host()
         };
         let c = Check::from_capabilities(caps);
-        assert_eq!(c.backend, Some(Backend::Kernel));
+        assert_eq!(c.backend, Some(BackendKind::Kernel));
         assert!(c.buffered_writes.starts_with("controlled"));
         assert_eq!(c.select(BackendChoice::Userspace).unwrap().1.flavor, Flavor::V2);
     }

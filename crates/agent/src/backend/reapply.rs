@@ -13,7 +13,7 @@
 //!   the agent's *first* write — the host's own, not the intruder's: the intruder's value lost to
 //!   the agent while it ran, and an exiting agent gives back what it found.
 //! - Userspace backend: each device's planner writes its limits when they change and, every
-//!   [`due`] period, also those it believes unchanged ([`crate::userspace::DeviceLoop::plan`]).
+//!   [`due`] period, also those it believes unchanged ([`crate::backend::userspace::DeviceLoop::plan`]).
 //! - Kernel backend: every [`due`] period the root's `io.cost.model`/`io.cost.qos` lines and each
 //!   applied cgroup's `io.weight` and `io.max` are written again (only what differs is written).
 //! - Memory: the guard compares each file it set with what it read back after its write, and

@@ -40,9 +40,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use ioshare_host::{find_cgroups, patterns_overlap};
 use serde::{Deserialize, Serialize};
 
-use crate::config::Config;
+use crate::backend::hierarchy::Hierarchy;
+use crate::desired::config::Config;
 use crate::error::{Error, Result};
-use crate::hierarchy::Hierarchy;
 use crate::memory::MemoryGuard;
 
 /// Where root's agents register.
@@ -454,7 +454,7 @@ mod tests {
     fn a_kubernetes_section_claims_kubelets_subtrees() {
         use ioshare_core::iocost::line::DevNum;
         use ioshare_core::ModelParams;
-        let device = crate::config::DeviceConfig {
+        let device = crate::desired::config::DeviceConfig {
             device: ioshare_host::DiskId { dev: DevNum { major: 7, minor: 3 }, name: "loop3".into() },
             model: ModelParams::SSD_DFL,
             qos: None,
@@ -468,7 +468,7 @@ mod tests {
             metrics: None,
             kubernetes: Some(kubernetes),
         };
-        let h = Hierarchy { flavor: crate::hierarchy::Flavor::V1, root: "/sys/fs/cgroup/blkio".into() };
+        let h = Hierarchy { flavor: crate::backend::hierarchy::Flavor::V1, root: "/sys/fs/cgroup/blkio".into() };
         let c = claims(&config, &h);
         assert!(c.rules.is_empty());
         let io: Vec<&Path> = c.subtrees.iter().filter(|(r, _)| *r == h.root).map(|(_, s)| s.as_path()).collect();

@@ -6,21 +6,20 @@
 //!   (which reverts whatever a killed agent left), and the configuration applied whole: if any write fails,
 //!   everything already written is reverted and the error returned — nothing half-applied.
 //! - Every [`DISCOVERY_EVERY`] the group patterns are matched again, and the discovery runs when
-//!   something it depends on changed ([`crate::tree_watch`]: inotify on the pods' cgroups, the pods'
-//!   updates, the rules' matches; a full rescan every [`RESCAN_EVERY`](crate::tree_watch::RESCAN_EVERY)), so a cgroup created later (a
+//!   something it depends on changed ([`crate::daemon::tree_watch`]: inotify on the pods' cgroups, the pods'
+//!   updates, the rules' matches; a full rescan every [`RESCAN_EVERY`](crate::daemon::tree_watch::RESCAN_EVERY)), so a cgroup created later (a
 //!   container starting) is tracked within that time; the first rule that matches a cgroup wins, and
 //!   a match nested below another match is skipped (its IO is already counted in its ancestor's
 //!   recursive counters). With a `[kubernetes]` section the pods' updates are drained first and
-//!   their cgroups join the rules' matches as one list of [`Target`]s ([`crate::targets`],
-//!   [`crate::pods`]); a target that went while its cgroup stayed (a pod deleted before kubelet
+//!   their cgroups join the rules' matches as one list of [`Target`]s ([`crate::desired::targets`],
+//!   [`crate::desired::pods`]); a target that went while its cgroup stayed (a pod deleted before kubelet
 //!   removed its cgroup) has what was written to it restored. A cgroup that vanished is dropped without error, and so are its entries
 //!   in the state file (nothing is left to restore there): under churn — containers by the
 //!   thousand — what the agent holds stays proportional to the cgroups alive.
-//! - Kernel backend: the root's `io.cost.model`/`io.cost.qos` per device at start, `io.weight` and
-//!   `io.max` (fixed caps) per cgroup as it is found; the kernel does the rest.
-//! - Userspace backend: every period each device's [`DeviceLoop`] plans and writes limits.
+//! - The [`Backend`] does the rest: the kernel's iocost configured ([`crate::backend::kernel`]), or
+//!   ioshare's planner run every period ([`crate::backend::userspace`]).
 //! - Values someone else overwrote (a `daemon-reload`, a runtime) are written back within
-//!   [`crate::reapply::RECHECK_WITHIN`], counted and said once in the log ([`crate::reapply`]).
+//!   [`crate::backend::reapply::RECHECK_WITHIN`], counted and said once in the log ([`crate::backend::reapply`]).
 //! - The status is written to the status file and, with a `[metrics]` section, handed to the
 //!   `/metrics` endpoint ([`Metrics`], bound before anything is written to the host): every period
 //!   in which a device had IO (userspace backend) or the discovery changed what is controlled, else every
@@ -30,34 +29,36 @@
 //! - Stop (a signal sets the flag [`run`](Agent::run) watches, or [`Agent::stop`]): the endpoint
 //!   closed, every recorded change reverted, the state and status files removed.
 
+pub(crate) mod claim;
 pub mod reload;
+pub(crate) mod signals;
+pub(crate) mod tree_watch;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use ioshare_core::iocost::line::Ctrl;
-use ioshare_core::iocost::qos::QosConfig;
-use ioshare_core::{Limits, LinearModel, ModelConfig, Nanos};
-use ioshare_host::{Recorder, Reverted, Written};
+use ioshare_core::Nanos;
+use ioshare_host::{Recorder, Reverted};
 
-use crate::check::{Backend, BackendChoice, Check};
-use crate::claim::Claim;
-use crate::config::{Config, DeviceConfig};
+use crate::backend::check::{BackendChoice, BackendKind, Check};
+use crate::backend::hierarchy::Hierarchy;
+use crate::backend::kernel::KernelIocost;
+use crate::backend::reapply::Overwrites;
+use crate::backend::userspace::UserspacePlanner;
+use crate::backend::{Backend, HostFiles};
+use crate::daemon::claim::Claim;
+use crate::daemon::tree_watch::Discovery;
+use crate::desired::config::Config;
+use crate::desired::pods::Pods;
+use crate::desired::targets::{targets, Owner, PodRef, Target};
 use crate::error::Result;
-use crate::hierarchy::{Hierarchy, Throttle};
-use crate::limits::throttle_for;
 use crate::memory::MemoryGuard;
-use crate::metrics::Metrics;
-use crate::pods::Pods;
-use crate::reapply::Overwrites;
-use crate::share::watch::{Host, PlannerActivity, ShareWatch};
-use crate::status::{DeviceLine, GroupLine, Status};
-use crate::targets::{targets, userspace_plan, Owner, PodRef, Target};
-use crate::trace::TraceWriter;
-use crate::tree_watch::Discovery;
-use crate::userspace::DeviceLoop;
+use crate::report::metrics::Metrics;
+use crate::report::share::watch::{Host, ShareWatch};
+use crate::report::status::Status;
+use crate::report::trace::TraceWriter;
 
 /// How often the group patterns are matched again.
 pub const DISCOVERY_EVERY: Duration = Duration::from_millis(200);
@@ -70,12 +71,9 @@ const TICK: Duration = Duration::from_millis(20);
 #[derive(Debug)]
 pub struct Agent {
     config: Config,
-    backend: Backend,
+    backend: Box<dyn Backend>,
     hierarchy: Hierarchy,
     recorder: Recorder,
-    devices: Vec<DeviceLoop>,
-    /// Kernel backend: cgroups applied, with what was applied.
-    applied: BTreeMap<String, Target>,
     /// What the last discovery found to apply, cgroup by cgroup.
     targets: BTreeMap<String, Target>,
     /// Every cgroup the last discovery wants written (the targets, and the userspace backend's
@@ -105,7 +103,7 @@ pub struct Agent {
     trace: Option<TraceWriter>,
     /// Values someone else overwrote, written back.
     overwrites: Overwrites,
-    /// When the discovery must run ([`crate::tree_watch`]).
+    /// When the discovery must run ([`crate::daemon::tree_watch`]).
     discovery: Discovery,
     /// The last discovery changed what is controlled: the status is written at the next period.
     status_dirty: bool,
@@ -130,12 +128,12 @@ impl Agent {
     /// kernel's file layout); `sys_block` is where device counters are read.
     pub fn start_in(
         config: Config,
-        backend: Backend,
+        backend: BackendKind,
         hierarchy: Hierarchy,
         state_dir: &Path,
         sys_block: &Path,
     ) -> Result<(Agent, Option<Reverted>)> {
-        crate::rules::warn_overlaps(&config);
+        crate::desired::rules::warn_overlaps(&config);
         let metrics = config.metrics.map(Metrics::serve).transpose()?;
         // Before anything is written: a source that cannot work stops the start with its line.
         let pods = config.kubernetes.as_ref().map(|k| Pods::start(k, &hierarchy.root)).transpose()?;
@@ -143,14 +141,15 @@ impl Agent {
         roots.extend(MemoryGuard::hierarchy().map(|(root, _)| root).filter(|r| *r != hierarchy.root));
         let claim = Claim::register(&config, &hierarchy, state_dir)?;
         let (recorder, recovered) = Recorder::open(state_dir, roots)?;
-        let devices = config.devices.iter().map(|d| DeviceLoop::new(d.clone(), config.period)).collect();
+        let backend: Box<dyn Backend> = match backend {
+            BackendKind::Kernel => Box::new(KernelIocost::default()),
+            BackendKind::Userspace => Box::new(UserspacePlanner::default()),
+        };
         let mut agent = Agent {
             config,
             backend,
             hierarchy,
             recorder,
-            devices,
-            applied: BTreeMap::new(),
             targets: BTreeMap::new(),
             managed: BTreeSet::new(),
             named: BTreeMap::new(),
@@ -186,18 +185,16 @@ impl Agent {
         }
     }
 
-    /// Writes every device's [`PeriodRecord`](crate::trace::PeriodRecord) to `trace` from the next
+    /// Writes every device's [`PeriodRecord`](crate::report::trace::PeriodRecord) to `trace` from the next
     /// period on (userspace backend; the kernel plans by itself).
     pub fn trace_to(&mut self, trace: TraceWriter) {
         self.trace = Some(trace);
-        for d in &mut self.devices {
-            d.set_tracing(true);
-        }
+        self.backend.set_tracing();
     }
 
     /// The backend in use.
-    pub fn backend(&self) -> Backend {
-        self.backend
+    pub fn backend(&self) -> BackendKind {
+        self.backend.kind()
     }
 
     /// The backend's name, or `none` when no device is configured (memory rules alone).
@@ -205,7 +202,7 @@ impl Agent {
         if self.config.devices.is_empty() {
             "none"
         } else {
-            self.backend.name()
+            self.backend.kind().name()
         }
     }
 
@@ -219,34 +216,27 @@ impl Agent {
     }
 
     fn apply_initial(&mut self) -> Result<()> {
-        for d in self.config.devices.clone() {
-            self.apply_device(&d)?;
-        }
+        self.set_devices()?;
         self.discover()?;
         self.write_status()
     }
 
-    /// The device-wide settings of `d`: kernel backend, the root's iocost lines; userspace, the
-    /// root's throttle rule rewritten so that per-cgroup counters are kept.
-    fn apply_device(&mut self, d: &DeviceConfig) -> Result<()> {
-        let dev = d.device.dev;
-        match self.backend {
-            Backend::Kernel => {
-                let model = ModelConfig { device: Some(dev), ctrl: Ctrl::User, params: d.model };
-                let qos = match d.qos {
-                    Some(params) => QosConfig { device: Some(dev), ctrl: Ctrl::User, params }.to_string(),
-                    None => format!("{dev} enable=1 ctrl=auto"),
-                };
-                for (file, line) in [("io.cost.model", model.to_string()), ("io.cost.qos", qos)] {
-                    let written = self.hierarchy.set_root_line(&mut self.recorder, file, dev, &line)?;
-                    if self.overwrites.saw(&self.hierarchy.root.join(file), written) == Written::Changed {
-                        tracing::info!(file, line = %line, "iocost set");
-                    }
-                }
-            }
-            Backend::Userspace => self.hierarchy.activate_accounting(&mut self.recorder, dev)?,
-        }
-        Ok(())
+    /// The host's files as the backend writes them.
+    fn host(&mut self) -> (&mut dyn Backend, HostFiles<'_>) {
+        let host = HostFiles {
+            hierarchy: &self.hierarchy,
+            recorder: &mut self.recorder,
+            overwrites: &mut self.overwrites,
+            sys_block: &self.sys_block,
+        };
+        (self.backend.as_mut(), host)
+    }
+
+    /// Hands the configured devices to the backend; how many were added, removed or changed.
+    fn set_devices(&mut self) -> Result<usize> {
+        let (devices, period) = (self.config.devices.clone(), self.config.period);
+        let (backend, mut host) = self.host();
+        backend.set_devices(&mut host, &devices, period)
     }
 
     /// Matches the group patterns again and takes the pods' updates: new cgroups are tracked
@@ -262,49 +252,25 @@ impl Agent {
             false => targets(&self.hierarchy.root, &self.config.groups, pods),
         };
         let now = self.now();
-        for d in &mut self.devices {
-            d.mark_all_absent();
-        }
         // A pod's target that went while its cgroup stays (the pod deleted before kubelet removed its
         // cgroup): restore what was written to it (below). A rule's goes only at a reload, which
         // restores what it no longer wants itself.
         let released = self.targets.iter().any(|(rel, t)| {
             !matches!(t.owner, Owner::Rule(_)) && !found.contains_key(rel) && self.hierarchy.dir(rel).is_dir()
         });
-        let applied = self.applied.len();
-        self.applied.retain(|rel, _| found.contains_key(rel));
-        let mut gone = applied - self.applied.len();
         let mut managed: BTreeSet<String> = found.keys().cloned().collect();
         let mut named: BTreeMap<String, PodRef> =
             found.iter().filter_map(|(rel, t)| Some((rel.clone(), t.pod()?.clone()))).collect();
-        match self.backend {
-            Backend::Userspace => {
-                let (leaves, inner) = userspace_plan(&self.hierarchy.root, &found);
-                for l in &leaves {
-                    for d in &mut self.devices {
-                        d.track(now, &l.rel, l.weight, l.limits, self.discovered)?;
-                    }
-                    managed.insert(l.rel.clone());
-                    if let Some(p) = l.pod {
-                        named.insert(l.rel.clone(), p.clone());
-                    }
-                }
-                for d in &mut self.devices {
-                    d.set_inner_weights(now, &inner)?;
-                }
-            }
-            Backend::Kernel => {
-                for (rel, t) in &found {
-                    if self.applied.get(rel) != Some(t) {
-                        self.write_kernel(rel, t)?;
-                        self.applied.insert(rel.clone(), t.clone());
-                    }
-                }
+        let fresh = self.discovered;
+        let (backend, mut host) = self.host();
+        let synced = backend.sync(&mut host, now, &found, fresh)?;
+        for (rel, pod) in synced.leaves {
+            managed.insert(rel.clone());
+            if let Some(p) = pod {
+                named.insert(rel, p);
             }
         }
-        for d in &mut self.devices {
-            gone += d.drop_absent(now)?;
-        }
+        let gone = synced.gone;
         if found != self.targets || managed != self.managed || named != self.named {
             self.status_dirty = true;
             self.shares.invalidate();
@@ -332,37 +298,11 @@ impl Agent {
         Ok(())
     }
 
-    /// Kernel backend: writes target `t`'s weight and fixed caps to cgroup `rel` on every device
-    /// (only what differs from what the files hold).
-    fn write_kernel(&mut self, rel: &str, t: &Target) -> Result<()> {
-        for d in &self.config.devices {
-            let dev = d.device.dev;
-            let caps = fixed_caps(d, &t.limits, self.config.period);
-            let dir = self.hierarchy.dir(rel);
-            let written = self.hierarchy.set_weight(&mut self.recorder, rel, dev, t.weight)?;
-            if self.overwrites.saw(&dir.join("io.weight"), written) == Written::Changed {
-                tracing::info!(cgroup = %rel, dev = %dev, weight = t.weight, "weight set");
-            }
-            let written = self.hierarchy.set_throttle(&mut self.recorder, rel, dev, &caps)?;
-            if self.overwrites.saw(&dir.join("io.max"), written) == Written::Changed {
-                tracing::info!(cgroup = %rel, dev = %dev, caps = %caps, "caps set");
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes back what someone else overwrote ([`crate::reapply`]): kernel backend, the devices'
-    /// root lines and every applied cgroup's files; the memory guard's files. (The userspace
-    /// backend's planner looks at its limits itself.)
+    /// Writes back what someone else overwrote ([`crate::backend::reapply`]): what the backend holds in
+    /// force by itself, and the memory guard's files.
     fn reassert(&mut self) -> Result<()> {
-        if self.backend == Backend::Kernel {
-            for d in self.config.devices.clone() {
-                self.apply_device(&d)?;
-            }
-            for (rel, t) in self.applied.clone() {
-                self.write_kernel(&rel, &t)?;
-            }
-        }
+        let (backend, mut host) = self.host();
+        backend.reassert(&mut host)?;
         if let Some(m) = self.memory.as_mut() {
             m.reassert(&mut self.overwrites)?;
         }
@@ -381,35 +321,25 @@ impl Agent {
         if let Some(m) = self.memory.as_mut() {
             m.refresh();
         }
-        if self.backend == Backend::Userspace {
-            for d in &mut self.devices {
-                d.plan(now, &self.hierarchy, &mut self.recorder, &self.sys_block, &mut self.overwrites)?;
-            }
-            if let Some(trace) = self.trace.as_mut() {
-                let records: Vec<_> = self.devices.iter_mut().filter_map(DeviceLoop::take_record).collect();
-                trace.write(&records)?;
-            }
+        let (backend, mut host) = self.host();
+        let device_io = backend.period(&mut host, now)?;
+        if let Some(trace) = self.trace.as_mut() {
+            trace.write(&self.backend.take_records())?;
         }
-        let planner = || {
-            let mut active = PlannerActivity::new();
-            for d in &self.devices {
-                active.extend(d.activity(now).into_iter().map(|(rel, a)| ((d.dev(), rel), a)));
-            }
-            active
-        };
-        // IO on a device this period; the kernel backend's devices have no figures of their own, so
-        // its shares are always looked at again when due.
-        let device_io = self.backend == Backend::Userspace && self.devices.iter().any(|d| !d.quiet());
+        // A backend without figures of its own (the kernel's) has its shares looked at again
+        // whenever due; the planner's, after a period with IO.
+        let activity = self.backend.activity(now);
+        let planner = || activity.clone().unwrap_or_default();
         self.shares.refresh_if_due(
             Instant::now(),
-            device_io || self.backend == Backend::Kernel,
+            device_io || activity.is_none(),
             &self.config,
             self.pods.as_ref().map_or(&[][..], Pods::targets),
-            Host { backend: self.backend, hierarchy: &self.hierarchy, sys_block: &self.sys_block },
+            Host { backend: self.backend.kind(), hierarchy: &self.hierarchy, sys_block: &self.sys_block },
             &planner,
         );
         self.periods += 1;
-        if crate::reapply::due(self.periods, self.config.period) {
+        if crate::backend::reapply::due(self.periods, self.config.period) {
             self.reassert()?;
         }
         let moved = device_io || std::mem::take(&mut self.status_dirty);
@@ -419,10 +349,10 @@ impl Agent {
         }
     }
 
-    /// [`discover`](Agent::discover) if one of its inputs changed ([`crate::tree_watch`]).
+    /// [`discover`](Agent::discover) if one of its inputs changed ([`crate::daemon::tree_watch`]).
     fn discover_if_due(&mut self) -> Result<()> {
         let pods_changed = self.pods.as_mut().map(Pods::drain).transpose()?.unwrap_or(false);
-        let rules = crate::rules::matched(&self.hierarchy.root, &self.config.groups);
+        let rules = crate::desired::rules::matched(&self.hierarchy.root, &self.config.groups);
         let always = self.memory.is_some() || self.config.devices.is_empty();
         match self.discovery.due(Instant::now(), rules, pods_changed, always) {
             true => self.discover(),
@@ -433,45 +363,10 @@ impl Agent {
     /// The current status.
     pub fn status(&self) -> Status {
         let now = self.now();
-        let devices = match self.backend {
-            Backend::Userspace => self.devices.iter().map(|d| d.status(now)).collect(),
-            Backend::Kernel => self
-                .config
-                .devices
-                .iter()
-                .map(|d| DeviceLine {
-                    device: d.device.name.clone(),
-                    dev: d.device.dev.to_string(),
-                    vrate_pct: 0.0,
-                    busy_level: 0,
-                    lat_us: [0.0; 2],
-                    target_us: d.qos.map_or([0, 0], |q| [q.rlat_us, q.wlat_us]),
-                    missed_ppm: [0, 0],
-                    model: Some(d.model),
-                    groups: self
-                        .applied
-                        .iter()
-                        .map(|(rel, t)| {
-                            let caps = fixed_caps(d, &t.limits, self.config.period);
-                            GroupLine {
-                                cgroup: rel.clone(),
-                                weight: t.weight,
-                                hweight_active: 0.0,
-                                hweight_inuse: 0.0,
-                                usage_share: 0.0,
-                                limits: caps.as_array(),
-                                state: "kernel".into(),
-                                debt_us: 0,
-                                note: String::new(),
-                            }
-                        })
-                        .collect(),
-                })
-                .collect(),
-        };
+        let devices = self.backend.status(now);
         Status {
             pid: std::process::id(),
-            pid_start_ticks: crate::status::own_start_ticks(),
+            pid_start_ticks: crate::report::status::own_start_ticks(),
             period_ms: self.config.period.as_millis() as u64,
             backend: self.backend_name().to_string(),
             root: self.hierarchy.root.clone(),
@@ -555,7 +450,7 @@ impl Agent {
     /// Reverts everything written and removes the state and status files.
     pub fn stop(mut self) -> Result<Reverted> {
         drop(self.metrics.take());
-        crate::status::Status::remove(&self.state_dir);
+        crate::report::status::Status::remove(&self.state_dir);
         reload::Outcome::remove(&self.state_dir);
         if let Some(m) = self.memory.take() {
             m.stop()?;
@@ -578,16 +473,10 @@ fn next_deadline(due: Instant, every: Duration, now: Instant) -> Instant {
 
 /// The hierarchy of a configuration with memory rules alone on a host without an IO backend: the
 /// memory controller's (no device is planned, so the backend does nothing).
-fn memory_only() -> Result<(Backend, Hierarchy)> {
+fn memory_only() -> Result<(BackendKind, Hierarchy)> {
     let (root, v2) = MemoryGuard::needed_hierarchy()?;
-    let flavor = if v2 { crate::hierarchy::Flavor::V2 } else { crate::hierarchy::Flavor::V1 };
-    Ok((Backend::Userspace, Hierarchy { flavor, root }))
-}
-
-/// Kernel backend: the blk-throttle caps of fixed `limits` on device `d` (the kernel's iocost does
-/// the sharing).
-fn fixed_caps(d: &DeviceConfig, limits: &Limits, period: Duration) -> Throttle {
-    throttle_for(None, &Default::default(), &LinearModel::new(d.model), period, limits)
+    let flavor = if v2 { crate::backend::hierarchy::Flavor::V2 } else { crate::backend::hierarchy::Flavor::V1 };
+    Ok((BackendKind::Userspace, Hierarchy { flavor, root }))
 }
 
 /// Reverts what a killed agent recorded in `state_dir` (`ioshare agent revert`); `None` if there
@@ -598,7 +487,7 @@ pub fn revert(state_dir: &Path) -> Result<Option<Reverted>> {
     let memory = caps.memory_v1().cloned();
     let roots: Vec<PathBuf> = caps.blkio_v1.into_iter().chain(caps.cgroup_v2).chain(memory).collect();
     let reverted = ioshare_host::revert_state_dir(state_dir, &roots)?;
-    crate::status::Status::remove(state_dir);
+    crate::report::status::Status::remove(state_dir);
     Ok(reverted)
 }
 

@@ -6,7 +6,7 @@
 //!   one line, `FILE:LINE: key: what is wrong` — is logged and answered to `ioshare agent reload`.
 //! - A good one replaces the configuration and the agent's state is brought to it
 //!   ([`Agent::reload`]): its rules are registered instead of the old ones (refused if another running
-//!   agent claims a cgroup they match, [`crate::claim`]); a device whose model or QoS changed gets a new controller (its planner
+//!   agent claims a cgroup they match, [`crate::daemon::claim`]); a device whose model or QoS changed gets a new controller (its planner
 //!   starts afresh), a device no longer listed loses its own; a changed period applies from the next
 //!   one; the rules are matched again as at a discovery, every matched cgroup's weight and caps set
 //!   (kernel backend: written now; userspace: planned from the next period); cgroups newly matched are
@@ -32,12 +32,11 @@ use ioshare_host::{Change, Entry, Reverted};
 use serde::{Deserialize, Serialize};
 
 use super::Agent;
-use crate::config::Config;
+use crate::desired::config::Config;
+use crate::desired::pods::Pods;
 use crate::error::{Error, Result};
 use crate::memory::MemoryGuard;
-use crate::pods::Pods;
-use crate::status::Status;
-use crate::userspace::DeviceLoop;
+use crate::report::status::Status;
 
 /// Name of the outcome file in the state directory.
 pub const OUTCOME_FILE: &str = "reload.json";
@@ -121,7 +120,7 @@ impl Agent {
     /// restored either.
     pub fn reload(&mut self, mut config: Config) -> Result<Reloaded> {
         config.memory_dry_run = self.config.memory_dry_run;
-        crate::rules::warn_overlaps(&config);
+        crate::desired::rules::warn_overlaps(&config);
         let old = std::mem::replace(&mut self.config, config);
         match self.converge(&old) {
             Ok(done) => Ok(done),
@@ -205,32 +204,7 @@ impl Agent {
             done.rules_removed += 1;
         }
 
-        // Devices: a controller whose settings are unchanged is kept (with the new period); the
-        // others go before their replacements start (one observer per device at a time).
-        let (mut kept, gone): (Vec<DeviceLoop>, Vec<DeviceLoop>) =
-            std::mem::take(&mut self.devices).into_iter().partition(|l| self.config.devices.contains(l.config()));
-        for l in gone {
-            let d = l.config();
-            let still = self.config.devices.iter().any(|n| n.device.dev == d.device.dev);
-            let what = if still { "device settings changed" } else { "device no longer controlled" };
-            tracing::info!(device = %d.device.name, dev = %d.device.dev, "{what}");
-            done.devices_changed += usize::from(!still);
-        }
-        for d in self.config.devices.clone() {
-            match kept.iter().position(|l| *l.config() == d) {
-                Some(i) => {
-                    let mut l = kept.swap_remove(i);
-                    l.set_period(self.config.period);
-                    self.devices.push(l);
-                }
-                None => {
-                    tracing::info!(device = %d.device.name, dev = %d.device.dev, "device settings applied");
-                    done.devices_changed += 1;
-                    self.devices.push(DeviceLoop::new(d.clone(), self.config.period));
-                    self.apply_device(&d)?;
-                }
-            }
-        }
+        done.devices_changed = self.set_devices()?;
 
         // The memory guard: stopped (restoring what it wrote) when no rule asks for it any more,
         // started when one does now; else the discovery below restarts it if its cgroups or their
@@ -254,12 +228,9 @@ impl Agent {
 
         // Groups: matched again, every setting written where it differs; cgroups found now existed
         // before the reload, so they are charged from now on, not for their whole past.
-        self.applied.clear();
         self.discovered = false;
         self.discover()?;
-        for d in &mut self.devices {
-            d.forget_absent();
-        }
+        self.backend.forget_absent();
         done.restored = self.release_unwanted()?;
         Ok(done)
     }

@@ -6,7 +6,7 @@
 //! [[devices]]                      # none: the memory guard alone (rules need `memory` then)
 //! path = "/dev/loop3"              # block device path or MAJ:MIN (a whole device)
 //! model = "ssd_dfl"                # a built-in set, an io.cost.model line, or "profile" (measured
-//!                                  # at start, read-only, cached: see [`crate::profile`])
+//!                                  # at start, read-only, cached: see [`crate::desired::profile`])
 //! qos = "rpct=95 rlat=5000 wpct=95 wlat=5000 min=50 max=150"   # optional io.cost.qos line
 //!
 //! [[groups]]
@@ -17,11 +17,11 @@
 //!                                  # also oom_group = true (kill the group whole), oom_pressure = 10
 //!                                  # (cgroup v2: % of PSI memory full that triggers priority OOM)
 //!
-//! [metrics]                        # optional: serve Prometheus metrics ([`crate::metrics`])
+//! [metrics]                        # optional: serve Prometheus metrics ([`crate::report::metrics`])
 //! listen = "127.0.0.1:9436"        # HOST:PORT, or a bare PORT (127.0.0.1); no section: no endpoint
 //!
 //! [kubernetes]                     # optional: pods bound to this node declare their own settings
-//! node_name = "node-1"             # (see ioshare_kube::config for every key; [`crate::pods`])
+//! node_name = "node-1"             # (see ioshare_kube::config for every key; [`crate::desired::pods`])
 //! ```
 //! With a `[kubernetes]` section the `[[groups]]` may be left out: the pods are the groups.
 //!
@@ -42,8 +42,8 @@ use ioshare_memory::MemorySettings;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::desired::profile::{Cached, Measure, NotMeasured, Profiler};
 use crate::error::{Error, Result};
-use crate::profile::{Cached, Measure, NotMeasured, Profiler};
 
 /// Default planning period of the userspace backend.
 pub const PERIOD_DEFAULT_MS: u64 = 100;
@@ -132,7 +132,7 @@ impl Config {
     }
 
     /// Reads and validates `file`, then measures the devices with `model = "profile"` with the
-    /// engine's profiler (read-only, see [`crate::profile`]), each once: the model is kept in
+    /// engine's profiler (read-only, see [`crate::desired::profile`]), each once: the model is kept in
     /// `cache_dir` and reused while the device is the same one. `progress` gets a line per run;
     /// raising `stop` ends the measurement with an error.
     pub fn load_profiling(file: &Path, cache_dir: &Path, stop: &AtomicBool, progress: &dyn Fn(&str)) -> Result<Config> {
@@ -209,44 +209,12 @@ impl Config {
         }
         let mut groups: Vec<GroupConfig> = Vec::new();
         for g in &raw.groups {
-            let g = g.get_ref();
-            let cgroup = g.cgroup.get_ref().trim_end_matches('/').to_string();
-            check_pattern(&cgroup).map_err(|e| err(g.cgroup.span().start, "cgroup", e.to_string()))?;
-            if groups.iter().any(|x| x.cgroup == cgroup) {
-                return Err(err(g.cgroup.span().start, "cgroup", format!("'{cgroup}' is listed twice")));
+            let group = group_config(g.get_ref(), &err)?;
+            if groups.iter().any(|x| x.cgroup == group.cgroup) {
+                let cgroup = &group.cgroup;
+                return Err(err(g.get_ref().cgroup.span().start, "cgroup", format!("'{cgroup}' is listed twice")));
             }
-            let weight = match &g.weight {
-                Some(w) => {
-                    let v = *w.get_ref();
-                    u32::try_from(v).ok().filter(|v| (WEIGHT_MIN..=WEIGHT_MAX).contains(v)).ok_or_else(|| {
-                        err(
-                            w.span().start,
-                            "weight",
-                            format!("{v} is out of range: weights are {WEIGHT_MIN}..={WEIGHT_MAX}"),
-                        )
-                    })?
-                }
-                None => WEIGHT_DEFAULT,
-            };
-            let limits = match &g.limits {
-                Some(l) => {
-                    let limits: Limits = l
-                        .get_ref()
-                        .parse()
-                        .map_err(|e: ioshare_core::Error| err(l.span().start, "limits", e.to_string()))?;
-                    limits.validate().map_err(|e| err(l.span().start, "limits", e.to_string()))?;
-                    limits
-                }
-                None => Limits::default(),
-            };
-            let memory = match &g.memory {
-                Some(m) => {
-                    m.get_ref().validate().map_err(|e| err(m.span().start, "memory", e.to_string()))?;
-                    Some(*m.get_ref())
-                }
-                None => None,
-            };
-            groups.push(GroupConfig { cgroup, weight, limits, memory });
+            groups.push(group);
         }
         if devices.is_empty() && groups.iter().all(|g| g.memory.is_none()) {
             return Err(err(
@@ -283,6 +251,38 @@ impl Config {
             kubernetes,
         })
     }
+}
+
+/// One `[[groups]]` table, validated; `err` makes the error of a key at an offset of the file.
+fn group_config(g: &RawGroup, err: &dyn Fn(usize, &str, String) -> Error) -> Result<GroupConfig> {
+    let cgroup = g.cgroup.get_ref().trim_end_matches('/').to_string();
+    check_pattern(&cgroup).map_err(|e| err(g.cgroup.span().start, "cgroup", e.to_string()))?;
+    let weight = match &g.weight {
+        Some(w) => {
+            let v = *w.get_ref();
+            u32::try_from(v).ok().filter(|v| (WEIGHT_MIN..=WEIGHT_MAX).contains(v)).ok_or_else(|| {
+                err(w.span().start, "weight", format!("{v} is out of range: weights are {WEIGHT_MIN}..={WEIGHT_MAX}"))
+            })?
+        }
+        None => WEIGHT_DEFAULT,
+    };
+    let limits = match &g.limits {
+        Some(l) => {
+            let limits: Limits =
+                l.get_ref().parse().map_err(|e: ioshare_core::Error| err(l.span().start, "limits", e.to_string()))?;
+            limits.validate().map_err(|e| err(l.span().start, "limits", e.to_string()))?;
+            limits
+        }
+        None => Limits::default(),
+    };
+    let memory = match &g.memory {
+        Some(m) => {
+            m.get_ref().validate().map_err(|e| err(m.span().start, "memory", e.to_string()))?;
+            Some(*m.get_ref())
+        }
+        None => None,
+    };
+    Ok(GroupConfig { cgroup, weight, limits, memory })
 }
 
 /// The text of `file`.

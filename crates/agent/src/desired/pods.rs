@@ -1,6 +1,6 @@
 //! Pods as a source of groups: with a `[kubernetes]` section the agent runs ioshare-kube's
 //! [`PodSource`] (list and watch of this node's pods on its own thread) and turns what the pods ask
-//! for into [`Target`]s beside the configuration's rules ([`crate::targets`]).
+//! for into [`Target`]s beside the configuration's rules ([`crate::desired::targets`]).
 //!
 //! - Start: the source is started and, for up to [`FIRST_LIST_WITHIN`], the agent waits for its
 //!   first complete list, so the pods are applied with everything else — all or nothing — and a
@@ -27,8 +27,8 @@ use ioshare_kube::source::{Connection, PodStates, SourceOptions, Update};
 use ioshare_kube::{DesiredPod, KubernetesConfig, PodSource};
 use serde::{Deserialize, Serialize};
 
+use crate::desired::targets::{Owner, PodRef, Target};
 use crate::error::{Error, Result};
-use crate::targets::{Owner, PodRef, Target};
 
 /// How long the start waits for the first complete list of pods.
 pub const FIRST_LIST_WITHIN: Duration = Duration::from_secs(10);
@@ -36,7 +36,6 @@ pub const FIRST_LIST_WITHIN: Duration = Duration::from_secs(10);
 /// The running pod source and the state it described so far.
 pub struct Pods {
     source: PodSource,
-    config: KubernetesConfig,
     states: PodStates,
     /// The pods' targets, rebuilt when an update changes them.
     targets: Vec<(String, Target)>,
@@ -56,7 +55,7 @@ impl Pods {
         let options = SourceOptions { config: config.clone(), hierarchy: hierarchy.to_path_buf() };
         let source = PodSource::start(options).map_err(|e| Error::Kubernetes(e.to_string()))?;
         tracing::info!(node = source.node(), "kubernetes: watching this node's pods");
-        let mut pods = Pods { source, config: config.clone(), states: PodStates::default(), targets: Vec::new() };
+        let mut pods = Pods { source, states: PodStates::default(), targets: Vec::new() };
         let deadline = Instant::now() + FIRST_LIST_WITHIN;
         while !pods.states.synced {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -73,11 +72,6 @@ impl Pods {
         }
         pods.rebuild();
         Ok(pods)
-    }
-
-    /// The `[kubernetes]` section it runs with.
-    pub fn config(&self) -> &KubernetesConfig {
-        &self.config
     }
 
     /// Folds every update waiting; true when the targets changed. An error when the source ended

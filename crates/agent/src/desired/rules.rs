@@ -22,7 +22,7 @@ use std::path::Path;
 
 use ioshare_host::{find_cgroups, pattern_covers, pattern_matches, patterns_overlap};
 
-use crate::config::{Config, GroupConfig};
+use crate::desired::config::{Config, GroupConfig};
 
 /// Every cgroup below `root` the rules `groups` match now, with the index of the first rule matching
 /// it; nested matches dropped.

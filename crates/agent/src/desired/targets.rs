@@ -1,8 +1,8 @@
 //! What the agent applies, cgroup by cgroup, whoever asked for it.
 //!
 //! Two sources of desired groups meet here as one list: the configuration's `[[groups]]` rules,
-//! matched against the tree ([`crate::rules::matched`]: first match wins, nested matches dropped),
-//! and the pods of this node ([`crate::pods`]), whose cgroups are exact paths that kubelet makes and
+//! matched against the tree ([`crate::desired::rules::matched`]: first match wins, nested matches dropped),
+//! and the pods of this node ([`crate::desired::pods`]), whose cgroups are exact paths that kubelet makes and
 //! removes. Everything after — the kernel backend's writes, the userspace planner's tracking, the
 //! memory guard, the recorder that reverts it all, the status — works on the [`Target`]s of
 //! [`targets`] and does not care where one came from; the [`Owner`] only names it in the status,
@@ -17,7 +17,7 @@
 //! target only weighs its subtree against its siblings (a QoS class cgroup, `kubepods/besteffort`,
 //! against the burstable one and the Guaranteed pods): the kernel backend writes its `io.weight`
 //! like any other; the userspace planner gives the node that weight in its tree
-//! ([`crate::userspace::DeviceLoop::set_inner_weights`]) without charging it, as its IO is its
+//! ([`crate::backend::userspace::DeviceLoop::set_inner_weights`]) without charging it, as its IO is its
 //! children's. The planner charges each leaf's recursive counters, so it plans only the outermost
 //! leaves ([`planned`]).
 //!
@@ -36,7 +36,7 @@ use ioshare_core::Limits;
 use ioshare_memory::MemorySettings;
 use serde::{Deserialize, Serialize};
 
-use crate::config::GroupConfig;
+use crate::desired::config::GroupConfig;
 
 /// The pod (and container) a cgroup belongs to.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -104,8 +104,10 @@ impl Target {
 /// Every target that exists below `root` now: the rules' matches, then `pods` (cgroup paths
 /// relative to `root`) where their cgroup exists, taking a path over a rule.
 pub fn targets(root: &Path, groups: &[GroupConfig], pods: &[(String, Target)]) -> BTreeMap<String, Target> {
-    let mut out: BTreeMap<String, Target> =
-        crate::rules::matched(root, groups).into_iter().map(|(rel, i)| (rel, Target::of_rule(i, &groups[i]))).collect();
+    let mut out: BTreeMap<String, Target> = crate::desired::rules::matched(root, groups)
+        .into_iter()
+        .map(|(rel, i)| (rel, Target::of_rule(i, &groups[i])))
+        .collect();
     for (rel, t) in pods {
         if root.join(rel).is_dir() {
             out.insert(rel.clone(), t.clone());
@@ -146,7 +148,7 @@ pub fn userspace_plan<'a>(
     let mut leaves = Vec::new();
     for (rel, t) in planned(targets) {
         let children = match t.pod() {
-            Some(p) if p.container.is_none() => subdirs(&root.join(rel)),
+            Some(p) if p.container.is_none() => ioshare_host::child_cgroups(&root.join(rel)),
             _ => Vec::new(),
         };
         if children.is_empty() {
@@ -166,18 +168,6 @@ pub fn userspace_plan<'a>(
         }
     }
     (leaves, inner)
-}
-
-/// The names of the directories in `dir` (none when it cannot be read).
-fn subdirs(dir: &Path) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    let mut out: Vec<String> = entries
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    out.sort();
-    out
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 //!
 //! The filter is `--log-level`, else the [`LOG_ENV`] environment variable, else `info`; either is
 //! tracing-subscriber's `EnvFilter` syntax: a level (`debug`), or per module
-//! (`ioshare_agent::userspace=trace,info`). Code that runs the agent in-process beside output of its
+//! (`ioshare_agent::backend::userspace=trace,info`). Code that runs the agent in-process beside output of its
 //! own (the bench's agent scenario) calls [`init_in_process`]: the same log, at `warn` unless the
 //! environment says otherwise; code that calls neither (most tests) logs nothing.
 

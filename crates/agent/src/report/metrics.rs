@@ -7,7 +7,7 @@
 //!
 //! Names: `ioshare_` prefix, base units (seconds, bytes, ratios 0..1), counters end in `_total`.
 //! - Agent: `ioshare_agent_periods_total`, `ioshare_agent_overwritten_total` (values someone else
-//!   overwrote, written back: [`crate::reapply`]).
+//!   overwrote, written back: [`crate::backend::reapply`]).
 //! - Device (label `device`): `ioshare_device_vrate_ratio`, `…_busy_level`, `…_latency_seconds{op}`
 //!   (the period's mean net of size, as the planner judged it), `…_latency_target_seconds{op}`,
 //!   `…_missed_target_ratio{op}` (completions later than the target), the model's capacity
@@ -22,7 +22,7 @@
 //!
 //! Cgroup labels are always `cgroup` (path below the hierarchy's root), `namespace`, `pod` and
 //! `container` — the last three empty (so not written: to Prometheus an empty label is no label)
-//! unless the pod source ([`crate::pods`]) names the cgroup's pod (and container, for a container's
+//! unless the pod source ([`crate::desired::pods`]) names the cgroup's pod (and container, for a container's
 //! own cgroup) in the status. With the kernel backend the kernel plans: the
 //! planner's series (vrate, hweights, usage, donation, debt, latency) are left out.
 
@@ -37,9 +37,9 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
-use crate::check::Backend;
+use crate::backend::check::BackendKind;
 use crate::error::{Error, Result};
-use crate::status::{DeviceLine, GroupLine, Status};
+use crate::report::status::{DeviceLine, GroupLine, Status};
 
 /// The status the endpoint serves (`None` until the first is published).
 type Latest = Arc<Mutex<Option<Arc<Status>>>>;
@@ -150,7 +150,7 @@ fn encode(enc: &mut DescriptorEncoder, s: &Status) -> fmt::Result {
         [(no_labels, ConstCounter::new(s.overwritten))],
     )?;
     // The kernel backend's status has no planner state (the kernel plans): leave those series out.
-    let planner = s.backend == Backend::Userspace.name();
+    let planner = s.backend == BackendKind::Userspace.name();
     encode_devices(enc, &s.devices, planner)?;
     encode_groups(enc, s, planner)?;
     encode_memory(enc, s)
@@ -342,7 +342,7 @@ mod tests {
     use std::process::{Command, Stdio};
 
     use super::*;
-    use crate::status::fixture;
+    use crate::report::status::fixture;
 
     /// A userspace agent's status: device loop3 with `groups`, the first donating with a read IOPS
     /// limit, the others held at their limits; each also memory-guarded.
@@ -377,13 +377,13 @@ mod tests {
 
     #[test]
     fn a_pods_cgroups_carry_its_namespace_pod_and_container() {
-        let pod = |container: Option<&str>| crate::targets::PodRef {
+        let pod = |container: Option<&str>| crate::desired::targets::PodRef {
             namespace: "shop".into(),
             pod: "web-0".into(),
             container: container.map(Into::into),
         };
         let mut s = status(&["kubepods/podu1", "kubepods/podu1/c1", "tenants/db"]);
-        s.kubernetes = Some(crate::pods::KubeStatus {
+        s.kubernetes = Some(crate::desired::pods::KubeStatus {
             node: "n1".into(),
             api_server: "reachable".into(),
             pods: vec![],
@@ -480,7 +480,7 @@ mod tests {
     fn the_kernel_backend_exposes_no_planner_state() {
         let m = serve();
         let mut s = status(&["tenants/web"]);
-        s.backend = Backend::Kernel.name().into();
+        s.backend = BackendKind::Kernel.name().into();
         m.publish(s);
         let text = scrape(&m);
         assert!(text.contains(&format!(r#"ioshare_cgroup_weight{{device="loop3",{WEB}}} 200"#)), "{text}");

@@ -8,7 +8,7 @@
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
 
-use ioshare_agent::{Agent, Backend, Config, Flavor, Hierarchy};
+use ioshare_agent::{Agent, BackendKind, Config, Flavor, Hierarchy};
 use ioshare_host::Reverted;
 use tempfile::TempDir;
 
@@ -109,7 +109,7 @@ impl V2Tree {
 
     /// The agent with `backend` over the tree, on the configuration `toml`; device counters from
     /// the mock's `/sys/block`.
-    pub fn start(&self, toml: &str, backend: Backend) -> ioshare_agent::Result<(Agent, Option<Reverted>)> {
+    pub fn start(&self, toml: &str, backend: BackendKind) -> ioshare_agent::Result<(Agent, Option<Reverted>)> {
         let config = Config::parse(toml, Path::new("agent.toml"))?;
         let hierarchy = Hierarchy { flavor: Flavor::V2, root: self.root.path().to_path_buf() };
         Agent::start_in(config, backend, hierarchy, self.state.path(), self.sys_block.path())

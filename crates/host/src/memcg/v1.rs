@@ -2,7 +2,7 @@
 //! limit, the OOM control (`oom_kill_disable` pauses a group's tasks at OOM instead of killing them),
 //! statistics, and eventfd notifications through `cgroup.event_control` (OOM, and usage crossing a
 //! threshold), which is how a userspace daemon learns of an OOM or of a watermark crossing without
-//! polling (see `../shared/research/observe-memory.md` part B4: all of this was checked on this host).
+//! polling (all of this was checked on a cgroup v1 host: `tests/memcg.rs`).
 //!
 //! [`Memcg`] is a view of an existing memory cgroup directory — a container's, a service's — that it
 //! neither created nor removes; [`MemCgroup`] is one this process creates below its own memory cgroup
@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use super::listing;
 use crate::cgroup_dir::CgroupDir;
-use crate::cgroup_mounts::Hierarchy;
+use crate::cgroup_mounts::MountedHierarchy;
 use crate::error::{parse_error, Error, Result};
 use crate::sysfs;
 
@@ -52,7 +52,7 @@ impl OomControl {
 }
 
 /// The counter `key` in the text of a `memory.stat` file (`key value` lines), if present.
-pub(crate) fn stat_value(text: &str, key: &str) -> Option<u64> {
+pub fn stat_value(text: &str, key: &str) -> Option<u64> {
     text.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
@@ -218,7 +218,7 @@ pub struct MemCgroup {
 impl MemCgroup {
     /// Creates `name` (e.g. `ioshare-test-<pid>/a`) in the memory hierarchy; refused if it exists.
     pub fn create(name: &str) -> Result<MemCgroup> {
-        let cgroup = CgroupDir::create(Hierarchy::V1("memory"), Error::MemoryNotMounted, name, &|_| Ok(()))?;
+        let cgroup = CgroupDir::create(MountedHierarchy::V1("memory"), Error::MemoryNotMounted, name, &|_| Ok(()))?;
         let files = Memcg::at(cgroup.path())?;
         Ok(MemCgroup { cgroup, files })
     }

@@ -14,11 +14,11 @@
 //! A cgroup found at start is always read at its first period (its baseline).
 //!
 //! A read that fails says the cgroup is gone (the discovery drops it too, see
-//! [`crate::tree_watch`]).
+//! [`crate::daemon::tree_watch`]).
 
 use ioshare_host::{DevNum, DiskStats, RwCounts};
 
-use crate::hierarchy::Hierarchy;
+use crate::backend::hierarchy::Hierarchy;
 
 /// Whether a device had no IO over a period: none completed, none in flight at its start or end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,7 +86,7 @@ impl Counters {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hierarchy::Flavor;
+    use crate::backend::hierarchy::Flavor;
 
     fn stat(ios: u64, in_flight: u64) -> DiskStats {
         DiskStats { ios: [ios, 0], in_flight, ..Default::default() }

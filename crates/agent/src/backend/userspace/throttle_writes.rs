@@ -3,7 +3,7 @@
 //! cgroup's limit files on a schedule.
 //!
 //! The backend writes only the limits that changed; a value someone else wrote (a `daemon-reload`,
-//! a runtime) is set back when the backend looks at the file again ([`crate::reapply`]). Looking at
+//! a runtime) is set back when the backend looks at the file again ([`crate::backend::reapply`]). Looking at
 //! every cgroup's four v1 throttle files every second was, with 1 000 pods, 4 000 file reads a
 //! second and half of the agent's CPU on an idle node. Instead each tracked cgroup's
 //! directory is watched with inotify for `IN_MODIFY` (a write to a file in it, by any process: the
@@ -13,12 +13,12 @@
 //! overwritten is thus set back in the next period, where the schedule took up to a second.
 //!
 //! Without inotify, or once the user's watch limit is reached, every cgroup is looked at in each
-//! period [`crate::reapply::due`] names, as before.
+//! period [`crate::backend::reapply::due`] names, as before.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use crate::tree_watch::Inotify;
+use crate::inotify::Inotify;
 
 /// The names of the limit files the backend writes (v1 blk-throttle, v2 `io.max`).
 fn is_limit_file(name: &[u8]) -> bool {
@@ -27,7 +27,7 @@ fn is_limit_file(name: &[u8]) -> bool {
 
 /// The watch of the tracked cgroups' limit files.
 #[derive(Debug)]
-pub struct LimitWrites {
+pub struct ThrottleWrites {
     inotify: Option<Inotify>,
     /// Watch of each cgroup (by path relative to the root), and the round it was last synced at.
     watches: HashMap<String, (i32, u64)>,
@@ -37,18 +37,18 @@ pub struct LimitWrites {
     round: u64,
 }
 
-impl Default for LimitWrites {
-    fn default() -> LimitWrites {
+impl Default for ThrottleWrites {
+    fn default() -> ThrottleWrites {
         let inotify = Inotify::new(libc::IN_MODIFY | libc::IN_ONLYDIR)
             .map_err(|e| tracing::warn!("inotify unavailable ({e}): limit files are looked at on a schedule"))
             .ok();
-        LimitWrites { inotify, watches: HashMap::new(), by_wd: HashMap::new(), due: HashSet::new(), round: 0 }
+        ThrottleWrites { inotify, watches: HashMap::new(), by_wd: HashMap::new(), due: HashSet::new(), round: 0 }
     }
 }
 
-impl LimitWrites {
+impl ThrottleWrites {
     /// Watches exactly the cgroups `rels` (below `root`) and takes the events since the last call:
-    /// which cgroups are [`due`](LimitWrites::due) this period.
+    /// which cgroups are [`due`](ThrottleWrites::due) this period.
     pub fn sync<'a>(&mut self, root: &Path, rels: impl Iterator<Item = &'a String>) {
         self.due.clear();
         let Some(inotify) = self.inotify.as_mut() else { return };
@@ -106,7 +106,7 @@ mod tests {
         for r in &rels {
             std::fs::create_dir(root.path().join(r)).unwrap();
         }
-        let mut o = LimitWrites::default();
+        let mut o = ThrottleWrites::default();
         o.sync(root.path(), rels.iter());
         assert!(o.due("a", false) && o.due("b", false), "new: looked at once");
         o.sync(root.path(), rels.iter());

@@ -21,11 +21,11 @@ use ioshare_host::{BlockQueue, BFQ_WEIGHT_MAX};
 use serde::{Deserialize, Serialize};
 
 use super::tree::{Levels, PathShare};
-use crate::check::Backend;
-use crate::config::{DeviceConfig, GroupConfig};
-use crate::hierarchy::{Flavor, Hierarchy};
-use crate::rules::losing;
-use crate::targets::{Owner, Target};
+use crate::backend::check::BackendKind;
+use crate::backend::hierarchy::{Flavor, Hierarchy};
+use crate::desired::config::{DeviceConfig, GroupConfig};
+use crate::desired::rules::losing;
+use crate::desired::targets::{Owner, Target};
 
 /// What a flag is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,7 +73,7 @@ pub struct Case<'a> {
     /// How the device queues IO.
     pub queue: &'a BlockQueue,
     /// The backend.
-    pub backend: Backend,
+    pub backend: BackendKind,
     /// The hierarchy.
     pub hierarchy: &'a Hierarchy,
 }
@@ -149,7 +149,7 @@ fn controller_off(c: &Case, _: &mut Levels) -> Option<Flag> {
 }
 
 fn no_weight_control(c: &Case, _: &mut Levels) -> Option<Flag> {
-    if c.backend != Backend::Kernel || c.queue.iocost {
+    if c.backend != BackendKind::Kernel || c.queue.iocost {
         return None;
     }
     let (name, dev) = (c.device_name(), c.device.device.dev);
@@ -186,8 +186,8 @@ fn weight_clamped(c: &Case, _: &mut Levels) -> Option<Flag> {
         Flavor::V2 => "io.bfq.weight",
     };
     let own = match c.backend {
-        Backend::Userspace => "the agent's planner",
-        Backend::Kernel => "iocost",
+        BackendKind::Userspace => "the agent's planner",
+        BackendKind::Kernel => "iocost",
     };
     flag(
         FlagKind::WeightClamped,
@@ -299,7 +299,7 @@ fn shadowed_rule(c: &Case, _: &mut Levels) -> Option<Flag> {
 }
 
 fn unmanaged_competitor(c: &Case, levels: &mut Levels) -> Option<Flag> {
-    if c.backend != Backend::Userspace {
+    if c.backend != BackendKind::Userspace {
         return None;
     }
     let mut names = Vec::new();
@@ -340,7 +340,7 @@ mod tests {
         managed: BTreeMap<String, u32>,
         device: DeviceConfig,
         queue: BlockQueue,
-        backend: Backend,
+        backend: BackendKind,
         hierarchy: Hierarchy,
         tree: MemoryTree,
     }
@@ -367,7 +367,7 @@ mod tests {
                 qos: None,
             },
             queue: BlockQueue { scheduler: Some("none".into()), blk_mq: true, iocost: false },
-            backend: Backend::Userspace,
+            backend: BackendKind::Userspace,
             hierarchy: Hierarchy { flavor: Flavor::V1, root: "/sys/fs/cgroup/blkio".into() },
             tree: MemoryTree::new(nodes),
         }
@@ -433,7 +433,7 @@ mod tests {
     #[test]
     fn kernel_backend_without_iocost() {
         let mut f = two_tenants();
-        f.backend = Backend::Kernel;
+        f.backend = BackendKind::Kernel;
         f.hierarchy = Hierarchy { flavor: Flavor::V2, root: "/sys/fs/cgroup".into() };
         let flags = f.flags("t/web", 0);
         assert_eq!(flags.iter().map(|f| f.kind).collect::<Vec<_>>(), [FlagKind::NoWeightControl]);
@@ -445,7 +445,7 @@ mod tests {
         assert!(f.flags("t/web", 0)[0].message.contains("no blk-mq request queue"));
         f.queue = BlockQueue { scheduler: Some("none".into()), blk_mq: true, iocost: true };
         assert!(f.flags("t/web", 0).is_empty(), "under iocost the weights act");
-        f.backend = Backend::Userspace;
+        f.backend = BackendKind::Userspace;
         f.queue.iocost = false;
         assert!(f.flags("t/web", 0).is_empty(), "the userspace planner needs no kernel weighing");
     }
@@ -519,7 +519,7 @@ mod tests {
         let flags = f.flags("t/web", 0);
         assert_eq!(flags.iter().map(|f| f.kind).collect::<Vec<_>>(), [FlagKind::UnmanagedCompetitor]);
         assert!(flags[0].message.starts_with("`sys`, `t/cron`: active beside it"), "{flags:?}");
-        f.backend = Backend::Kernel;
+        f.backend = BackendKind::Kernel;
         f.queue.iocost = true;
         assert!(f.flags("t/web", 0).is_empty(), "the kernel weighs every cgroup");
     }

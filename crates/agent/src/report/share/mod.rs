@@ -5,7 +5,7 @@
 //! configuration says ([`flags`]). `ioshare agent check --config` computes it from one look at the
 //! host ([`ShareCheck`]; with a `[kubernetes]` section, after one list of the node's pods), the
 //! running agent from its own per-period activity ([`watch`]) into its status. The cgroups are the
-//! agent's own targets ([`crate::targets`]): the rules' matches and the pods' cgroups (a pod's
+//! agent's own targets ([`crate::desired::targets`]): the rules' matches and the pods' cgroups (a pod's
 //! weight from its annotations held to the policy; QoS class cgroups weigh their subtrees).
 
 pub mod flags;
@@ -23,13 +23,13 @@ use serde::{Deserialize, Serialize};
 use self::flags::{diagnose, Case, Flag, FlagKind};
 use self::host_view::{weight_file, Activity, HostView, PresentNow};
 use self::tree::{Level, Levels};
-use crate::check::{Backend, BackendChoice, Check};
-use crate::config::Config;
+use crate::backend::check::{BackendChoice, BackendKind, Check};
+use crate::backend::hierarchy::{Flavor, Hierarchy};
+use crate::desired::config::Config;
+use crate::desired::pods::Pods;
+use crate::desired::rules::overlaps;
+use crate::desired::targets::{targets, Owner, Target};
 use crate::error::Result;
-use crate::hierarchy::{Flavor, Hierarchy};
-use crate::pods::Pods;
-use crate::rules::overlaps;
-use crate::targets::{targets, Owner, Target};
 
 /// What divides a device between cgroups.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,11 +44,11 @@ pub enum Weigher {
 }
 
 impl Weigher {
-    fn of(backend: Backend, queue: &BlockQueue) -> Weigher {
+    fn of(backend: BackendKind, queue: &BlockQueue) -> Weigher {
         match (backend, queue.iocost) {
-            (Backend::Userspace, _) => Weigher::Planner,
-            (Backend::Kernel, true) => Weigher::Iocost,
-            (Backend::Kernel, false) => Weigher::None,
+            (BackendKind::Userspace, _) => Weigher::Planner,
+            (BackendKind::Kernel, true) => Weigher::Iocost,
+            (BackendKind::Kernel, false) => Weigher::None,
         }
     }
 
@@ -98,7 +98,7 @@ pub struct DeviceShares {
     pub groups: Vec<GroupShare>,
 }
 
-/// A rule that loses some or all of its cgroups to another rule (see [`crate::rules`]).
+/// A rule that loses some or all of its cgroups to another rule (see [`crate::desired::rules`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RuleNote {
     /// The rule, counted from 1.
@@ -124,7 +124,7 @@ impl Shares {
     pub fn check(
         config: &Config,
         pods: &[(String, Target)],
-        backend: Backend,
+        backend: BackendKind,
         hierarchy: &Hierarchy,
         sys_block: &Path,
     ) -> Shares {
@@ -135,7 +135,7 @@ impl Shares {
     pub fn build(
         config: &Config,
         pods: &[(String, Target)],
-        backend: Backend,
+        backend: BackendKind,
         hierarchy: &Hierarchy,
         sys_block: &Path,
         activity: &mut dyn Activity,
@@ -272,7 +272,7 @@ pub struct ShareCheck {
     #[serde(flatten)]
     pub check: Check,
     /// The backend diagnosed (`choice` resolved).
-    pub diagnosed_backend: Backend,
+    pub diagnosed_backend: BackendKind,
     /// The shares under it.
     pub shares: Shares,
 }
@@ -309,7 +309,7 @@ mod tests {
     use ioshare_host::DiskId;
 
     use super::*;
-    use crate::config::{DeviceConfig, GroupConfig};
+    use crate::desired::config::{DeviceConfig, GroupConfig};
 
     const DEV: DevNum = DevNum { major: 259, minor: 0 };
 
@@ -363,7 +363,7 @@ mod tests {
         let h = Hierarchy { flavor: Flavor::V2, root: r.to_path_buf() };
         let config = config(&[("u/a", 200), ("t/x", 500)]);
 
-        let s = Shares::check(&config, &[], Backend::Kernel, &h, sys.path());
+        let s = Shares::check(&config, &[], BackendKind::Kernel, &h, sys.path());
         let d = &s.devices[0];
         assert_eq!((d.weigher, d.scheduler.as_deref()), (Weigher::Iocost, Some("none")));
         let (x, a) = (&d.groups[0], &d.groups[1]);
@@ -379,7 +379,7 @@ mod tests {
 
         // iocost off: nothing weighs the agent's io.weight; b's io.weight no longer counts either.
         std::fs::write(r.join("io.cost.qos"), "259:0 enable=0 ctrl=auto\n").unwrap();
-        let s = Shares::check(&config, &[], Backend::Kernel, &h, sys.path());
+        let s = Shares::check(&config, &[], BackendKind::Kernel, &h, sys.path());
         let a = &s.devices[0].groups[1];
         assert_eq!(s.devices[0].weigher, Weigher::None);
         assert_eq!(kinds(a), [FlagKind::NoWeightControl]);
@@ -397,7 +397,7 @@ mod tests {
         let s = Shares::check(
             &config(&[("t/*", 100), ("t/web", 300), ("t/*/x", 100), ("u/a*", 100), ("u/*b", 100)]),
             &[],
-            Backend::Userspace,
+            BackendKind::Userspace,
             &h,
             root.path(),
         );
@@ -416,7 +416,7 @@ mod tests {
     /// pod, and a QoS class cgroup's weight counted on the path though it is not listed.
     #[test]
     fn pods_cgroups_are_in_the_view_with_their_weights() {
-        use crate::targets::PodRef;
+        use crate::desired::targets::PodRef;
         let (root, sys) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let r = root.path();
         cgroup(r, "io memory", None, true);
@@ -436,7 +436,7 @@ mod tests {
             ("kubepods/besteffort".to_string(), target(50, true, Owner::Class(ioshare_kube::QosClass::BestEffort))),
             ("kubepods/besteffort/poda".to_string(), target(300, false, pod)),
         ];
-        let s = Shares::check(&config(&[("t/x", 100)]), &pods, Backend::Kernel, &h, sys.path());
+        let s = Shares::check(&config(&[("t/x", 100)]), &pods, BackendKind::Kernel, &h, sys.path());
         let listed: Vec<(&str, usize, Option<&str>, u32)> =
             s.devices[0].groups.iter().map(|g| (g.cgroup.as_str(), g.rule, g.pod.as_deref(), g.weight)).collect();
         assert_eq!(listed, [("kubepods/besteffort/poda", 0, Some("ns/a"), 300), ("t/x", 1, None, 100)]);

@@ -14,10 +14,10 @@ use ioshare_core::iocost::line::DevNum;
 
 use super::host_view::{io_count, Activity, PresentNow};
 use super::Shares;
-use crate::check::Backend;
-use crate::config::Config;
-use crate::hierarchy::Hierarchy;
-use crate::targets::Target;
+use crate::backend::check::BackendKind;
+use crate::backend::hierarchy::Hierarchy;
+use crate::desired::config::Config;
+use crate::desired::targets::Target;
 
 /// How often the running agent recomputes the shares.
 pub const SHARES_EVERY: Duration = Duration::from_secs(1);
@@ -26,7 +26,7 @@ pub const SHARES_EVERY: Duration = Duration::from_secs(1);
 #[derive(Clone, Copy, Debug)]
 pub struct Host<'a> {
     /// The backend.
-    pub backend: Backend,
+    pub backend: BackendKind,
     /// Its hierarchy.
     pub hierarchy: &'a Hierarchy,
     /// Where device queues are read (`/sys/block`).
@@ -118,8 +118,8 @@ mod tests {
     use ioshare_host::DiskId;
 
     use super::*;
-    use crate::config::{DeviceConfig, GroupConfig};
-    use crate::hierarchy::Flavor;
+    use crate::backend::hierarchy::Flavor;
+    use crate::desired::config::{DeviceConfig, GroupConfig};
 
     const DEV: DevNum = DevNum { major: 7, minor: 3 };
 
@@ -154,7 +154,7 @@ mod tests {
             kubernetes: None,
         };
         let h = Hierarchy { flavor: Flavor::V1, root: r.to_path_buf() };
-        let host = Host { backend: Backend::Userspace, hierarchy: &h, sys_block: r };
+        let host = Host { backend: BackendKind::Userspace, hierarchy: &h, sys_block: r };
         let mut planner = PlannerActivity::new();
         planner.insert((DEV, "t/web".into()), true);
         let mut watch = ShareWatch::default();

@@ -6,7 +6,7 @@
 use ioshare_core::ModelParams;
 
 use super::{DeviceLine, GroupLine, Status};
-use crate::check::Backend;
+use crate::backend::check::BackendKind;
 use crate::memory::MemoryLine;
 
 /// Cgroup `cgroup` on a device, in `state` with `limits` (read/write IOPS, read/write bytes/s):
@@ -67,7 +67,7 @@ pub fn status(devices: Vec<DeviceLine>, memory: Vec<MemoryLine>) -> Status {
         pid: 1,
         pid_start_ticks: None,
         period_ms: 100,
-        backend: Backend::Userspace.name().into(),
+        backend: BackendKind::Userspace.name().into(),
         root: "/sys/fs/cgroup/blkio".into(),
         periods: 7,
         updated_unix: 0.0,

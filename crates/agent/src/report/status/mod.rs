@@ -7,6 +7,7 @@
 //! status must be younger than [`Status::stale_after`] — [`STALE_PERIODS`] periods, at least
 //! [`STALE_MIN`]. [`Liveness`] says which of running, exited and stale holds.
 
+#[cfg(any(test, feature = "fixture"))]
 pub mod fixture;
 
 use std::fmt;
@@ -90,7 +91,7 @@ pub struct Status {
     /// The planning period, ms: how often the agent rewrites this file (0 in older agents' files).
     #[serde(default)]
     pub period_ms: u64,
-    /// Backend name.
+    /// BackendKind name.
     pub backend: String,
     /// Hierarchy root.
     pub root: PathBuf,
@@ -105,11 +106,11 @@ pub struct Status {
     pub memory: Vec<crate::memory::MemoryLine>,
     /// Each managed cgroup's share per device, and its flags (refreshed every second).
     #[serde(default)]
-    pub shares: Option<crate::share::Shares>,
+    pub shares: Option<crate::report::share::Shares>,
     /// The pod source, with a `[kubernetes]` section: each cgroup's pod, and the pods' findings.
     #[serde(default)]
-    pub kubernetes: Option<crate::pods::KubeStatus>,
-    /// Values someone else overwrote that the agent wrote back so far ([`crate::reapply`]).
+    pub kubernetes: Option<crate::desired::pods::KubeStatus>,
+    /// Values someone else overwrote that the agent wrote back so far ([`crate::backend::reapply`]).
     #[serde(default)]
     pub overwritten: u64,
 }
@@ -243,6 +244,93 @@ fn fmt_age(secs: f64) -> String {
     }
 }
 
+impl Status {
+    /// One device's lines of the table.
+    fn fmt_device(&self, f: &mut fmt::Formatter<'_>, d: &DeviceLine) -> fmt::Result {
+        let target = |t: u64| if t == 0 { "-".to_string() } else { t.to_string() };
+        writeln!(
+            f,
+            "\n{} ({}): vrate {:.1}%  busy {}  read lat {:.0} µs (target {})  write lat {:.0} µs (target {})",
+            d.device,
+            d.dev,
+            d.vrate_pct,
+            d.busy_level,
+            d.lat_us[0],
+            target(d.target_us[0]),
+            d.lat_us[1],
+            target(d.target_us[1])
+        )?;
+        writeln!(
+            f,
+            "  {:<32} {:>6} {:>7} {:>7} {:>7} {:>9} {:>9} {:>11} {:>11}  state",
+            "cgroup", "weight", "hw", "hw-use", "usage", "riops", "wiops", "rbps", "wbps"
+        )?;
+        let lim = |v: u64| if v == 0 { "-".to_string() } else { v.to_string() };
+        for g in &d.groups {
+            writeln!(
+                f,
+                "  {:<32} {:>6} {:>6.1}% {:>6.1}% {:>6.1}% {:>9} {:>9} {:>11} {:>11}  {}{}",
+                g.cgroup,
+                g.weight,
+                g.hweight_active * 100.0,
+                g.hweight_inuse * 100.0,
+                g.usage_share * 100.0,
+                lim(g.limits[0]),
+                lim(g.limits[1]),
+                lim(g.limits[2]),
+                lim(g.limits[3]),
+                g.state,
+                self.pod_of(&g.cgroup)
+            )?;
+            if !g.note.is_empty() {
+                writeln!(f, "  {:<32} {}", "", g.note)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The memory guard's lines of the table.
+    fn fmt_memory(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "memory")?;
+        writeln!(
+            f,
+            "  {:<32} {:>4} {:>10} {:>10} {:>10} {:>10} {:>16} {:>9} {:>12} {:>13}",
+            "cgroup",
+            "prio",
+            "usage MiB",
+            "limit MiB",
+            "wmark-hi",
+            "wmark-lo",
+            "last reclaim",
+            "OOM kills",
+            "kernel kills",
+            "PSI some/full"
+        )?;
+        let mib = |v: Option<u64>| v.map_or("-".to_string(), |v| format!("{:.1}", v as f64 / 1048576.0));
+        for m in &self.memory {
+            let pod = self.pod_of(&m.cgroup);
+            let reclaim = m.last_reclaim.map_or("-".to_string(), |(b, ms)| format!("{} MiB {ms:.1} ms", b >> 20));
+            let psi = m.pressure.map_or("-".to_string(), |(some, full)| format!("{some:.1}/{full:.1}%"));
+            writeln!(
+                f,
+                "  {:<32} {:>4} {:>10} {:>10} {:>10} {:>10} {:>16} {:>9} {:>12} {:>13}{}",
+                m.cgroup,
+                m.priority,
+                mib(Some(m.usage)),
+                mib(m.limit),
+                mib(m.watermarks.map(|w| w.0)),
+                mib(m.watermarks.map(|w| w.1)),
+                reclaim,
+                m.oom_kills,
+                m.kernel_kills,
+                psi,
+                pod
+            )?;
+        }
+        Ok(())
+    }
+}
+
 impl fmt::Display for Status {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -257,83 +345,10 @@ impl fmt::Display for Status {
             writeln!(f, "values someone else overwrote, written back: {}", self.overwritten)?;
         }
         for d in &self.devices {
-            let target = |t: u64| if t == 0 { "-".to_string() } else { t.to_string() };
-            writeln!(
-                f,
-                "\n{} ({}): vrate {:.1}%  busy {}  read lat {:.0} µs (target {})  write lat {:.0} µs (target {})",
-                d.device,
-                d.dev,
-                d.vrate_pct,
-                d.busy_level,
-                d.lat_us[0],
-                target(d.target_us[0]),
-                d.lat_us[1],
-                target(d.target_us[1])
-            )?;
-            writeln!(
-                f,
-                "  {:<32} {:>6} {:>7} {:>7} {:>7} {:>9} {:>9} {:>11} {:>11}  state",
-                "cgroup", "weight", "hw", "hw-use", "usage", "riops", "wiops", "rbps", "wbps"
-            )?;
-            let lim = |v: u64| if v == 0 { "-".to_string() } else { v.to_string() };
-            for g in &d.groups {
-                writeln!(
-                    f,
-                    "  {:<32} {:>6} {:>6.1}% {:>6.1}% {:>6.1}% {:>9} {:>9} {:>11} {:>11}  {}{}",
-                    g.cgroup,
-                    g.weight,
-                    g.hweight_active * 100.0,
-                    g.hweight_inuse * 100.0,
-                    g.usage_share * 100.0,
-                    lim(g.limits[0]),
-                    lim(g.limits[1]),
-                    lim(g.limits[2]),
-                    lim(g.limits[3]),
-                    g.state,
-                    self.pod_of(&g.cgroup)
-                )?;
-                if !g.note.is_empty() {
-                    writeln!(f, "  {:<32} {}", "", g.note)?;
-                }
-            }
+            self.fmt_device(f, d)?;
         }
         if !self.memory.is_empty() {
-            writeln!(f, "memory")?;
-            writeln!(
-                f,
-                "  {:<32} {:>4} {:>10} {:>10} {:>10} {:>10} {:>16} {:>9} {:>12} {:>13}",
-                "cgroup",
-                "prio",
-                "usage MiB",
-                "limit MiB",
-                "wmark-hi",
-                "wmark-lo",
-                "last reclaim",
-                "OOM kills",
-                "kernel kills",
-                "PSI some/full"
-            )?;
-            let mib = |v: Option<u64>| v.map_or("-".to_string(), |v| format!("{:.1}", v as f64 / 1048576.0));
-            for m in &self.memory {
-                let pod = self.pod_of(&m.cgroup);
-                let reclaim = m.last_reclaim.map_or("-".to_string(), |(b, ms)| format!("{} MiB {ms:.1} ms", b >> 20));
-                let psi = m.pressure.map_or("-".to_string(), |(some, full)| format!("{some:.1}/{full:.1}%"));
-                writeln!(
-                    f,
-                    "  {:<32} {:>4} {:>10} {:>10} {:>10} {:>10} {:>16} {:>9} {:>12} {:>13}{}",
-                    m.cgroup,
-                    m.priority,
-                    mib(Some(m.usage)),
-                    mib(m.limit),
-                    mib(m.watermarks.map(|w| w.0)),
-                    mib(m.watermarks.map(|w| w.1)),
-                    reclaim,
-                    m.oom_kills,
-                    m.kernel_kills,
-                    psi,
-                    pod
-                )?;
-            }
+            self.fmt_memory(f)?;
         }
         if let Some(shares) = &self.shares {
             write!(f, "\n{shares}")?;
@@ -378,7 +393,7 @@ impl Status {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::fixture;
+    use crate::report::status::fixture;
 
     #[test]
     fn round_trips_through_the_file_and_prints_a_table() {
@@ -402,7 +417,7 @@ mod tests {
         assert!(text.contains("tenants/web") && text.contains("limited") && text.contains("vrate 100.0%"), "{text}");
         assert!(text.contains("tenants/batch") && text.contains("400.0") && text.contains("12 MiB 3.5 ms"), "{text}");
         assert!(text.contains("2.5/0.8%"), "PSI some/full shown: {text}");
-        let with_shares = Status { shares: Some(crate::share::Shares { devices: vec![], rules: vec![] }), ..s };
+        let with_shares = Status { shares: Some(crate::report::share::Shares { devices: vec![], rules: vec![] }), ..s };
         with_shares.write(dir.path()).unwrap();
         assert_eq!(Status::read(dir.path()).unwrap(), with_shares);
         assert!(with_shares.to_string().contains("\nshares: each cgroup's part of the device"));

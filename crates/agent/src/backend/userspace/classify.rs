@@ -1,0 +1,172 @@
+//! Step 2, classify: what each group's period says of it, in the terms of the kernel's iocost — is it
+//! short of budget (IO waiting somewhere), a donor, or held by a fixed cap of its own — and its
+//! charge to the planner.
+//!
+//! The kernel sees each IO wait; the agent sees counters against the limits it wrote, so a group is:
+//! - **capped** when a fixed cap of its own (its rule's or its pod's) held it ([`AT_LIMIT`] of the cap):
+//!   blk-throttle holds such IO before iocost would see it, so it is not short of budget and the
+//!   weights split the rest among the others;
+//! - **held** when the limit from its budget held it ([`AT_LIMIT`]; a donor only once it fills its
+//!   limit, [`FILLS_LIMIT`]) — and **waiting** for [`WAITING_PERIODS`] after, as its IO may sit queued in
+//!   blk-throttle where userspace cannot see it;
+//! - **competing** when the device was busy and it got about its fair part of what the device did
+//!   ([`COMPETES_AT_FAIR_SHARE`]), or kept competing in a period the device slowed: its IO waits at the
+//!   device instead of at a limit.
+//!
+//! A group held, competing or waiting is charged as short of budget. One group doing IO beside groups
+//! held by caps of their own is the *sole uncapped* one: nothing is left for the weights to split, so it gets no limit
+//! (as a group alone) and is short only when held. The device counts as holding groups back
+//! (*device-bound*, the input of [`super::follow`]) when a competing group fell short of its limit.
+
+use std::collections::HashMap;
+
+use ioshare_core::iocost::aggregate::Charge;
+use ioshare_core::Stats;
+
+use super::device::DevicePlanner;
+use super::donor::donating;
+use super::read::DevicePeriod;
+use crate::backend::hierarchy::Throttle;
+use crate::backend::throttle::{throttle_for, DirUsage};
+
+/// Share of a limit a group must use in a period to count as held by it: blk-throttle enforces in
+/// slices and lets a group at its limit through at 80–97% of it in a 100 ms period.
+pub(crate) const AT_LIMIT: f64 = 0.8;
+
+/// Share of its limit a group must use to count as filling it: a donor is held only then, and a
+/// competing group below it was held back by the device too.
+pub(crate) const FILLS_LIMIT: f64 = 0.97;
+
+/// Share of a fixed cap of its own from which a group is not among those the weights split the
+/// device among.
+pub(crate) const NEAR_OWN_CAP: f64 = 0.5;
+
+/// Share of its fair part of a busy device's work a group must get to count as competing for it.
+pub(crate) const COMPETES_AT_FAIR_SHARE: f64 = 0.9;
+
+/// Periods a group held at its limit may then stay below it and still count as waiting there.
+pub(crate) const WAITING_PERIODS: u32 = 3;
+
+/// How far over its budget a group held at its limit is charged at most: blk-throttle pays its own
+/// bursts back in the periods after, so more would be charged twice.
+pub(crate) const HELD_OVERSHOOT_CHARGED: f64 = 0.1;
+
+/// Per period, the most a group did in a period lately falls to this share of itself unless the
+/// group does more: it forgets a burst in about a second.
+pub(crate) const PEAK_DECAY: f64 = 0.8;
+
+/// What a group's period says of it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct GroupState {
+    /// Its IO waited at the busy device (it got its fair part of the work).
+    pub competing: bool,
+    /// The limit from its budget held it.
+    pub held: bool,
+    /// A fixed cap of its own held it.
+    pub capped: bool,
+    /// It was held lately and may have IO queued at its limit.
+    pub waiting: bool,
+}
+
+impl GroupState {
+    /// Whether the planner is told it is short of budget.
+    pub fn short(&self) -> bool {
+        self.competing || self.held || self.waiting
+    }
+}
+
+/// The classification of one period.
+#[derive(Debug, Default)]
+pub(super) struct Classified {
+    /// Each present group's state.
+    pub states: HashMap<String, GroupState>,
+    /// The charges to the planner, one per present group.
+    pub charges: Vec<Charge>,
+    /// The only group doing IO that no fixed cap of its own held, if it is the only one.
+    pub sole_uncapped: Option<String>,
+    /// A competing group fell short of its limit: the device, not a limit, held it back.
+    pub device_bound: bool,
+    /// A competing group got less than [`AT_LIMIT`] of its limit.
+    pub well_short_of_limit: bool,
+}
+
+/// Whether usage over `secs` reached `share` of any limit in force.
+pub(crate) fn held_back(t: &Throttle, usage: &[DirUsage; 2], secs: f64, share: f64) -> bool {
+    let at = |used: u64, limit: u64| limit != 0 && used as f64 >= share * limit as f64 * secs;
+    at(usage[0].ios, t.riops) || at(usage[1].ios, t.wiops) || at(usage[0].bytes, t.rbps) || at(usage[1].bytes, t.wbps)
+}
+
+impl DevicePlanner {
+    /// Classifies each present group of `paths` over `period`, given the planner's state `before`
+    /// the period and what the groups did together (`delivered`).
+    pub(super) fn classify(
+        &mut self,
+        paths: &[String],
+        period: &DevicePeriod,
+        before: &Stats,
+        delivered: u64,
+    ) -> Classified {
+        let model = *self.ctl.model();
+        let elapsed_s = period.elapsed_s;
+        let period_s = self.period.as_secs_f64();
+        let (mut short_of_limit, mut well_short_of_limit, mut nr_weighed) = (false, false, 0);
+        let (mut nr_uncapped, mut uncapped) = (0, None);
+        let mut out = Classified::default();
+        for rel in paths {
+            let t = self.groups.get_mut(rel).expect("tracked");
+            if !t.present {
+                continue;
+            }
+            let cost = t.usage[0].cost + t.usage[1].cost;
+            // Per period, over at least one: a plan right after another (a timer catching up) must
+            // not scale a few IOs into a burst.
+            t.peak = (cost as f64 * period_s / elapsed_s.max(period_s)).max(t.peak * PEAK_DECAY);
+            let g = before.groups.get(t.id.index());
+            let fair = g.map_or(0.0, |g| g.hweight_active);
+            let caps = throttle_for(None, &t.usage, &model, self.period, &t.caps);
+            let capped = held_back(&caps, &t.usage, elapsed_s, AT_LIMIT);
+            let competing = !capped
+                && period.busy
+                && cost > 0
+                && (cost as f64 >= COMPETES_AT_FAIR_SHARE * fair * delivered as f64 || (period.slowed && t.competed));
+            t.competed = competing;
+            let fills = held_back(&t.throttle, &t.usage, elapsed_s, FILLS_LIMIT);
+            let at_limit = held_back(&t.throttle, &t.usage, elapsed_s, AT_LIMIT);
+            let held = !capped && if g.is_some_and(donating) { fills } else { at_limit };
+            t.since_held = match t.since_held {
+                _ if held => Some(0),
+                Some(n) if n < WAITING_PERIODS && t.throttle.is_limited() => Some(n + 1),
+                _ => None,
+            };
+            let waiting = !held && !capped && t.since_held.is_some();
+            let has_io = cost > 0 || waiting;
+            if competing && t.throttle.is_limited() {
+                short_of_limit |= !fills;
+                well_short_of_limit |= !at_limit;
+            }
+            nr_weighed += usize::from(has_io && !held_back(&caps, &t.usage, elapsed_s, NEAR_OWN_CAP));
+            if has_io && !capped {
+                nr_uncapped += 1;
+                uncapped = Some((rel.clone(), out.charges.len(), held));
+            }
+            let state = GroupState { competing, held, capped, waiting };
+            out.states.insert(rel.clone(), state);
+            let charged = match t.allowed {
+                Some(allowed) if held => {
+                    let most = allowed as f64 * elapsed_s / period_s * (1.0 + HELD_OVERSHOOT_CHARGED);
+                    cost.min(most as u64)
+                }
+                _ => cost,
+            };
+            out.charges.push(Charge { group: t.id, abs_cost: charged, limited: state.short() });
+        }
+        out.sole_uncapped = uncapped.filter(|_| nr_uncapped == 1).map(|(rel, i, held)| {
+            out.charges[i].limited = held;
+            rel
+        });
+        out.device_bound =
+            out.sole_uncapped.is_none() && if nr_weighed >= 2 { short_of_limit } else { well_short_of_limit };
+        out.well_short_of_limit = well_short_of_limit;
+        out
+    }
+}

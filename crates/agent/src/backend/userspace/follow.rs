@@ -1,0 +1,120 @@
+//! Step 3, follow the device: the period's latency verdicts and device waits reported to the
+//! planner, and, without a latency target, vrate brought down to what the device did.
+//!
+//! A competing group that its own limit did not hold back was held back by the device: the kernel
+//! sees that as IOs waiting for a device slot (rq-wait), the signal that vrate promises more than
+//! the device does. The agent reports a stand-in ([`RQ_WAIT_SHARE`] of the period) when the device
+//! held groups back in half of the last second's periods ([`bound_persistently`]) or held one well
+//! below its limit now. Latency comes from `/sys/block/X/stat` ([`super::latency`]).
+//!
+//! Without a latency target (no QoS line, or one without percentiles) nothing else says that the
+//! model is above what the device gives this load (a profile from a quiet machine, a shared device,
+//! a loaded host), and loose limits let the device split its work by queue depth. So in a period the
+//! device held a group back, vrate is brought down to the median of what the device did over the
+//! last [`FOLLOW_WINDOW`] periods ([`followed`]), by at most [`MOST_FALL_PER_PERIOD`] a period
+//! ([`follow_device`]), when the device held groups back in at least [`FOLLOW_WHEN_BOUND`] of them
+//! (blk-throttle's slack makes a group held by its limit look held by the device now and then).
+//! Then the limits bind, the shares are the weights', and the planner raises vrate again while
+//! groups are short of budget and the device keeps up. With a latency target the device's latency
+//! says when vrate promises too much, as in the kernel.
+
+use std::collections::VecDeque;
+
+use ioshare_core::iocost::model::VTIME_PER_NSEC;
+
+use super::classify::Classified;
+use super::device::DevicePlanner;
+use super::latency::verdicts;
+use super::read::DevicePeriod;
+use super::window::{median, remember, FOLLOW_WINDOW};
+
+/// The most [`follow_device`] lowers vrate in one period (a factor of it): from a model three times
+/// the device to the device in 7 periods, while one period the machine stalled costs at most 15%.
+pub(crate) const MOST_FALL_PER_PERIOD: f64 = 0.85;
+
+/// Periods of the last [`FOLLOW_WINDOW`] in which the device must have held a competing group back
+/// for vrate to follow it down: half of them.
+pub(crate) const FOLLOW_WHEN_BOUND: usize = FOLLOW_WINDOW / 2;
+
+/// rq-wait reported for a period in which the device, not a limit, held a competing group back: a
+/// tenth of the period, above the planner's 5% threshold for "saturated".
+pub(crate) const RQ_WAIT_SHARE: f64 = 0.1;
+
+/// vrate after a device-bound period when the device did `delivered_pct` of the model over the last
+/// [`FOLLOW_WINDOW`] periods (their median): at most that, at least [`MOST_FALL_PER_PERIOD`] of
+/// `vrate_pct`, never raised (raising is the planner's).
+pub(crate) fn follow_device(vrate_pct: f64, delivered_pct: f64) -> f64 {
+    delivered_pct.max(vrate_pct * MOST_FALL_PER_PERIOD).min(vrate_pct)
+}
+
+/// What vrate follows down to, given the last periods (% of the model the device did, whether it
+/// held a competing group back in each): their median, when it held a group back in at least
+/// [`FOLLOW_WHEN_BOUND`] of them; else nothing.
+pub(crate) fn followed(window: &VecDeque<(f64, bool)>) -> Option<f64> {
+    bound_persistently(window).then(|| median(window.iter().map(|d| d.0)))
+}
+
+/// Whether the device held a competing group back in at least [`FOLLOW_WHEN_BOUND`] of the last
+/// [`FOLLOW_WINDOW`] periods: what it takes to follow it down, and to report rq-wait.
+pub(crate) fn bound_persistently(window: &VecDeque<(f64, bool)>) -> bool {
+    window.iter().filter(|d| d.1).count() >= FOLLOW_WHEN_BOUND
+}
+
+impl DevicePlanner {
+    /// Reports the period's completions and device waits to the planner and, without a latency
+    /// target, follows the device down; returns what the device did (% of the model) and whether
+    /// rq-wait was reported.
+    pub(super) fn follow(&mut self, period: &DevicePeriod, classified: &Classified, delivered: u64) -> (f64, bool) {
+        let elapsed_s = period.elapsed_s;
+        let delivered_pct = delivered as f64 / (elapsed_s * 1e9 * VTIME_PER_NSEC as f64) * 100.0;
+        remember(&mut self.delivered, (delivered_pct, classified.device_bound));
+        let rq_wait_ns =
+            if classified.device_bound && (bound_persistently(&self.delivered) || classified.well_short_of_limit) {
+                (elapsed_s * 1e9 * RQ_WAIT_SHARE) as u64
+            } else {
+                0
+            };
+        if let Some(d) = period.delta {
+            self.verdicts = verdicts(&d, self.ctl.model(), &self.qos);
+            self.ctl.record_completions(self.verdicts.met, self.verdicts.missed, rq_wait_ns);
+        }
+        let latency_target = self.qos.rppm != 0 || self.qos.wppm != 0;
+        if let Some(did) = (classified.device_bound && !latency_target).then(|| followed(&self.delivered)).flatten() {
+            self.ctl.set_vrate_pct(follow_device(self.ctl.vrate_pct(), did));
+        }
+        (delivered_pct, rq_wait_ns > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A device-bound period brings vrate down to what the device did, by at most 15% a period, and
+    /// never raises it.
+    #[test]
+    fn vrate_follows_a_device_bound_device_down() {
+        assert_eq!(follow_device(100.0, 90.0), 90.0);
+        assert_eq!(follow_device(100.0, 30.0), 85.0, "at most 15% a period");
+        assert_eq!(follow_device(100.0, 120.0), 100.0, "never raised");
+        // From a model three times the device: within 7 periods.
+        let mut v = 300.0;
+        for _ in 0..7 {
+            v = follow_device(v, 100.0);
+        }
+        assert!((v - 100.0).abs() < 1e-9, "{v}");
+    }
+
+    /// A group held by its limit looks held by the device in a few periods (blk-throttle's slack):
+    /// those alone do not take vrate down; a device that holds groups back in half the periods does,
+    /// to the median of what it did.
+    #[test]
+    fn vrate_follows_only_a_device_that_holds_groups_back_in_half_the_periods() {
+        let window = |bound: usize| -> VecDeque<(f64, bool)> {
+            (0..FOLLOW_WINDOW).map(|i| (60.0 + i as f64, i < bound)).collect()
+        };
+        assert_eq!(followed(&window(FOLLOW_WHEN_BOUND - 1)), None, "sporadic");
+        assert_eq!(followed(&window(FOLLOW_WHEN_BOUND)), Some(60.0 + (FOLLOW_WINDOW / 2) as f64));
+        assert_eq!(followed(&VecDeque::new()), None);
+    }
+}
