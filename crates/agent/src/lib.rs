@@ -13,7 +13,8 @@
 //! backend/   how it reaches the kernel: the Backend trait; kernel (iocost files), userspace/ (the
 //!            planner in steps read → classify → follow → budget → write; HOW A BUDGET BECOMES A
 //!            BLK-THROTTLE LIMIT — `userspace::budget`, then `backend::throttle::throttle_for`)
-//! report/    what it shows: status, metrics, share (effective shares and flags), logging, trace
+//! report/    what it shows: status, metrics, share (effective shares and flags), logging, trace, cpu
+//! cgroups/   the host's cgroups: check (what it offers, which backend), hierarchy (the tree's files)
 //! memory     the memory guard's rules applied through ioshare-memory
 //! ```
 //!
@@ -59,6 +60,7 @@
 //! it writes is journaled for revert; `memory_dry_run` logs OOM decisions and changes nothing.
 
 pub mod backend;
+pub mod cgroups;
 pub mod daemon;
 pub mod desired;
 mod error;
@@ -66,8 +68,8 @@ mod inotify;
 pub mod memory;
 pub mod report;
 
-pub use backend::check::{BackendChoice, BackendKind, Check};
-pub use backend::hierarchy::{Flavor, Hierarchy, Throttle};
+pub use cgroups::check::{BackendChoice, BackendKind, Check};
+pub use cgroups::hierarchy::{Flavor, Hierarchy, Throttle};
 pub use daemon::signals::{reload_on_sighup, stop_on_signals};
 pub use daemon::{revert, Agent};
 pub use desired::config::{default_state_dir, Config};

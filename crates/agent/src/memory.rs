@@ -204,8 +204,8 @@ impl MemoryGuard {
     }
 
     /// Writes back the values the guard set that someone else overwrote, counting them in
-    /// `overwrites` ([`crate::backend::reapply`]); the recorder's journal already holds the value to restore.
-    pub fn reassert(&mut self, overwrites: &mut crate::backend::reapply::Overwrites) -> Result<()> {
+    /// `overwrites` ([`crate::cgroups::reapply`]); the recorder's journal already holds the value to restore.
+    pub fn reassert(&mut self, overwrites: &mut crate::cgroups::reapply::Overwrites) -> Result<()> {
         let Some(guard) = self.guard.as_mut() else { return Ok(()) };
         for file in guard.reassert().map_err(|e| Error::Memory(e.to_string()))? {
             overwrites.saw(&file, ioshare_host::Written::Restored);

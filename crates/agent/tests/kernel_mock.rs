@@ -139,7 +139,7 @@ fn kernel_backend_writes_back_what_someone_else_overwrote() {
     assert_eq!((tree.read("tenants/web/io.weight"), tree.read("tenants/web/io.max")), (weight.clone(), max.clone()));
     std::fs::write(tree.path("tenants/web/io.weight"), format!("default 100\n{dev} 100")).unwrap();
     std::fs::write(tree.path("tenants/web/io.max"), format!("{dev} rbps=max wbps=max riops=max wiops=max")).unwrap();
-    let every = ioshare_agent::backend::reapply::RECHECK_WITHIN.as_millis() / 100;
+    let every = ioshare_agent::cgroups::reapply::RECHECK_WITHIN.as_millis() / 100;
     let mut periods = 0;
     while tree.read("tenants/web/io.weight") != weight {
         assert!(periods < every, "not written back within {every} periods of 100 ms");

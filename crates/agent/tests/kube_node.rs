@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::{fio_args, median, pod_controlled, run_agent_during, wait_for, Rig};
-use ioshare_agent::backend::userspace::cpu::CpuWatch;
 use ioshare_agent::backend::userspace::donor::DONATING_SLACK;
+use ioshare_agent::report::cpu::CpuWatch;
 use ioshare_agent::{Agent, BackendChoice, Config, Status};
 use ioshare_host::read_throttle_stats;
 use ioshare_testkit::skip_unless_root;

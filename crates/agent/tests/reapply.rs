@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{run_agent_during, wait_for, Rig};
-use ioshare_agent::backend::reapply::RECHECK_WITHIN;
+use ioshare_agent::cgroups::reapply::RECHECK_WITHIN;
 use ioshare_agent::memory::MemoryGuard;
 use ioshare_agent::{Agent, BackendChoice, Config, Status};
 use ioshare_host::memcg::AnyMemCgroup;

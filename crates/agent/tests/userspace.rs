@@ -6,8 +6,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{median, run_agent_during, wait_for, Rig};
-use ioshare_agent::backend::userspace::cpu::CpuWatch;
 use ioshare_agent::backend::userspace::donor::DONATING_SLACK;
+use ioshare_agent::report::cpu::CpuWatch;
 use ioshare_agent::report::trace::{Summary, TraceWriter};
 use ioshare_agent::{Agent, BackendChoice, Config};
 use ioshare_host::{BlkioCgroup, ThrottleKnob};

@@ -5,7 +5,7 @@
 //! - per cgroup, as discovery finds it, `io.weight` (the weight of its rule or pod) and `io.max`
 //!   (its fixed caps, turned into blk-throttle limits at the device's model: the kernel's
 //!   blk-throttle holds them before iocost sees the IO);
-//! - values someone else overwrote are written back when [`crate::backend::reapply`] says.
+//! - values someone else overwrote are written back when [`crate::cgroups::reapply`] says.
 //!
 //! It starts no observer and plans nothing: vrate, hweights and debt are the kernel's, so its status
 //! lines carry the weights and caps written, not the planner's figures.
@@ -18,9 +18,9 @@ use ioshare_core::iocost::qos::QosConfig;
 use ioshare_core::{Limits, LinearModel, ModelConfig, Nanos};
 use ioshare_host::Written;
 
-use crate::backend::hierarchy::Throttle;
 use crate::backend::throttle::throttle_for;
 use crate::backend::{device_changes, Backend, BackendKind, HostFiles, Synced};
+use crate::cgroups::hierarchy::Throttle;
 use crate::desired::config::DeviceConfig;
 use crate::desired::targets::Target;
 use crate::error::Result;

@@ -1,14 +1,11 @@
-//! How the wanted weights and caps reach the kernel. [`check`] probes the host and picks a backend;
-//! [`hierarchy`] reads and writes the cgroup files of the tree the backend controls; a [`BackendKind`]
-//! applies a device, takes the cgroups discovery found, runs each period and reports what it holds:
+//! How the wanted weights and caps reach the kernel ([`crate::cgroups`] says which backend the host
+//! allows, and reads and writes the cgroup files). A [`Backend`] applies a device, takes the cgroups
+//! discovery found, runs each period and reports what it holds:
 //! - [`kernel`]: cgroup v2 with iocost — the kernel's own IOCost gets the model, QoS and weights;
 //! - [`userspace`]: everywhere else — ioshare-core's IOCost planner runs here over per-period counters
 //!   and turns each cgroup's budget into blk-throttle limits.
 
-pub mod check;
-pub mod hierarchy;
 pub(crate) mod kernel;
-pub mod reapply;
 pub mod throttle;
 pub mod userspace;
 
@@ -18,8 +15,8 @@ use std::path::Path;
 use ioshare_core::Nanos;
 use ioshare_host::Recorder;
 
-use crate::backend::hierarchy::Hierarchy;
-use crate::backend::reapply::Overwrites;
+use crate::cgroups::hierarchy::Hierarchy;
+use crate::cgroups::reapply::Overwrites;
 use crate::desired::config::DeviceConfig;
 use crate::desired::targets::{PodRef, Target};
 use crate::error::Result;
@@ -27,7 +24,7 @@ use crate::report::share::watch::PlannerActivity;
 use crate::report::status::DeviceLine;
 use crate::report::trace::PeriodRecord;
 
-pub use check::BackendKind;
+pub use crate::cgroups::check::BackendKind;
 
 /// The host as a backend reads and writes it: the cgroup tree it controls, the one recording
 /// writer every change goes through, the values someone else overwrote, and `/sys/block`.

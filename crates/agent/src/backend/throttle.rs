@@ -23,7 +23,7 @@ use std::time::Duration;
 use ioshare_core::limit::{Knob, Scope, Unit};
 use ioshare_core::{CostModel, Limits, Op};
 
-use crate::backend::hierarchy::Throttle;
+use crate::cgroups::hierarchy::Throttle;
 
 /// Share of a group's budget a direction it did not use last period may still take.
 pub const MIN_DIRECTION_SHARE: f64 = 0.25;

@@ -40,7 +40,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use ioshare_host::{find_cgroups, patterns_overlap};
 use serde::{Deserialize, Serialize};
 
-use crate::backend::hierarchy::Hierarchy;
+use crate::cgroups::hierarchy::Hierarchy;
 use crate::desired::config::Config;
 use crate::error::{Error, Result};
 use crate::memory::MemoryGuard;
@@ -468,7 +468,7 @@ mod tests {
             metrics: None,
             kubernetes: Some(kubernetes),
         };
-        let h = Hierarchy { flavor: crate::backend::hierarchy::Flavor::V1, root: "/sys/fs/cgroup/blkio".into() };
+        let h = Hierarchy { flavor: crate::cgroups::hierarchy::Flavor::V1, root: "/sys/fs/cgroup/blkio".into() };
         let c = claims(&config, &h);
         assert!(c.rules.is_empty());
         let io: Vec<&Path> = c.subtrees.iter().filter(|(r, _)| *r == h.root).map(|(_, s)| s.as_path()).collect();

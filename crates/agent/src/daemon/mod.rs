@@ -19,7 +19,7 @@
 //! - The [`Backend`] does the rest: the kernel's iocost configured ([`crate::backend::kernel`]), or
 //!   ioshare's planner run every period ([`crate::backend::userspace`]).
 //! - Values someone else overwrote (a `daemon-reload`, a runtime) are written back within
-//!   [`crate::backend::reapply::RECHECK_WITHIN`], counted and said once in the log ([`crate::backend::reapply`]).
+//!   [`crate::cgroups::reapply::RECHECK_WITHIN`], counted and said once in the log ([`crate::cgroups::reapply`]).
 //! - The status is written to the status file and, with a `[metrics]` section, handed to the
 //!   `/metrics` endpoint ([`Metrics`], bound before anything is written to the host): every period
 //!   in which a device had IO (userspace backend) or the discovery changed what is controlled, else every
@@ -42,12 +42,12 @@ use std::time::{Duration, Instant, SystemTime};
 use ioshare_core::Nanos;
 use ioshare_host::{Recorder, Reverted};
 
-use crate::backend::check::{BackendChoice, BackendKind, Check};
-use crate::backend::hierarchy::Hierarchy;
 use crate::backend::kernel::KernelIocost;
-use crate::backend::reapply::Overwrites;
 use crate::backend::userspace::UserspacePlanner;
 use crate::backend::{Backend, HostFiles};
+use crate::cgroups::check::{BackendChoice, BackendKind, Check};
+use crate::cgroups::hierarchy::Hierarchy;
+use crate::cgroups::reapply::Overwrites;
 use crate::daemon::claim::Claim;
 use crate::daemon::tree_watch::Discovery;
 use crate::desired::config::Config;
@@ -298,7 +298,7 @@ impl Agent {
         Ok(())
     }
 
-    /// Writes back what someone else overwrote ([`crate::backend::reapply`]): what the backend holds in
+    /// Writes back what someone else overwrote ([`crate::cgroups::reapply`]): what the backend holds in
     /// force by itself, and the memory guard's files.
     fn reassert(&mut self) -> Result<()> {
         let (backend, mut host) = self.host();
@@ -339,7 +339,7 @@ impl Agent {
             &planner,
         );
         self.periods += 1;
-        if crate::backend::reapply::due(self.periods, self.config.period) {
+        if crate::cgroups::reapply::due(self.periods, self.config.period) {
             self.reassert()?;
         }
         let moved = device_io || std::mem::take(&mut self.status_dirty);
@@ -475,7 +475,7 @@ fn next_deadline(due: Instant, every: Duration, now: Instant) -> Instant {
 /// memory controller's (no device is planned, so the backend does nothing).
 fn memory_only() -> Result<(BackendKind, Hierarchy)> {
     let (root, v2) = MemoryGuard::needed_hierarchy()?;
-    let flavor = if v2 { crate::backend::hierarchy::Flavor::V2 } else { crate::backend::hierarchy::Flavor::V1 };
+    let flavor = if v2 { crate::cgroups::hierarchy::Flavor::V2 } else { crate::cgroups::hierarchy::Flavor::V1 };
     Ok((BackendKind::Userspace, Hierarchy { flavor, root }))
 }
 

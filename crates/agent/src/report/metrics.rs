@@ -7,7 +7,7 @@
 //!
 //! Names: `ioshare_` prefix, base units (seconds, bytes, ratios 0..1), counters end in `_total`.
 //! - Agent: `ioshare_agent_periods_total`, `ioshare_agent_overwritten_total` (values someone else
-//!   overwrote, written back: [`crate::backend::reapply`]).
+//!   overwrote, written back: [`crate::cgroups::reapply`]).
 //! - Device (label `device`): `ioshare_device_vrate_ratio`, `…_busy_level`, `…_latency_seconds{op}`
 //!   (the period's mean net of size, as the planner judged it), `…_latency_target_seconds{op}`,
 //!   `…_missed_target_ratio{op}` (completions later than the target), the model's capacity
@@ -37,7 +37,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
-use crate::backend::check::BackendKind;
+use crate::cgroups::check::BackendKind;
 use crate::error::{Error, Result};
 use crate::report::status::{DeviceLine, GroupLine, Status};
 

@@ -5,7 +5,7 @@
 //! cgroup did (its counters), what the planner made of it (hweights, whether it counted as short of
 //! budget or as donating, its debt, its budget, vrate and the device's busy level), which limits
 //! that gave and whether they were written or kept (the 4% rule), and — since a tenant below its
-//! share may be held by the CPU rather than by a limit — how busy its threads were ([`crate::backend::userspace::cpu`]).
+//! share may be held by the CPU rather than by a limit — how busy its threads were ([`crate::report::cpu`]).
 //! With `--trace` the agent appends one JSON line ([`PeriodRecord`]) per device per period; without
 //! it nothing of this is built. Cost when on: one line of about 400 bytes per cgroup per period
 //! through a buffered writer flushed once per period, plus reading each cgroup's thread list and
@@ -24,8 +24,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::userspace::cpu::CpuUse;
 use crate::error::{Error, Result};
+use crate::report::cpu::CpuUse;
 
 /// What happened to a group's limits at the end of a period.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

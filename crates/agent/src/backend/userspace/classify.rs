@@ -26,8 +26,8 @@ use ioshare_core::Stats;
 use super::device::DevicePlanner;
 use super::donor::donating;
 use super::read::DevicePeriod;
-use crate::backend::hierarchy::Throttle;
 use crate::backend::throttle::{throttle_for, DirUsage};
+use crate::cgroups::hierarchy::Throttle;
 
 /// Share of a limit a group must use in a period to count as held by it: blk-throttle enforces in
 /// slices and lets a group at its limit through at 80–97% of it in a 100 ms period.

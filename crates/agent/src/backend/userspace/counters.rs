@@ -18,7 +18,7 @@
 
 use ioshare_host::{DevNum, DiskStats, RwCounts};
 
-use crate::backend::hierarchy::Hierarchy;
+use crate::cgroups::hierarchy::Hierarchy;
 
 /// Whether a device had no IO over a period: none completed, none in flight at its start or end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,7 +86,7 @@ impl Counters {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::hierarchy::Flavor;
+    use crate::cgroups::hierarchy::Flavor;
 
     fn stat(ios: u64, in_flight: u64) -> DiskStats {
         DiskStats { ios: [ios, 0], in_flight, ..Default::default() }

@@ -24,17 +24,17 @@ use ioshare_core::{Controller, GroupId, GroupSettings, GroupStats, IoCost, Limit
 use ioshare_host::{DevNum, DiskStats, Recorder, Written};
 
 use super::counters::{Counters, DeviceQuiet};
-use super::cpu::{CpuUse, CpuWatch};
 use super::donor::donating;
 use super::io_mix::IoMix;
 use super::latency::Verdicts;
 use super::throttle_writes::ThrottleWrites;
 use super::window::{remember, FOLLOW_WINDOW};
-use crate::backend::hierarchy::{Hierarchy, Throttle};
-use crate::backend::reapply::Overwrites;
 use crate::backend::throttle::DirUsage;
+use crate::cgroups::hierarchy::{Hierarchy, Throttle};
+use crate::cgroups::reapply::Overwrites;
 use crate::desired::config::DeviceConfig;
 use crate::error::Result;
+use crate::report::cpu::{CpuUse, CpuWatch};
 use crate::report::status::{DeviceLine, GroupLine};
 use crate::report::trace::PeriodRecord;
 
@@ -67,7 +67,7 @@ pub(super) struct Tracked {
     pub(super) present: bool,
     /// Last period: active beside others, below its share of the work done, not held by its limit.
     pub(super) unused_share: bool,
-    /// Its threads' CPU at the last sample ([`crate::backend::userspace::cpu`]).
+    /// Its threads' CPU at the last sample ([`crate::report::cpu`]).
     pub(super) cpu: Option<CpuUse>,
     /// It competed at the busy device last period ([`super::follow::device_slowed`]).
     pub(super) competed: bool,
@@ -430,7 +430,7 @@ impl DevicePlanner {
         remember(&mut self.delivered, (0.0, false));
         self.plans += 1;
         tracing::debug!(device = %self.cfg.device.name, groups = self.groups.len(), idle = true, "period");
-        let recheck = crate::backend::reapply::due(self.plans, self.period);
+        let recheck = crate::cgroups::reapply::due(self.plans, self.period);
         self.throttle_writes.sync(&h.root, self.groups.keys());
         let dev = self.cfg.device.dev;
         for (rel, t) in self.groups.iter_mut().filter(|(rel, t)| t.present && self.throttle_writes.due(rel, recheck)) {

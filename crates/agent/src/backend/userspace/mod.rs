@@ -28,7 +28,6 @@
 mod budget;
 mod classify;
 mod counters;
-pub mod cpu;
 mod device;
 pub mod donor;
 mod follow;

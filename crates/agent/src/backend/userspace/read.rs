@@ -17,8 +17,8 @@ use ioshare_host::DiskStats;
 use super::counters::{DeviceQuiet, Reading};
 use super::device::DevicePlanner;
 use super::window::{median, remember, FOLLOW_WINDOW};
-use crate::backend::hierarchy::Hierarchy;
 use crate::backend::throttle::DirUsage;
+use crate::cgroups::hierarchy::Hierarchy;
 
 /// Share of a period the device must have had IO in flight to count as busy.
 pub(crate) const DEVICE_BUSY: f64 = 0.9;

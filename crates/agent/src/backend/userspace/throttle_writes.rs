@@ -3,7 +3,7 @@
 //! cgroup's limit files on a schedule.
 //!
 //! The backend writes only the limits that changed; a value someone else wrote (a `daemon-reload`,
-//! a runtime) is set back when the backend looks at the file again ([`crate::backend::reapply`]). Looking at
+//! a runtime) is set back when the backend looks at the file again ([`crate::cgroups::reapply`]). Looking at
 //! every cgroup's four v1 throttle files every second was, with 1 000 pods, 4 000 file reads a
 //! second and half of the agent's CPU on an idle node. Instead each tracked cgroup's
 //! directory is watched with inotify for `IN_MODIFY` (a write to a file in it, by any process: the
@@ -13,7 +13,7 @@
 //! overwritten is thus set back in the next period, where the schedule took up to a second.
 //!
 //! Without inotify, or once the user's watch limit is reached, every cgroup is looked at in each
-//! period [`crate::backend::reapply::due`] names, as before.
+//! period [`crate::cgroups::reapply::due`] names, as before.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;

@@ -1,11 +1,11 @@
 //! Step 5, write: each group's budget turned into blk-throttle limits ([`crate::backend::throttle`]),
 //! the limits in force kept when the new ones are within a few percent ([`settle`]); the recorder
 //! writes only values that changed, and limits the same as last period's are looked at again (a
-//! file someone else changed is set back, [`crate::backend::reapply`]) in the period after a write
+//! file someone else changed is set back, [`crate::cgroups::reapply`]) in the period after a write
 //! to the cgroup's limit files ([`super::throttle_writes`]; where inotify cannot serve, when
-//! [`crate::backend::reapply::due`] says). With `--trace` each group's line of the period's
+//! [`crate::cgroups::reapply::due`] says). With `--trace` each group's line of the period's
 //! [`PeriodRecord`] is built here, and the status' note on a group below its share that no limit
-//! held back samples its threads' CPU ([`super::cpu`]).
+//! held back samples its threads' CPU ([`crate::report::cpu`]).
 
 use ioshare_core::{Nanos, Stats};
 use ioshare_host::{Recorder, Written};
@@ -14,9 +14,9 @@ use super::budget::budget;
 use super::classify::{Classified, COMPETES_AT_FAIR_SHARE};
 use super::device::DevicePlanner;
 use super::donor::donating;
-use crate::backend::hierarchy::Hierarchy;
-use crate::backend::reapply::Overwrites;
 use crate::backend::throttle::{settle, throttle_for};
+use crate::cgroups::hierarchy::Hierarchy;
+use crate::cgroups::reapply::Overwrites;
 use crate::error::Result;
 use crate::report::trace::{GroupRecord, LimitAction};
 
@@ -40,7 +40,7 @@ impl DevicePlanner {
         let horizon = self.period.as_nanos() as Nanos;
         let mut written = 0;
         self.plans += 1;
-        let recheck = crate::backend::reapply::due(self.plans, self.period);
+        let recheck = crate::cgroups::reapply::due(self.plans, self.period);
         self.throttle_writes.sync(&h.root, self.groups.keys());
         // Threads' CPU: every period while tracing, else at each recheck for the active groups (the
         // status' note is only for those).

@@ -21,8 +21,8 @@ use ioshare_host::{BlockQueue, BFQ_WEIGHT_MAX};
 use serde::{Deserialize, Serialize};
 
 use super::tree::{Levels, PathShare};
-use crate::backend::check::BackendKind;
-use crate::backend::hierarchy::{Flavor, Hierarchy};
+use crate::cgroups::check::BackendKind;
+use crate::cgroups::hierarchy::{Flavor, Hierarchy};
 use crate::desired::config::{DeviceConfig, GroupConfig};
 use crate::desired::rules::losing;
 use crate::desired::targets::{Owner, Target};

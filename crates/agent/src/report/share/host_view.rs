@@ -16,7 +16,7 @@ use ioshare_core::iocost::line::DevNum;
 use ioshare_host::{child_cgroups, populated, subtree_control, BlockQueue, WeightFile, IO_WEIGHT_DEFAULT};
 
 use super::tree::TreeView;
-use crate::backend::hierarchy::{Flavor, Hierarchy};
+use crate::cgroups::hierarchy::{Flavor, Hierarchy};
 
 /// Decides whether a cgroup does IO on a device.
 pub trait Activity {

@@ -14,8 +14,8 @@ use ioshare_core::iocost::line::DevNum;
 
 use super::host_view::{io_count, Activity, PresentNow};
 use super::Shares;
-use crate::backend::check::BackendKind;
-use crate::backend::hierarchy::Hierarchy;
+use crate::cgroups::check::BackendKind;
+use crate::cgroups::hierarchy::Hierarchy;
 use crate::desired::config::Config;
 use crate::desired::targets::Target;
 
@@ -118,7 +118,7 @@ mod tests {
     use ioshare_host::DiskId;
 
     use super::*;
-    use crate::backend::hierarchy::Flavor;
+    use crate::cgroups::hierarchy::Flavor;
     use crate::desired::config::{DeviceConfig, GroupConfig};
 
     const DEV: DevNum = DevNum { major: 7, minor: 3 };

@@ -6,7 +6,7 @@
 use ioshare_core::ModelParams;
 
 use super::{DeviceLine, GroupLine, Status};
-use crate::backend::check::BackendKind;
+use crate::cgroups::check::BackendKind;
 use crate::memory::MemoryLine;
 
 /// Cgroup `cgroup` on a device, in `state` with `limits` (read/write IOPS, read/write bytes/s):

@@ -110,7 +110,7 @@ pub struct Status {
     /// The pod source, with a `[kubernetes]` section: each cgroup's pod, and the pods' findings.
     #[serde(default)]
     pub kubernetes: Option<crate::desired::pods::KubeStatus>,
-    /// Values someone else overwrote that the agent wrote back so far ([`crate::backend::reapply`]).
+    /// Values someone else overwrote that the agent wrote back so far ([`crate::cgroups::reapply`]).
     #[serde(default)]
     pub overwritten: u64,
 }

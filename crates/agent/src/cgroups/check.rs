@@ -15,7 +15,7 @@ use std::fmt;
 use ioshare_host::Capabilities;
 use serde::Serialize;
 
-use crate::backend::hierarchy::{Flavor, Hierarchy};
+use crate::cgroups::hierarchy::{Flavor, Hierarchy};
 use crate::error::{Error, Result};
 
 /// The backend asked for on the command line.
