@@ -390,7 +390,9 @@ impl Peers {
         // run's ratio or total is what it is (docs/agent.md, issue 22).
         if let Some(path) = std::env::var_os(AGENT_TRACE_ENV) {
             let path = std::path::PathBuf::from(path).with_extension(format!("{}.jsonl", self.runs));
-            agent.trace_to(ioshare_agent::report::trace::TraceWriter::create(&path).map_err(|e| peer_error("trace", e))?);
+            agent.trace_to(
+                ioshare_agent::report::trace::TraceWriter::create(&path).map_err(|e| peer_error("trace", e))?,
+            );
         }
         Ok(agent)
     }

@@ -158,7 +158,8 @@ impl Observations {
             self.unobserved(controller, NO_DISK);
             return run();
         };
-        let started = Observer::start_with(Some(disk), None, Stages::All).and_then(|mut o| o.measure_cost().map(|()| o));
+        let started =
+            Observer::start_with(Some(disk), None, Stages::All).and_then(|mut o| o.measure_cost().map(|()| o));
         let mut observer = match started {
             Ok(o) => o,
             Err(e) => {

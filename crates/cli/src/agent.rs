@@ -187,7 +187,8 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
             let config = Config { memory_dry_run: dry_run, ..loaded? };
             let stop = ioshare_agent::stop_on_signals();
             // The trace file first: one that cannot be created stops the start before anything is written.
-            let trace = trace.map(|f| ioshare_agent::report::trace::TraceWriter::create(&f).map(|w| (f, w))).transpose()?;
+            let trace =
+                trace.map(|f| ioshare_agent::report::trace::TraceWriter::create(&f).map(|w| (f, w))).transpose()?;
             let (mut agent, recovered) = Agent::start(config, backend.into(), &state_dir)?;
             if let Some((file, writer)) = trace {
                 agent.trace_to(writer);

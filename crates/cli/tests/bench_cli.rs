@@ -198,8 +198,9 @@ fn ctrl_c_prints_what_finished_and_cleans_up() {
 /// cgroup (~35 s: four 8 s runs).
 #[test]
 fn bench_scenario_agent_runs_every_peer_on_separate_processes_and_judges_the_agent() {
-    if ioshare_testkit::skip_unless_root("bench_scenario_agent_runs_every_peer_on_separate_processes_and_judges_the_agent")
-    {
+    if ioshare_testkit::skip_unless_root(
+        "bench_scenario_agent_runs_every_peer_on_separate_processes_and_judges_the_agent",
+    ) {
         return;
     }
     let target = target();

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use common::{holder, holder_ignoring_sigterm, wait_usage, Group, MIB, WAIT};
 use ioshare_host::memcg::v1::Memcg;
-use ioshare_host::{Capabilities};
+use ioshare_host::Capabilities;
 use ioshare_memory::kill::{kill_next, MemoryGroup, Ranks};
 use ioshare_memory::{choose_victim, Action, Guard, MemorySettings, Node, PRIORITY_MAX};
 use ioshare_testkit::{skip_unless_root, KillOnDrop};

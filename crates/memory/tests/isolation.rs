@@ -31,7 +31,7 @@ use common::{
 };
 use ioshare_host::{Capabilities, DevNum, LoopDevice, ThrottleKnob};
 use ioshare_memory::{Action, Guard, MemorySettings};
-use ioshare_testkit::{skip_unless_root, in_lab, run_tests_in_lab, KillOnDrop};
+use ioshare_testkit::{in_lab, run_tests_in_lab, skip_unless_root, KillOnDrop};
 
 /// The priority OOM ancestor's limit.
 const LIMIT: u64 = 100 * MIB;
