@@ -5,10 +5,18 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// The filter, built once per test binary; `None` with the reason printed when it cannot be.
+/// The filter, built once per test binary (the tests run in parallel threads of one process and
+/// would otherwise write the same file at once); `None` with the reason printed when it cannot be.
 fn filter() -> Option<PathBuf> {
+    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BUILT.get_or_init(build_filter).clone()
+}
+
+/// Builds the filter from its sources and the static library.
+fn build_filter() -> Option<PathBuf> {
     for tool in ["nbdkit", "nbdinfo", "nbdcopy"] {
         if Command::new(tool).arg("--version").output().is_err() {
             println!("skipped: {tool} is missing (scripts/setup.sh installs nbdkit, nbdkit-plugin-dev, libnbd-bin)");

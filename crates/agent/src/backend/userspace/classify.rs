@@ -3,9 +3,9 @@
 //! charge to the planner.
 //!
 //! The kernel sees each IO wait; the agent sees counters against the limits it wrote, so a group is:
-//! - **capped** when a fixed cap of its own (its rule's or its pod's) held it ([`AT_LIMIT`] of the cap):
-//!   blk-throttle holds such IO before iocost would see it, so it is not short of budget and the
-//!   weights split the rest among the others;
+//! - **capped** when a fixed cap of its own (its rule's or its pod's) held it ([`AT_LIMIT`] of the cap),
+//!   or held it in the last [`WAITING_PERIODS`] and it still does IO: blk-throttle holds such IO before
+//!   iocost would see it, so it is not short of budget and the weights split the rest among the others;
 //! - **held** when the limit from its budget held it ([`AT_LIMIT`]; a donor only once it fills its
 //!   limit, [`FILLS_LIMIT`]) — and **waiting** for [`WAITING_PERIODS`] after, as its IO may sit queued in
 //!   blk-throttle where userspace cannot see it;
@@ -124,7 +124,15 @@ impl DevicePlanner {
             let g = before.groups.get(t.id.index());
             let fair = g.map_or(0.0, |g| g.hweight_active);
             let caps = throttle_for(None, &t.usage, &model, self.period, &t.caps);
-            let capped = held_back(&caps, &t.usage, elapsed_s, AT_LIMIT);
+            // Held at its cap lately and doing IO since: still held there (blk-throttle paying back a
+            // burst it let through), as a group held at its budget's limit is still waiting.
+            let at_cap = held_back(&caps, &t.usage, elapsed_s, AT_LIMIT);
+            t.since_capped = match t.since_capped {
+                _ if at_cap => Some(0),
+                Some(n) if n < WAITING_PERIODS && cost > 0 => Some(n + 1),
+                _ => None,
+            };
+            let capped = at_cap || t.since_capped.is_some_and(|_| cost > 0);
             let competing = !capped
                 && period.busy
                 && cost > 0

@@ -79,6 +79,9 @@ pub(super) struct Tracked {
     /// Periods since it was last held at its limit, up to [`super::classify::WAITING_PERIODS`]; `None` after that,
     /// or once it has no limit.
     pub(super) since_held: Option<u32>,
+    /// Periods since a fixed cap of its own last held it, up to [`super::classify::WAITING_PERIODS`];
+    /// `None` after that.
+    pub(super) since_capped: Option<u32>,
     /// The budget its limits for this period came from (`None`: not limited by a budget).
     pub(super) allowed: Option<u64>,
 }
@@ -244,6 +247,7 @@ impl DevicePlanner {
             peak: 0.0,
             sole_uncapped: false,
             since_held: None,
+            since_capped: None,
             allowed: None,
         });
         t.weight = weight;
