@@ -162,6 +162,10 @@ impl Backend for KernelIocost {
         None
     }
 
+    fn has_figures(&self) -> bool {
+        false
+    }
+
     fn set_tracing(&mut self) {}
 
     fn take_records(&mut self) -> Vec<PeriodRecord> {

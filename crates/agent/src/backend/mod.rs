@@ -93,6 +93,10 @@ pub trait Backend: std::fmt::Debug + Send {
     /// input), or `None` where the backend does not say (the kernel's).
     fn activity(&self, now: Nanos) -> Option<PlannerActivity>;
 
+    /// Whether it has figures of its own each period (a planner): without, the shares are looked at
+    /// again whenever due, not only after a period with IO.
+    fn has_figures(&self) -> bool;
+
     /// Builds a [`PeriodRecord`] per device each period from now on (`--trace`).
     fn set_tracing(&mut self);
 

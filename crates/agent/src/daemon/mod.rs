@@ -328,11 +328,12 @@ impl Agent {
         }
         // A backend without figures of its own (the kernel's) has its shares looked at again
         // whenever due; the planner's, after a period with IO.
-        let activity = self.backend.activity(now);
-        let planner = || activity.clone().unwrap_or_default();
+        // Asked only when the shares are due (each device's planner stats: O(groups)).
+        let backend = &self.backend;
+        let planner = || backend.activity(now).unwrap_or_default();
         self.shares.refresh_if_due(
             Instant::now(),
-            device_io || activity.is_none(),
+            device_io || !self.backend.has_figures(),
             &self.config,
             self.pods.as_ref().map_or(&[][..], Pods::targets),
             Host { backend: self.backend.kind(), hierarchy: &self.hierarchy, sys_block: &self.sys_block },

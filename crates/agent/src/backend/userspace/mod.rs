@@ -144,6 +144,10 @@ impl Backend for UserspacePlanner {
         Some(active)
     }
 
+    fn has_figures(&self) -> bool {
+        true
+    }
+
     fn set_tracing(&mut self) {
         for d in &mut self.devices {
             d.set_tracing(true);
