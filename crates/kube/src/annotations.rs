@@ -31,34 +31,34 @@ const CONTAINER_INFIX: &str = ".container.";
 
 /// Whom an annotation addresses.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Target {
+pub enum Scope {
     /// The pod's cgroup (or, on a namespace, each of its pods').
     Pod,
     /// One container's cgroup.
     Container(String),
 }
 
-/// The annotation key that sets `key` for `target`.
-pub fn annotation(key: Key, target: &Target) -> String {
-    match target {
-        Target::Pod => format!("{DOMAIN}/{key}"),
-        Target::Container(name) => format!("{DOMAIN}/{key}{CONTAINER_INFIX}{name}"),
+/// The annotation key that sets `key` for `scope`.
+pub fn annotation(key: Key, scope: &Scope) -> String {
+    match scope {
+        Scope::Pod => format!("{DOMAIN}/{key}"),
+        Scope::Container(name) => format!("{DOMAIN}/{key}{CONTAINER_INFIX}{name}"),
     }
 }
 
 /// Reads an annotation key: `None` when it is not under [`DOMAIN`], an error when it is but names
 /// no setting.
-pub fn parse_key(annotation: &str) -> Option<Result<(Key, Target), String>> {
+pub fn parse_key(annotation: &str) -> Option<Result<(Key, Scope), String>> {
     let rest = annotation.strip_prefix(DOMAIN)?.strip_prefix('/')?;
-    let (setting, target) = match rest.split_once(CONTAINER_INFIX) {
+    let (setting, scope) = match rest.split_once(CONTAINER_INFIX) {
         Some((_, "")) => return Some(Err(format!("{annotation} names no container after '{CONTAINER_INFIX}'"))),
-        Some((setting, name)) => (setting, Target::Container(name.to_string())),
-        None => (rest, Target::Pod),
+        Some((setting, name)) => (setting, Scope::Container(name.to_string())),
+        None => (rest, Scope::Pod),
     };
     let names: Vec<&str> = Key::ALL.iter().map(|k| k.name()).collect();
     Some(
         Key::from_name(setting)
-            .map(|key| (key, target))
+            .map(|key| (key, scope))
             .ok_or_else(|| format!("{annotation} is not a setting of ioshare (settings: {})", names.join(", "))),
     )
 }
@@ -87,7 +87,7 @@ pub struct Asked {
 pub fn read(annotations: &BTreeMap<String, String>, object: Object) -> Asked {
     let mut asked = Asked::default();
     for (name, value) in annotations {
-        let (key, target) = match parse_key(name) {
+        let (key, scope) = match parse_key(name) {
             None => continue,
             Some(Err(e)) => {
                 asked.findings.push(Finding::new(Reason::UnknownAnnotation, format!("{e}: ignored")));
@@ -99,14 +99,14 @@ pub fn read(annotations: &BTreeMap<String, String>, object: Object) -> Asked {
             Object::Namespace => Origin::Namespace { key: name.clone() },
             Object::Pod => Origin::Pod { key: name.clone() },
         };
-        let request = match (&target, object) {
-            (Target::Pod, _) => &mut asked.pod,
-            (Target::Container(_), Object::Namespace) => {
+        let request = match (&scope, object) {
+            (Scope::Pod, _) => &mut asked.pod,
+            (Scope::Container(_), Object::Namespace) => {
                 let msg = format!("namespace annotation {name}: per-container keys are read on pods only: ignored");
                 asked.findings.push(Finding::new(Reason::UnknownAnnotation, msg));
                 continue;
             }
-            (Target::Container(c), Object::Pod) => asked.containers.entry(c.clone()).or_default(),
+            (Scope::Container(c), Object::Pod) => asked.containers.entry(c.clone()).or_default(),
         };
         if let Err(e) = request.set(key, value, origin.clone()) {
             let msg = format!("{origin}: {e}: the default applies");
@@ -152,13 +152,13 @@ mod tests {
     #[test]
     fn keys_parse_for_the_pod_and_per_container() {
         for key in Key::ALL {
-            for target in [Target::Pod, Target::Container("db".into()), Target::Container("web-1".into())] {
-                let a = annotation(key, &target);
-                assert_eq!(parse_key(&a), Some(Ok((key, target))), "{a}");
+            for scope in [Scope::Pod, Scope::Container("db".into()), Scope::Container("web-1".into())] {
+                let a = annotation(key, &scope);
+                assert_eq!(parse_key(&a), Some(Ok((key, scope))), "{a}");
             }
         }
-        assert_eq!(annotation(Key::MemoryPriority, &Target::Pod), "io.ioshare.dev/memory.priority");
-        assert_eq!(annotation(Key::Weight, &Target::Container("db".into())), "io.ioshare.dev/weight.container.db");
+        assert_eq!(annotation(Key::MemoryPriority, &Scope::Pod), "io.ioshare.dev/memory.priority");
+        assert_eq!(annotation(Key::Weight, &Scope::Container("db".into())), "io.ioshare.dev/weight.container.db");
         for other in
             ["ioshare.dev/weight", "io.ioshare.dev.x/weight", "io.ioshare.devweight", "kubernetes.io/weight", ""]
         {

@@ -22,7 +22,7 @@ use crate::backend::throttle::throttle_for;
 use crate::backend::{device_changes, Backend, BackendKind, HostFiles, Synced};
 use crate::cgroups::hierarchy::Throttle;
 use crate::desired::config::DeviceConfig;
-use crate::desired::targets::Target;
+use crate::desired::targets::CgroupSettings;
 use crate::error::Result;
 use crate::report::share::watch::PlannerActivity;
 use crate::report::status::{DeviceLine, GroupLine};
@@ -34,7 +34,7 @@ pub struct KernelIocost {
     devices: Vec<DeviceConfig>,
     period: Duration,
     /// Cgroups applied, with what was applied.
-    applied: BTreeMap<String, Target>,
+    applied: BTreeMap<String, CgroupSettings>,
 }
 
 impl KernelIocost {
@@ -57,7 +57,7 @@ impl KernelIocost {
 
     /// Writes target `t`'s weight and fixed caps to cgroup `rel` on every device (only what differs
     /// from what the files hold).
-    fn write_cgroup(&self, host: &mut HostFiles<'_>, rel: &str, t: &Target) -> Result<()> {
+    fn write_cgroup(&self, host: &mut HostFiles<'_>, rel: &str, t: &CgroupSettings) -> Result<()> {
         for d in &self.devices {
             let dev = d.device.dev;
             let caps = fixed_caps(d, &t.limits, self.period);
@@ -96,7 +96,7 @@ impl Backend for KernelIocost {
         &mut self,
         host: &mut HostFiles<'_>,
         _now: Nanos,
-        found: &BTreeMap<String, Target>,
+        found: &BTreeMap<String, CgroupSettings>,
         _fresh: bool,
     ) -> Result<Synced> {
         let before = self.applied.len();

@@ -18,7 +18,7 @@ use ioshare_host::Recorder;
 use crate::cgroups::hierarchy::Hierarchy;
 use crate::cgroups::reapply::Overwrites;
 use crate::desired::config::DeviceConfig;
-use crate::desired::targets::{PodRef, Target};
+use crate::desired::targets::{CgroupSettings, PodRef};
 use crate::error::Result;
 use crate::report::share::watch::PlannerActivity;
 use crate::report::status::DeviceLine;
@@ -72,7 +72,7 @@ pub trait Backend: std::fmt::Debug + Send {
         &mut self,
         host: &mut HostFiles<'_>,
         now: Nanos,
-        found: &BTreeMap<String, Target>,
+        found: &BTreeMap<String, CgroupSettings>,
         fresh: bool,
     ) -> Result<Synced>;
 

@@ -11,7 +11,7 @@
 //!   container starting) is tracked within that time; the first rule that matches a cgroup wins, and
 //!   a match nested below another match is skipped (its IO is already counted in its ancestor's
 //!   recursive counters). With a `[kubernetes]` section the pods' updates are drained first and
-//!   their cgroups join the rules' matches as one list of [`Target`]s ([`crate::desired::targets`],
+//!   their cgroups join the rules' matches as one list of [`CgroupSettings`]s ([`crate::desired::targets`],
 //!   [`crate::desired::pods`]); a target that went while its cgroup stayed (a pod deleted before kubelet
 //!   removed its cgroup) has what was written to it restored. A cgroup that vanished is dropped without error, and so are its entries
 //!   in the state file (nothing is left to restore there): under churn — containers by the
@@ -52,7 +52,7 @@ use crate::daemon::claim::Claim;
 use crate::daemon::tree_watch::Discovery;
 use crate::desired::config::Config;
 use crate::desired::pods::Pods;
-use crate::desired::targets::{targets, Owner, PodRef, Target};
+use crate::desired::targets::{targets, CgroupSettings, Owner, PodRef};
 use crate::error::Result;
 use crate::memory::MemoryGuard;
 use crate::report::metrics::Metrics;
@@ -75,7 +75,7 @@ pub struct Agent {
     hierarchy: Hierarchy,
     recorder: Recorder,
     /// What the last discovery found to apply, cgroup by cgroup.
-    targets: BTreeMap<String, Target>,
+    targets: BTreeMap<String, CgroupSettings>,
     /// Every cgroup the last discovery wants written (the targets, and the userspace backend's
     /// leaves below pods): what a reload or a release keeps.
     managed: BTreeSet<String>,

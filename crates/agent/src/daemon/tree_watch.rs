@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::desired::targets::Target;
+use crate::desired::targets::CgroupSettings;
 use crate::inotify::Inotify;
 
 /// The longest time between two discoveries, whatever the events say.
@@ -120,7 +120,7 @@ impl Discovery {
 
     /// After a discovery at `now` under `root` with the pods' targets `pods`: watches each pod
     /// cgroup that exists, and the nearest existing directory above each that does not.
-    pub fn discovered(&mut self, now: Instant, root: &Path, pods: &[(String, Target)]) {
+    pub fn discovered(&mut self, now: Instant, root: &Path, pods: &[(String, CgroupSettings)]) {
         self.last_full = Some(now);
         let Some(w) = self.watch.as_mut() else { return };
         let dirs: BTreeSet<PathBuf> = pods
@@ -141,9 +141,9 @@ impl Discovery {
 mod tests {
     use super::*;
 
-    fn pod(rel: &str) -> (String, Target) {
+    fn pod(rel: &str) -> (String, CgroupSettings) {
         let owner = crate::desired::targets::Owner::Rule(0);
-        (rel.to_string(), Target { weight: 100, limits: Default::default(), memory: None, inner: false, owner })
+        (rel.to_string(), CgroupSettings { weight: 100, limits: Default::default(), memory: None, inner: false, owner })
     }
 
     /// After a discovery nothing is due until a pod's cgroup (or its QoS class) is made or removed,

@@ -1,6 +1,6 @@
 //! Pods as a source of groups: with a `[kubernetes]` section the agent runs ioshare-kube's
 //! [`PodSource`] (list and watch of this node's pods on its own thread) and turns what the pods ask
-//! for into [`Target`]s beside the configuration's rules ([`crate::desired::targets`]).
+//! for into [`CgroupSettings`]s beside the configuration's rules ([`crate::desired::targets`]).
 //!
 //! - Start: the source is started and, for up to [`FIRST_LIST_WITHIN`], the agent waits for its
 //!   first complete list, so the pods are applied with everything else — all or nothing — and a
@@ -27,7 +27,7 @@ use ioshare_kube::source::{Connection, PodStates, SourceOptions, Update};
 use ioshare_kube::{DesiredPod, KubernetesConfig, PodSource};
 use serde::{Deserialize, Serialize};
 
-use crate::desired::targets::{Owner, PodRef, Target};
+use crate::desired::targets::{CgroupSettings, Owner, PodRef};
 use crate::error::{Error, Result};
 
 /// How long the start waits for the first complete list of pods.
@@ -38,7 +38,7 @@ pub struct Pods {
     source: PodSource,
     states: PodStates,
     /// The pods' targets, rebuilt when an update changes them.
-    targets: Vec<(String, Target)>,
+    targets: Vec<(String, CgroupSettings)>,
 }
 
 impl std::fmt::Debug for Pods {
@@ -112,12 +112,12 @@ impl Pods {
     }
 
     fn rebuild(&mut self) {
-        let mut out: Vec<(String, Target)> = self
+        let mut out: Vec<(String, CgroupSettings)> = self
             .states
             .classes
             .iter()
             .map(|c| {
-                let t = Target {
+                let t = CgroupSettings {
                     weight: c.weight,
                     limits: Default::default(),
                     memory: None,
@@ -134,7 +134,7 @@ impl Pods {
     }
 
     /// The pods' targets (paths relative to the hierarchy's root; not all need exist).
-    pub fn targets(&self) -> &[(String, Target)] {
+    pub fn targets(&self) -> &[(String, CgroupSettings)] {
         &self.targets
     }
 
@@ -180,11 +180,11 @@ impl Pods {
 }
 
 /// A pod's targets: its own cgroup, and each container's that asks for settings of its own.
-fn pod_targets(p: &DesiredPod) -> Vec<(String, Target)> {
+fn pod_targets(p: &DesiredPod) -> Vec<(String, CgroupSettings)> {
     let named = |container: Option<&str>| {
         Owner::Pod(PodRef { namespace: p.namespace.clone(), pod: p.name.clone(), container: container.map(Into::into) })
     };
-    let target = |s: &ioshare_kube::Settings, owner: Owner| Target {
+    let target = |s: &ioshare_kube::Settings, owner: Owner| CgroupSettings {
         weight: s.weight,
         limits: s.limits.clone(),
         memory: s.memory,

@@ -4,7 +4,7 @@
 //! matched against the tree ([`crate::desired::rules::matched`]: first match wins, nested matches dropped),
 //! and the pods of this node ([`crate::desired::pods`]), whose cgroups are exact paths that kubelet makes and
 //! removes. Everything after — the kernel backend's writes, the userspace planner's tracking, the
-//! memory guard, the recorder that reverts it all, the status — works on the [`Target`]s of
+//! memory guard, the recorder that reverts it all, the status — works on the [`CgroupSettings`]s of
 //! [`targets`] and does not care where one came from; the [`Owner`] only names it in the status,
 //! the logs and the metrics.
 //!
@@ -73,7 +73,7 @@ pub enum Owner {
 
 /// What to apply to one cgroup.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Target {
+pub struct CgroupSettings {
     /// Weight among its siblings.
     pub weight: u32,
     /// Fixed caps.
@@ -86,10 +86,16 @@ pub struct Target {
     pub owner: Owner,
 }
 
-impl Target {
+impl CgroupSettings {
     /// The target of rule `index`.
-    pub fn of_rule(index: usize, g: &GroupConfig) -> Target {
-        Target { weight: g.weight, limits: g.limits.clone(), memory: g.memory, inner: false, owner: Owner::Rule(index) }
+    pub fn of_rule(index: usize, g: &GroupConfig) -> CgroupSettings {
+        CgroupSettings {
+            weight: g.weight,
+            limits: g.limits.clone(),
+            memory: g.memory,
+            inner: false,
+            owner: Owner::Rule(index),
+        }
     }
 
     /// The pod it belongs to, if a pod asked for it.
@@ -103,10 +109,14 @@ impl Target {
 
 /// Every target that exists below `root` now: the rules' matches, then `pods` (cgroup paths
 /// relative to `root`) where their cgroup exists, taking a path over a rule.
-pub fn targets(root: &Path, groups: &[GroupConfig], pods: &[(String, Target)]) -> BTreeMap<String, Target> {
-    let mut out: BTreeMap<String, Target> = crate::desired::rules::matched(root, groups)
+pub fn targets(
+    root: &Path,
+    groups: &[GroupConfig],
+    pods: &[(String, CgroupSettings)],
+) -> BTreeMap<String, CgroupSettings> {
+    let mut out: BTreeMap<String, CgroupSettings> = crate::desired::rules::matched(root, groups)
         .into_iter()
-        .map(|(rel, i)| (rel, Target::of_rule(i, &groups[i])))
+        .map(|(rel, i)| (rel, CgroupSettings::of_rule(i, &groups[i])))
         .collect();
     for (rel, t) in pods {
         if root.join(rel).is_dir() {
@@ -117,7 +127,7 @@ pub fn targets(root: &Path, groups: &[GroupConfig], pods: &[(String, Target)]) -
 }
 
 /// The leaves the userspace planner tracks: every leaf target not below another leaf target.
-pub fn planned(targets: &BTreeMap<String, Target>) -> impl Iterator<Item = (&String, &Target)> {
+pub fn planned(targets: &BTreeMap<String, CgroupSettings>) -> impl Iterator<Item = (&String, &CgroupSettings)> {
     let leaf = |rel: &str| targets.get(rel).is_some_and(|t| !t.inner);
     targets.iter().filter(move |(rel, t)| {
         !t.inner && !Path::new(rel.as_str()).ancestors().skip(1).any(|a| leaf(a.to_string_lossy().as_ref()))
@@ -141,7 +151,7 @@ pub struct Leaf<'a> {
 /// weights of the inner nodes above them (QoS class cgroups, pods with cgroups in them).
 pub fn userspace_plan<'a>(
     root: &Path,
-    targets: &'a BTreeMap<String, Target>,
+    targets: &'a BTreeMap<String, CgroupSettings>,
 ) -> (Vec<Leaf<'a>>, BTreeMap<String, u32>) {
     let mut inner: BTreeMap<String, u32> =
         targets.iter().filter(|(_, t)| t.inner).map(|(rel, t)| (rel.clone(), t.weight)).collect();
@@ -162,7 +172,7 @@ pub fn userspace_plan<'a>(
             leaves.push(Leaf {
                 weight: own.map_or(ioshare_core::WEIGHT_DEFAULT, |o| o.weight),
                 limits: own.map_or(&t.limits, |o| &o.limits),
-                pod: own.and_then(Target::pod).or(t.pod()),
+                pod: own.and_then(CgroupSettings::pod).or(t.pod()),
                 rel,
             });
         }
@@ -178,14 +188,14 @@ mod tests {
         GroupConfig { cgroup: pattern.into(), weight, limits: Limits::default(), memory: None }
     }
 
-    fn pod(name: &str, container: Option<&str>, weight: u32, inner: bool) -> Target {
+    fn pod(name: &str, container: Option<&str>, weight: u32, inner: bool) -> CgroupSettings {
         let owner = match inner {
             true => Owner::Class(ioshare_kube::QosClass::BestEffort),
             false => {
                 Owner::Pod(PodRef { namespace: "ns".into(), pod: name.into(), container: container.map(Into::into) })
             }
         };
-        Target { weight, limits: Limits::default(), memory: None, inner, owner }
+        CgroupSettings { weight, limits: Limits::default(), memory: None, inner, owner }
     }
 
     #[test]

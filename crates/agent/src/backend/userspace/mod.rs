@@ -45,7 +45,7 @@ use ioshare_core::Nanos;
 
 use crate::backend::{device_changes, Backend, BackendKind, HostFiles, Synced};
 use crate::desired::config::DeviceConfig;
-use crate::desired::targets::{userspace_plan, Target};
+use crate::desired::targets::{userspace_plan, CgroupSettings};
 use crate::error::Result;
 use crate::report::share::watch::PlannerActivity;
 use crate::report::status::DeviceLine;
@@ -92,7 +92,7 @@ impl Backend for UserspacePlanner {
         &mut self,
         host: &mut HostFiles<'_>,
         now: Nanos,
-        found: &BTreeMap<String, Target>,
+        found: &BTreeMap<String, CgroupSettings>,
         fresh: bool,
     ) -> Result<Synced> {
         for d in &mut self.devices {

@@ -25,7 +25,7 @@ use crate::cgroups::check::BackendKind;
 use crate::cgroups::hierarchy::{Flavor, Hierarchy};
 use crate::desired::config::{DeviceConfig, GroupConfig};
 use crate::desired::rules::losing;
-use crate::desired::targets::{Owner, Target};
+use crate::desired::targets::{CgroupSettings, Owner};
 
 /// What a flag is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,7 +63,7 @@ pub struct Case<'a> {
     /// The cgroup, relative to the root.
     pub rel: &'a str,
     /// What is applied to it, and who asked (a rule, a pod).
-    pub target: &'a Target,
+    pub target: &'a CgroupSettings,
     /// All rules.
     pub groups: &'a [GroupConfig],
     /// Its share.
@@ -378,7 +378,7 @@ mod tests {
         fn flags(&mut self, rel: &str, rule: usize) -> Vec<Flag> {
             let mut levels = Levels::new(&mut self.tree, &self.managed);
             let path = levels.path_share(rel);
-            let target = Target::of_rule(rule, &self.groups[rule]);
+            let target = CgroupSettings::of_rule(rule, &self.groups[rule]);
             let case = Case {
                 rel,
                 target: &target,

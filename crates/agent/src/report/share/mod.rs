@@ -28,7 +28,7 @@ use crate::cgroups::hierarchy::{Flavor, Hierarchy};
 use crate::desired::config::Config;
 use crate::desired::pods::Pods;
 use crate::desired::rules::overlaps;
-use crate::desired::targets::{targets, Owner, Target};
+use crate::desired::targets::{targets, CgroupSettings, Owner};
 use crate::error::Result;
 
 /// What divides a device between cgroups.
@@ -123,7 +123,7 @@ impl Shares {
     /// `hierarchy` (activity: one look, [`PresentNow`]); `sys_block` is `/sys/block`.
     pub fn check(
         config: &Config,
-        pods: &[(String, Target)],
+        pods: &[(String, CgroupSettings)],
         backend: BackendKind,
         hierarchy: &Hierarchy,
         sys_block: &Path,
@@ -134,7 +134,7 @@ impl Shares {
     /// The shares with activity judged by `activity`.
     pub fn build(
         config: &Config,
-        pods: &[(String, Target)],
+        pods: &[(String, CgroupSettings)],
         backend: BackendKind,
         hierarchy: &Hierarchy,
         sys_block: &Path,
@@ -143,7 +143,7 @@ impl Shares {
         let all = targets(&hierarchy.root, &config.groups, pods);
         // Inner targets (QoS class cgroups) weigh their subtrees; the leaves are listed.
         let managed: BTreeMap<String, u32> = all.iter().map(|(rel, t)| (rel.clone(), t.weight)).collect();
-        let found: Vec<(&String, &Target)> = all.iter().filter(|(_, t)| !t.inner).collect();
+        let found: Vec<(&String, &CgroupSettings)> = all.iter().filter(|(_, t)| !t.inner).collect();
         let v2_root = (hierarchy.flavor == Flavor::V2).then_some(hierarchy.root.as_path());
         let devices = config
             .devices
@@ -430,7 +430,8 @@ mod tests {
         std::fs::create_dir_all(sys.path().join("nvme0n1/queue")).unwrap();
         std::fs::write(r.join("io.cost.qos"), "259:0 enable=1 ctrl=user\n").unwrap();
         let h = Hierarchy { flavor: Flavor::V2, root: r.to_path_buf() };
-        let target = |weight, inner, owner| Target { weight, limits: Limits::default(), memory: None, inner, owner };
+        let target =
+            |weight, inner, owner| CgroupSettings { weight, limits: Limits::default(), memory: None, inner, owner };
         let pod = Owner::Pod(PodRef { namespace: "ns".into(), pod: "a".into(), container: None });
         let pods = vec![
             ("kubepods/besteffort".to_string(), target(50, true, Owner::Class(ioshare_kube::QosClass::BestEffort))),

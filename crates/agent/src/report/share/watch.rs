@@ -17,7 +17,7 @@ use super::Shares;
 use crate::cgroups::check::BackendKind;
 use crate::cgroups::hierarchy::Hierarchy;
 use crate::desired::config::Config;
-use crate::desired::targets::Target;
+use crate::desired::targets::CgroupSettings;
 
 /// How often the running agent recomputes the shares.
 pub const SHARES_EVERY: Duration = Duration::from_secs(1);
@@ -60,7 +60,7 @@ impl ShareWatch {
         now: Instant,
         moved: bool,
         config: &Config,
-        pods: &[(String, Target)],
+        pods: &[(String, CgroupSettings)],
         host: Host,
         planner: &dyn Fn() -> PlannerActivity,
     ) {
