@@ -10,8 +10,11 @@
 //!   limit, [`FILLS_LIMIT`]) — and **waiting** for [`WAITING_PERIODS`] after, as its IO may sit queued in
 //!   blk-throttle where userspace cannot see it;
 //! - **competing** when the device was busy and it got about its fair part of what the device did
-//!   ([`COMPETES_AT_FAIR_SHARE`]), or kept competing in a period the device slowed: its IO waits at the
-//!   device instead of at a limit.
+//!   ([`COMPETES_AT_FAIR_SHARE`]), or it competed last period and kept competing: the device slowed,
+//!   or the group still did most of what it did lately ([`KEEPS_PACE`]). Its IO waits at the device
+//!   instead of at a limit. When the groups' limits add up to more than the device does, a group held
+//!   at its limit takes its limit's worth and the device squeezes the others below their fair part:
+//!   those keep their pace and are still competing, where a donor's rate falls at once.
 //!
 //! A group held, competing or waiting is charged as short of budget. One group doing IO beside groups
 //! held by caps of their own is the *sole uncapped* one: nothing is left for the weights to split, so it gets no limit
@@ -43,6 +46,11 @@ pub(crate) const NEAR_OWN_CAP: f64 = 0.5;
 
 /// Share of its fair part of a busy device's work a group must get to count as competing for it.
 pub(crate) const COMPETES_AT_FAIR_SHARE: f64 = 0.9;
+
+/// Share of what it did lately (its decaying peak) a group that competed last period must still do on
+/// a busy device to keep competing: a device squeezing it took 10–50% of its work in the traces of
+/// two QD64 readers here, a donor dropping its rate loses more at once.
+pub(crate) const KEEPS_PACE: f64 = 0.5;
 
 /// Periods a group held at its limit may then stay below it and still count as waiting there.
 pub(crate) const WAITING_PERIODS: u32 = 3;
@@ -120,7 +128,9 @@ impl DevicePlanner {
             let cost = t.usage[0].cost + t.usage[1].cost;
             // Per period, over at least one: a plan right after another (a timer catching up) must
             // not scale a few IOs into a burst.
-            t.peak = (cost as f64 * period_s / elapsed_s.max(period_s)).max(t.peak * PEAK_DECAY);
+            let per_period = cost as f64 * period_s / elapsed_s.max(period_s);
+            let kept_pace = per_period >= KEEPS_PACE * t.peak;
+            t.peak = per_period.max(t.peak * PEAK_DECAY);
             let g = before.groups.get(t.id.index());
             let fair = g.map_or(0.0, |g| g.hweight_active);
             let caps = throttle_for(None, &t.usage, &model, self.period, &t.caps);
@@ -136,7 +146,8 @@ impl DevicePlanner {
             let competing = !capped
                 && period.busy
                 && cost > 0
-                && (cost as f64 >= COMPETES_AT_FAIR_SHARE * fair * delivered as f64 || (period.slowed && t.competed));
+                && (cost as f64 >= COMPETES_AT_FAIR_SHARE * fair * delivered as f64
+                    || (t.competed && (period.slowed || kept_pace)));
             t.competed = competing;
             let fills = held_back(&t.throttle, &t.usage, elapsed_s, FILLS_LIMIT);
             let at_limit = held_back(&t.throttle, &t.usage, elapsed_s, AT_LIMIT);

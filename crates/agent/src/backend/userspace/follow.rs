@@ -1,5 +1,5 @@
 //! Step 3, follow the device: the period's latency verdicts and device waits reported to the
-//! planner, and, without a latency target, vrate brought down to what the device did.
+//! planner, and vrate brought down to what the device did when the device holds groups back.
 //!
 //! A competing group that its own limit did not hold back was held back by the device: the kernel
 //! sees that as IOs waiting for a device slot (rq-wait), the signal that vrate promises more than
@@ -7,16 +7,17 @@
 //! held groups back in half of the last second's periods ([`bound_persistently`]) or held one well
 //! below its limit now. Latency comes from `/sys/block/X/stat` ([`super::latency`]).
 //!
-//! Without a latency target (no QoS line, or one without percentiles) nothing else says that the
-//! model is above what the device gives this load (a profile from a quiet machine, a shared device,
-//! a loaded host), and loose limits let the device split its work by queue depth. So in a period the
+//! The planner answers rq-wait and missed latency targets with the kernel's step table, one step a
+//! period. The kernel's period is a few milliseconds at an SSD's latency targets; the agent's is
+//! 100 ms, so the same table takes seconds to bring vrate down by a third — the seconds a model
+//! above what the device gives this load (a profile from a quiet machine, a shared device, a loaded
+//! host) lets the device split its work by queue depth, whatever the weights. So in a period the
 //! device held a group back, vrate is brought down to the median of what the device did over the
 //! last [`FOLLOW_WINDOW`] periods ([`followed`]), by at most [`MOST_FALL_PER_PERIOD`] a period
 //! ([`follow_device`]), when the device held groups back in at least [`FOLLOW_WHEN_BOUND`] of them
 //! (blk-throttle's slack makes a group held by its limit look held by the device now and then).
 //! Then the limits bind, the shares are the weights', and the planner raises vrate again while
-//! groups are short of budget and the device keeps up. With a latency target the device's latency
-//! says when vrate promises too much, as in the kernel.
+//! groups are short of budget and the device keeps up; a latency target can take it lower still.
 
 use std::collections::VecDeque;
 
@@ -61,8 +62,8 @@ pub(crate) fn bound_persistently(window: &VecDeque<(f64, bool)>) -> bool {
 }
 
 impl DevicePlanner {
-    /// Reports the period's completions and device waits to the planner and, without a latency
-    /// target, follows the device down; returns what the device did (% of the model) and whether
+    /// Reports the period's completions and device waits to the planner and follows the device
+    /// down; returns what the device did (% of the model) and whether
     /// rq-wait was reported.
     pub(super) fn follow(&mut self, period: &DevicePeriod, classified: &Classified, delivered: u64) -> (f64, bool) {
         let elapsed_s = period.elapsed_s;
@@ -78,8 +79,7 @@ impl DevicePlanner {
             self.verdicts = verdicts(&d, self.ctl.model(), &self.qos);
             self.ctl.record_completions(self.verdicts.met, self.verdicts.missed, rq_wait_ns);
         }
-        let latency_target = self.qos.rppm != 0 || self.qos.wppm != 0;
-        if let Some(did) = (classified.device_bound && !latency_target).then(|| followed(&self.delivered)).flatten() {
+        if let Some(did) = classified.device_bound.then(|| followed(&self.delivered)).flatten() {
             self.ctl.set_vrate_pct(follow_device(self.ctl.vrate_pct(), did));
         }
         (delivered_pct, rq_wait_ns > 0)
