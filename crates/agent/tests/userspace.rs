@@ -18,6 +18,8 @@ const DEPTH: u32 = 32;
 /// A saturating reader: two fio jobs (threads) at [`DEPTH`] — one fio thread did at most 37k IOPS
 /// here, less than the 2/3 of the device the high-weight tenant is entitled to.
 const SATURATING: &[&str] = &["--numjobs=2"];
+/// One fio job per reader: at the deeper queues below, its single thread is what it can issue.
+const ONE_JOB: &[&str] = &[];
 
 /// The tests of this file measure rates on the same host disk: they run one at a time.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -126,7 +128,25 @@ fn rates_and_views(rig: &Rig, state: &std::path::Path, window: Duration) -> (Vec
 
 #[test]
 fn weights_split_two_readers_and_idle_share_is_donated() {
-    if skip_unless_root("weights_split_two_readers_and_idle_share_is_donated") {
+    weights_split_and_idle_share_is_donated("weights_split_two_readers_and_idle_share_is_donated", DEPTH, SATURATING);
+}
+
+/// The bench's own depth: a deeper queue lets the device, not a limit, hold a reader back whenever
+/// the limits add up to more than the device does.
+#[test]
+fn weights_split_two_qd64_readers_and_idle_share_is_donated() {
+    weights_split_and_idle_share_is_donated("weights_split_two_qd64_readers_and_idle_share_is_donated", 64, ONE_JOB);
+}
+
+#[test]
+fn weights_split_two_qd128_readers_and_idle_share_is_donated() {
+    weights_split_and_idle_share_is_donated("weights_split_two_qd128_readers_and_idle_share_is_donated", 128, ONE_JOB);
+}
+
+/// Two readers (each `saturating` jobs at `depth`) under weights 2:1, then the high-weight one at a
+/// tenth of the device: the split, and its share donated to the other.
+fn weights_split_and_idle_share_is_donated(name: &str, depth: u32, saturating: &[&str]) {
+    if skip_unless_root(name) {
         return;
     }
     let _serial = one_at_a_time();
@@ -136,10 +156,10 @@ fn weights_split_two_readers_and_idle_share_is_donated() {
 
     // Uncontrolled: the high-weight reader alone (what it can do by itself), both readers
     // saturating, then the high-weight one at a tenth of the device.
-    let hi = rig.fio(0, DEPTH, SATURATING);
+    let hi = rig.fio(0, depth, saturating);
     std::thread::sleep(Duration::from_millis(500));
     let solo_hi = rig.rates(Duration::from_millis(1500)).0[0];
-    let lo = rig.fio(1, DEPTH, SATURATING);
+    let lo = rig.fio(1, depth, saturating);
     std::thread::sleep(Duration::from_millis(500));
     let (free, free_lat) = rig.rates(Duration::from_millis(2000));
     let free_total: f64 = free.iter().sum();
@@ -152,13 +172,13 @@ fn weights_split_two_readers_and_idle_share_is_donated() {
     drop(slow);
 
     // The model: this device's measured random-read rate (what `ioshare profile` would measure), and
-    // no QoS line, as issue 22's user configured it: vrate then follows what the device delivers
+    // no QoS line, as the precision matrix configures it: vrate then follows what the device delivers
     // when a tenant is held by the device rather than by its limit.
     let model = format!("ssd_dfl rrandiops={iops} rseqiops={iops}");
     let config = rig.config(state.path(), &model, None, &[200, 100], 100);
 
     let (split, views, slowed) = with_agent(&config, state.path(), || {
-        let hi = rig.fio(0, DEPTH, SATURATING);
+        let hi = rig.fio(0, depth, saturating);
         for _ in 0..25 {
             std::thread::sleep(Duration::from_millis(100));
             trace(state.path());

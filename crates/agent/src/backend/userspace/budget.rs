@@ -5,7 +5,7 @@
 //! so no limit. Any other gets the planner's budget, at least [`MIN_BUDGET_SHARE`] of what its in-use
 //! share earns in a period — a group that overran (the device did more than vrate promised, or it
 //! was found mid-burst) pays back over several periods instead of being stopped for one — and a
-//! donor at least [`DONOR_HEADROOM`] times the most it did lately: in the kernel a donor is not
+//! donor at least [`DONOR_HEADROOM`] times the most it did in a period in the last second: in the kernel a donor is not
 //! capped (its next IO past its budget makes it short), so its limit must leave room for its bursts.
 
 use ioshare_core::iocost::model::VTIME_PER_NSEC;
@@ -17,7 +17,8 @@ use super::donor::donating;
 /// A group's budget for a period is at least this share of what its in-use share earns in one.
 pub(crate) const MIN_BUDGET_SHARE: f64 = 0.5;
 
-/// A donor's budget for a period is at least this many times the most it did in a period lately.
+/// A donor's budget for a period is at least this many times the most it did in a period in the
+/// last second.
 pub(crate) const DONOR_HEADROOM: f64 = 1.5;
 
 /// Group `t`'s budget for the next `horizon` (absolute cost), or `None` when it gets no limit from
@@ -36,7 +37,7 @@ pub(super) fn budget(
     let horizon_vtime = horizon as f64 * VTIME_PER_NSEC as f64;
     let mut floor = (MIN_BUDGET_SHARE * g.hweight_inuse * stats.device.vrate_pct / 100.0 * horizon_vtime) as u64;
     if donating(g) {
-        floor = floor.max((DONOR_HEADROOM * t.peak) as u64);
+        floor = floor.max((DONOR_HEADROOM * t.recent.iter().copied().fold(0.0, f64::max)) as u64);
     }
     ctl.budget(now, t.id, horizon).map(|b| b.max(floor))
 }

@@ -11,10 +11,11 @@
 //!   blk-throttle where userspace cannot see it;
 //! - **competing** when the device was busy and it got about its fair part of what the device did
 //!   ([`COMPETES_AT_FAIR_SHARE`]), or it competed last period and kept competing: the device slowed,
-//!   or the group still did most of what it did lately ([`KEEPS_PACE`]). Its IO waits at the device
-//!   instead of at a limit. When the groups' limits add up to more than the device does, a group held
-//!   at its limit takes its limit's worth and the device squeezes the others below their fair part:
-//!   those keep their pace and are still competing, where a donor's rate falls at once.
+//!   or the group still did most of what it did when it last got its fair part ([`KEEPS_PACE`]). Its
+//!   IO waits at the device instead of at a limit. When the groups' limits add up to more than the
+//!   device does, a group held at its limit takes its limit's worth and the device squeezes the
+//!   others below their fair part: those keep their pace and are still competing, where a donor's
+//!   rate falls at once, and a paced tenant never had the pace of a competing one.
 //!
 //! A group held, competing or waiting is charged as short of budget. One group doing IO beside groups
 //! held by caps of their own is the *sole uncapped* one: nothing is left for the weights to split, so it gets no limit
@@ -29,6 +30,7 @@ use ioshare_core::Stats;
 use super::device::DevicePlanner;
 use super::donor::donating;
 use super::read::DevicePeriod;
+use super::window::remember;
 use crate::backend::throttle::{throttle_for, DirUsage};
 use crate::cgroups::hierarchy::Throttle;
 
@@ -47,9 +49,9 @@ pub(crate) const NEAR_OWN_CAP: f64 = 0.5;
 /// Share of its fair part of a busy device's work a group must get to count as competing for it.
 pub(crate) const COMPETES_AT_FAIR_SHARE: f64 = 0.9;
 
-/// Share of what it did lately (its decaying peak) a group that competed last period must still do on
-/// a busy device to keep competing: a device squeezing it took 10–50% of its work in the traces of
-/// two QD64 readers here, a donor dropping its rate loses more at once.
+/// Share of what it did when it last got its fair part of a busy device's work that a group which
+/// competed last period must still do to keep competing: a device squeezing it took 10–50% of its
+/// work in the traces of two QD64 readers here; a donor dropping to a tenth loses 90% at once.
 pub(crate) const KEEPS_PACE: f64 = 0.5;
 
 /// Periods a group held at its limit may then stay below it and still count as waiting there.
@@ -58,10 +60,6 @@ pub(crate) const WAITING_PERIODS: u32 = 3;
 /// How far over its budget a group held at its limit is charged at most: blk-throttle pays its own
 /// bursts back in the periods after, so more would be charged twice.
 pub(crate) const HELD_OVERSHOOT_CHARGED: f64 = 0.1;
-
-/// Per period, the most a group did in a period lately falls to this share of itself unless the
-/// group does more: it forgets a burst in about a second.
-pub(crate) const PEAK_DECAY: f64 = 0.8;
 
 /// What a group's period says of it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -129,8 +127,7 @@ impl DevicePlanner {
             // Per period, over at least one: a plan right after another (a timer catching up) must
             // not scale a few IOs into a burst.
             let per_period = cost as f64 * period_s / elapsed_s.max(period_s);
-            let kept_pace = per_period >= KEEPS_PACE * t.peak;
-            t.peak = per_period.max(t.peak * PEAK_DECAY);
+            remember(&mut t.recent, per_period);
             let g = before.groups.get(t.id.index());
             let fair = g.map_or(0.0, |g| g.hweight_active);
             let caps = throttle_for(None, &t.usage, &model, self.period, &t.caps);
@@ -143,11 +140,16 @@ impl DevicePlanner {
                 _ => None,
             };
             let capped = at_cap || t.since_capped.is_some_and(|_| cost > 0);
-            let competing = !capped
-                && period.busy
-                && cost > 0
-                && (cost as f64 >= COMPETES_AT_FAIR_SHARE * fair * delivered as f64
-                    || (t.competed && (period.slowed || kept_pace)));
+            let contending = !capped && period.busy && cost > 0;
+            let at_fair_share = contending && cost as f64 >= COMPETES_AT_FAIR_SHARE * fair * delivered as f64;
+            let kept_pace = t.pace.is_some_and(|pace| per_period >= KEEPS_PACE * pace);
+            let competing = at_fair_share || (contending && t.competed && (period.slowed || kept_pace));
+            t.pace = match competing {
+                // A group just active has no fair part yet: what it did then is no pace to keep.
+                true if at_fair_share && fair > 0.0 => Some(per_period),
+                true => t.pace,
+                false => None,
+            };
             t.competed = competing;
             let fills = held_back(&t.throttle, &t.usage, elapsed_s, FILLS_LIMIT);
             let at_limit = held_back(&t.throttle, &t.usage, elapsed_s, AT_LIMIT);

@@ -71,9 +71,15 @@ pub(super) struct Tracked {
     pub(super) cpu: Option<CpuUse>,
     /// It competed at the busy device last period ([`super::follow::device_slowed`]).
     pub(super) competed: bool,
-    /// The most it did in a period lately (absolute cost per planning period, decaying by
-    /// [`super::classify::PEAK_DECAY`] a period): a donor's limit leaves room for it ([`super::budget::DONOR_HEADROOM`]).
-    pub(super) peak: f64,
+    /// What it did in the period it last got its fair part of a busy device's work (absolute cost
+    /// per planning period), while it keeps competing: it keeps competing while it keeps
+    /// [`super::classify::KEEPS_PACE`] of it.
+    pub(super) pace: Option<f64>,
+    /// What it did in each of the last [`super::window::FOLLOW_WINDOW`] periods (absolute cost per
+    /// planning period): a donor's limit leaves room for the most of them
+    /// ([`super::budget::DONOR_HEADROOM`]), so a paced tenant catching up after a stall of the device
+    /// does not reach it.
+    pub(super) recent: VecDeque<f64>,
     /// Last period: the only group doing IO that no fixed cap of its own held ([`super::classify`]).
     pub(super) sole_uncapped: bool,
     /// Periods since it was last held at its limit, up to [`super::classify::WAITING_PERIODS`]; `None` after that,
@@ -244,7 +250,8 @@ impl DevicePlanner {
             unused_share: false,
             cpu: None,
             competed: false,
-            peak: 0.0,
+            pace: None,
+            recent: VecDeque::new(),
             sole_uncapped: false,
             since_held: None,
             since_capped: None,
