@@ -9,6 +9,7 @@
 
 #[cfg(any(test, feature = "fixture"))]
 pub mod fixture;
+pub mod kernel;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -16,8 +17,10 @@ use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 use ioshare_host::ProcessStat;
+use ioshare_observe::iocost::{IocDevice, IocGroup};
 use serde::{Deserialize, Serialize};
 
+use crate::cgroups::check::BackendKind;
 use crate::error::{Error, Result};
 
 /// Name of the status file in the state directory.
@@ -52,6 +55,10 @@ pub struct GroupLine {
     /// CPU-bound; empty otherwise.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub note: String,
+    /// The kernel's IOCost state of the cgroup on the device (kernel backend, once the kernel
+    /// reported it): what `ioshare observe --iocost` shows of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iocost: Option<IocGroup>,
 }
 
 /// One device.
@@ -77,6 +84,12 @@ pub struct DeviceLine {
     pub model: Option<ioshare_core::ModelParams>,
     /// Its cgroups.
     pub groups: Vec<GroupLine>,
+    /// The kernel's IOCost controller of the device (kernel backend, once the kernel reported it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iocost: Option<IocDevice>,
+    /// Why the kernel's figures are missing (kernel backend); empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
 }
 
 /// The whole status.
@@ -247,6 +260,9 @@ fn fmt_age(secs: f64) -> String {
 impl Status {
     /// One device's lines of the table.
     fn fmt_device(&self, f: &mut fmt::Formatter<'_>, d: &DeviceLine) -> fmt::Result {
+        if self.backend == BackendKind::Kernel.name() {
+            return kernel::fmt_device(f, d, &|cgroup| self.pod_of(cgroup));
+        }
         let target = |t: u64| if t == 0 { "-".to_string() } else { t.to_string() };
         writeln!(
             f,
