@@ -504,7 +504,10 @@ mod tests {
         let web =
             kernel::group_line(fixture::group("tenants/web", "", [0; 4]), Some(&fixture::iocost_group("/tenants/web")));
         let db = kernel::group_line(fixture::group("tenants/db", "", [0; 4]), None);
-        let mut s = fixture::status(vec![fixture::kernel_device(vec![web, db])], vec![]);
+        let mut s = fixture::status(
+            vec![kernel::device_line(fixture::device(vec![web, db]), Some(&fixture::iocost_device()), String::new())],
+            vec![],
+        );
         s.backend = BackendKind::Kernel.name().into();
         m.publish(s);
         let text = scrape(&m);

@@ -64,11 +64,11 @@ pub fn device(groups: Vec<GroupLine>) -> DeviceLine {
     }
 }
 
-/// Device loop3 as the kernel's IOCost reports it (kernel backend): vrate 87.5%, busy level 3, 25%
-/// of reads late, 4% request wait, 2 cgroups active of which one short and one donating, reported
-/// 0.1 s ago; with `groups`.
-pub fn kernel_device(groups: Vec<GroupLine>) -> DeviceLine {
-    let k = IocDevice {
+/// Device loop3 (7:3) as the kernel's IOCost reports it (kernel backend): vrate 87.5%, busy level
+/// 3, 25% of reads late, 4% request wait, 2 cgroups active of which one short and one donating,
+/// reported 0.1 s ago.
+pub fn iocost_device() -> IocDevice {
+    IocDevice {
         device: "7:3".into(),
         device_name: "loop3".into(),
         age_s: 0.1,
@@ -83,8 +83,7 @@ pub fn kernel_device(groups: Vec<GroupLine>) -> DeviceLine {
         surpluses: 1,
         active: 2,
         vrate_events: 9,
-    };
-    super::kernel::device_line(device(groups), Some(&k), String::new())
+    }
 }
 
 /// Cgroup `path` (`/a/b`) on loop3 as the kernel's IOCost reports it: active, weight 200 donating

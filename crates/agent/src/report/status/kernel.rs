@@ -140,7 +140,10 @@ mod tests {
             group_line(fixture::group("tenants/a", "", [5000, 0, 0, 0]), Some(&fixture::iocost_group("/tenants/a")));
         assert_eq!((a.hweight_inuse, a.usage_share, a.debt_us), (0.5, 0.61, 1500), "the shared columns");
         let b = group_line(fixture::group("tenants/b", "", [0; 4]), None);
-        let mut s = fixture::status(vec![fixture::kernel_device(vec![a, b])], vec![]);
+        let mut s = fixture::status(
+            vec![device_line(fixture::device(vec![a, b]), Some(&fixture::iocost_device()), String::new())],
+            vec![],
+        );
         s.backend = BackendKind::Kernel.name().into();
         let text = s.to_string();
         for part in [
@@ -152,7 +155,7 @@ mod tests {
         ] {
             assert!(text.contains(part), "'{part}' missing from\n{text}");
         }
-        let none = device_line(fixture::kernel_device(vec![]), None, "no figures: why".into());
+        let none = device_line(fixture::device(vec![]), None, "no figures: why".into());
         s.devices = vec![none];
         let text = s.to_string();
         assert!(text.contains("loop3 (7:3): kernel IOCost, targets r/w 1000/- µs\n  no figures: why\n"), "{text}");
