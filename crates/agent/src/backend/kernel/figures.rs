@@ -51,14 +51,7 @@ impl KernelFigures {
     pub(crate) fn refresh(&mut self) -> bool {
         let Some(observer) = self.observer.as_mut() else { return false };
         match observer.snapshot() {
-            Ok(snap) => {
-                self.why_not = None;
-                self.index =
-                    snap.groups.iter().enumerate().map(|(i, g)| ((g.device.clone(), g.cgroup.clone()), i)).collect();
-                let events = event_count(&snap);
-                self.snap = snap;
-                std::mem::replace(&mut self.events, events) != events
-            }
+            Ok(snap) => self.take(snap),
             Err(e) => {
                 // Stale figures would read as current: none until a reading succeeds again.
                 self.snap = IocostSnapshot::default();
@@ -69,6 +62,15 @@ impl KernelFigures {
                 false
             }
         }
+    }
+
+    /// Makes `snap` the reading served; returns whether it counts events the last one did not.
+    fn take(&mut self, snap: IocostSnapshot) -> bool {
+        self.why_not = None;
+        self.index = snap.groups.iter().enumerate().map(|(i, g)| ((g.device.clone(), g.cgroup.clone()), i)).collect();
+        let events = event_count(&snap);
+        self.snap = snap;
+        std::mem::replace(&mut self.events, events) != events
     }
 
     /// Device `dev`'s controller, if the kernel reported it.
@@ -113,4 +115,34 @@ fn event_count(snap: &IocostSnapshot) -> u64 {
         })
         .sum();
     devices + groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::status::fixture::{iocost_device, iocost_group};
+
+    const DEV: DevNum = DevNum { major: 7, minor: 3 };
+
+    #[test]
+    fn cgroups_are_found_by_device_and_path_and_new_events_count_as_activity() {
+        let mut figures = KernelFigures::default();
+        let snap = IocostSnapshot {
+            devices: vec![iocost_device()],
+            groups: vec![iocost_group("/tenants/a"), iocost_group("/tenants/b")],
+            ..IocostSnapshot::default()
+        };
+        assert!(figures.take(snap.clone()), "the first reading is new");
+        assert_eq!(figures.group(DEV, "tenants/a").map(|g| g.cgroup.as_str()), Some("/tenants/a"));
+        assert!(figures.group(DevNum { major: 7, minor: 4 }, "tenants/a").is_none(), "another device");
+        assert_eq!(figures.device(DEV).map(|d| d.vrate_pct), Some(87.5));
+        assert!(!figures.take(snap.clone()), "nothing new: the same events");
+        // b removed (the observer leaves it out): a is still served, b has no figures.
+        let mut later = IocostSnapshot { groups: vec![iocost_group("/tenants/a")], ..snap };
+        later.groups[0].events.adjust += 1;
+        assert!(figures.take(later), "an event since");
+        assert!(figures.group(DEV, "tenants/a").is_some() && figures.group(DEV, "tenants/b").is_none());
+        // Without an observer: no figures and no note until a start was tried.
+        assert_eq!(KernelFigures::default().note(DEV), "");
+    }
 }

@@ -37,7 +37,8 @@ pub struct GroupLine {
     pub cgroup: String,
     /// Weight.
     pub weight: u32,
-    /// Share by weight among active groups (userspace backend; 0 for kernel).
+    /// Share by weight among active groups: the planner's, or the kernel's (kernel backend; 0 until
+    /// the kernel reported the cgroup).
     pub hweight_active: f64,
     /// Share after donation.
     pub hweight_inuse: f64,
@@ -45,9 +46,10 @@ pub struct GroupLine {
     pub usage_share: f64,
     /// Limits in force: riops, wiops, rbps, wbps (0 = none).
     pub limits: [u64; 4],
-    /// idle, alone, donating, limited, running; `kernel` when the kernel decides.
+    /// idle, alone, donating, limited, running (userspace backend); the kernel's flags —
+    /// `idle`/`active`, `donating`, `in-debt`, `delayed` — or `not reported` (kernel backend).
     pub state: String,
-    /// Device time used beyond its budget still to pay back, µs (userspace backend).
+    /// Device time used beyond its budget still to pay back, µs (the planner's, or the kernel's).
     #[serde(default)]
     pub debt_us: u64,
     /// Why an active group is below its share when no limit of the agent holds it (userspace
