@@ -26,14 +26,16 @@ pub fn device_line(line: DeviceLine, k: Option<&IocDevice>, note: String) -> Dev
 }
 
 /// Group line `line` with the kernel's figures `k` in the columns the planner's share (hweights,
-/// usage, debt) and its [`flags`] as its state; `not reported` without them (no IO yet, or no
+/// last period's usage — none while idle —, debt) and its [`flags`] as its state; `not reported` without them (no IO yet, or no
 /// figures on the device: its line says why).
 pub fn group_line(line: GroupLine, k: Option<&IocGroup>) -> GroupLine {
     match k {
         Some(k) => GroupLine {
             hweight_active: k.hweight_active_pct / 100.0,
             hweight_inuse: k.hweight_inuse_pct / 100.0,
-            usage_share: k.usage_pct / 100.0,
+            // The kernel's figure is the usage flushed last, which for a cgroup that went idle covers
+            // the periods since the flush before (several hundred % of one period): idle, it used none.
+            usage_share: if k.is_active { k.usage_pct / 100.0 } else { 0.0 },
             debt_us: (k.debt_ms * 1000.0).round() as u64,
             state: flags(k),
             iocost: Some(k.clone()),
@@ -139,6 +141,12 @@ mod tests {
         let a =
             group_line(fixture::group("tenants/a", "", [5000, 0, 0, 0]), Some(&fixture::iocost_group("/tenants/a")));
         assert_eq!((a.hweight_inuse, a.usage_share, a.debt_us), (0.5, 0.61, 1500), "the shared columns");
+        let idle = IocGroup { is_active: false, usage_pct: 264.9, ..fixture::iocost_group("/tenants/a") };
+        assert_eq!(
+            group_line(fixture::group("tenants/a", "", [0; 4]), Some(&idle)).usage_share,
+            0.0,
+            "idle: none used"
+        );
         let b = group_line(fixture::group("tenants/b", "", [0; 4]), None);
         let mut s = fixture::status(
             vec![device_line(fixture::device(vec![a, b]), Some(&fixture::iocost_device()), String::new())],
