@@ -10,9 +10,10 @@
 //!            (a [kubernetes] section's pods), targets (one list of cgroups with weight and caps:
 //!            HOW A POD GETS ITS WEIGHT — `targets::targets`, then `targets::userspace_plan`'s leaves)
 //! daemon/    the running agent: start, discovery, the period loop, reload, claim, signals
-//! backend/   how it reaches the kernel: the Backend trait; kernel (iocost files), userspace/ (the
-//!            planner in steps read → classify → follow → budget → write; HOW A BUDGET BECOMES A
-//!            BLK-THROTTLE LIMIT — `userspace::budget`, then `backend::throttle::throttle_for`)
+//! backend/   how it reaches the kernel: the Backend trait; kernel/ (iocost files; the kernel's own
+//!            IOCost figures, read through ioshare-observe), userspace/ (the planner in steps read →
+//!            classify → follow → budget → write; HOW A BUDGET BECOMES A BLK-THROTTLE LIMIT —
+//!            `userspace::budget`, then `backend::throttle::throttle_for`)
 //! report/    what it shows: status, metrics, share (effective shares and flags), logging, trace, cpu
 //! cgroups/   the host's cgroups: check (what it offers, which backend), hierarchy (the tree's files)
 //! memory     the memory guard's rules applied through ioshare-memory

@@ -197,6 +197,7 @@ fn status() -> impl Strategy<Value = Status> {
             state: state.into(),
             debt_us: 0,
             note: String::new(),
+            iocost: None,
         });
     let device = (text(8), any::<i32>(), share.clone(), any::<[u64; 2]>(), prop::collection::vec(group, 0..4))
         .prop_map(|(device, busy_level, vrate, target_us, groups)| DeviceLine {
@@ -209,6 +210,8 @@ fn status() -> impl Strategy<Value = Status> {
             missed_ppm: [0, 0],
             model: None,
             groups,
+            iocost: None,
+            note: String::new(),
         });
     (any::<u32>(), any::<u64>(), 0u32..1 << 30, prop::collection::vec(device, 0..3)).prop_map(
         |(pid, periods, t, devices)| Status {

@@ -19,8 +19,19 @@ use ioshare_host::{BlkioCgroup, Capabilities, LoopDevice};
 use ioshare_testkit::KillOnDrop;
 use serde_json::Value;
 
-/// Metrics the kernel gives only on cgroup v2: their panels may be empty on a v1 host.
-const V2_ONLY: &[&str] = &["ioshare_memory_pressure_ratio"];
+/// Metrics the kernel gives only on cgroup v2: their panels may be empty on a v1 host. The kernel
+/// IOCost's (`ioshare_iocost_*`, the agent's kernel backend) are checked in the lab guest instead
+/// (`lab_agent.rs`).
+const V2_ONLY: &[&str] = &[
+    "ioshare_memory_pressure_ratio",
+    "ioshare_iocost_vrate_ratio",
+    "ioshare_iocost_busy_level",
+    "ioshare_iocost_rq_wait_ratio",
+    "ioshare_iocost_hweight_ratio",
+    "ioshare_iocost_debt_seconds",
+    "ioshare_iocost_delay_seconds",
+    "ioshare_iocost_wait_seconds_total",
+];
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()

@@ -79,8 +79,9 @@ pub trait Backend: std::fmt::Debug + Send {
     /// Forgets the cgroups the last sync did not find (after a reload).
     fn forget_absent(&mut self);
 
-    /// One period: the userspace backend plans and writes limits; the kernel plans by itself.
-    /// Returns whether any device had IO.
+    /// One period: the userspace backend plans and writes limits; the kernel plans by itself (the
+    /// kernel backend reads its figures). Returns whether any device had IO (the kernel backend:
+    /// whether the kernel reported anything new).
     fn period(&mut self, host: &mut HostFiles<'_>, now: Nanos) -> Result<bool>;
 
     /// Writes back what someone else overwrote of what the backend holds in force by itself.

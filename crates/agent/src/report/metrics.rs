@@ -24,13 +24,21 @@
 //! `container` — the last three empty (so not written: to Prometheus an empty label is no label)
 //! unless the pod source ([`crate::desired::pods`]) names the cgroup's pod (and container, for a container's
 //! own cgroup) in the status. With the kernel backend the kernel plans: the
-//! planner's series (vrate, hweights, usage, donation, debt, latency) are left out.
+//! planner's series (vrate, hweights, usage, donation, debt, latency) are left out, and the kernel's
+//! own IOCost figures in the status are served under the names `ioshare observe --iocost` gives them,
+//! by its renderer ([`ioshare_observe::iocost::render::encode_devices`] and `encode_groups`) with
+//! the agent's labels: `ioshare_iocost_vrate_ratio`, `…_busy_level`, `…_missed_ratio{op}`,
+//! `…_rq_wait_ratio`, `…_cgroups{state}` per device; `ioshare_iocost_weight{kind}`,
+//! `…_hweight_ratio{kind}`, `…_usage_seconds_total`, `…_wait_seconds_total`, `…_indebt_seconds_total`,
+//! `…_indelay_seconds_total`, `…_debt_seconds`, `…_delay_seconds`, `…_events_total{event}` per
+//! cgroup (no series for a device or cgroup the kernel has not reported).
 
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use ioshare_observe::endpoint::{family, Endpoint};
+use ioshare_observe::iocost::render as iocost;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabel, EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -153,7 +161,21 @@ fn encode(enc: &mut DescriptorEncoder, s: &Status) -> fmt::Result {
     let planner = s.backend == BackendKind::Userspace.name();
     encode_devices(enc, &s.devices, planner)?;
     encode_groups(enc, s, planner)?;
+    if s.backend == BackendKind::Kernel.name() {
+        encode_kernel(enc, s)?;
+    }
     encode_memory(enc, s)
+}
+
+/// The kernel's IOCost figures (kernel backend), by observe's renderer with the agent's labels.
+fn encode_kernel(enc: &mut DescriptorEncoder, s: &Status) -> fmt::Result {
+    let devices = s.devices.iter().filter_map(|d| d.iocost.as_ref().map(|k| (dev(d), k)));
+    iocost::encode_devices(enc, devices)?;
+    let groups = s
+        .devices
+        .iter()
+        .flat_map(|d| d.groups.iter().filter_map(move |g| g.iocost.as_ref().map(|k| (io_labels(s, d, g), k))));
+    iocost::encode_groups(enc, groups)
 }
 
 fn encode_devices(enc: &mut DescriptorEncoder, devices: &[DeviceLine], planner: bool) -> fmt::Result {
@@ -342,7 +364,7 @@ mod tests {
     use std::process::{Command, Stdio};
 
     use super::*;
-    use crate::report::status::fixture;
+    use crate::report::status::{fixture, kernel};
 
     /// A userspace agent's status: device loop3 with `groups`, the first donating with a read IOPS
     /// limit, the others held at their limits; each also memory-guarded.
@@ -477,12 +499,35 @@ mod tests {
     }
 
     #[test]
-    fn the_kernel_backend_exposes_no_planner_state() {
+    fn the_kernel_backend_exposes_the_kernels_iocost_not_planner_state() {
         let m = serve();
-        let mut s = status(&["tenants/web"]);
+        let web =
+            kernel::group_line(fixture::group("tenants/web", "", [0; 4]), Some(&fixture::iocost_group("/tenants/web")));
+        let db = kernel::group_line(fixture::group("tenants/db", "", [0; 4]), None);
+        let mut s = fixture::status(
+            vec![kernel::device_line(fixture::device(vec![web, db]), Some(&fixture::iocost_device()), String::new())],
+            vec![],
+        );
         s.backend = BackendKind::Kernel.name().into();
         m.publish(s);
         let text = scrape(&m);
+        for line in [
+            r#"ioshare_iocost_vrate_ratio{device="loop3"} 0.875"#.to_string(),
+            r#"ioshare_iocost_busy_level{device="loop3"} 3.0"#.into(),
+            r#"ioshare_iocost_missed_ratio{device="loop3",op="read"} 0.25"#.into(),
+            r#"ioshare_iocost_cgroups{device="loop3",state="surplus"} 1.0"#.into(),
+            format!(r#"ioshare_iocost_hweight_ratio{{device="loop3",{WEB},kind="inuse"}} 0.5"#),
+            format!(r#"ioshare_iocost_usage_seconds_total{{device="loop3",{WEB}}} 2.5"#),
+            format!(r#"ioshare_iocost_wait_seconds_total{{device="loop3",{WEB}}} 0.001"#),
+            format!(r#"ioshare_iocost_debt_seconds{{device="loop3",{WEB}}} 0.0015"#),
+            format!(r#"ioshare_iocost_delay_seconds{{device="loop3",{WEB}}} 0.0"#),
+        ] {
+            assert!(text.contains(&format!("{line}\n")), "'{line}' missing from:\n{text}");
+        }
+        // A cgroup the kernel has not reported has its weight, and no kernel series.
+        assert!(text.contains(&format!(r#"ioshare_cgroup_weight{{device="loop3",{DB}}} 200"#)), "{text}");
+        assert!(!text.contains(&format!(r#"ioshare_iocost_debt_seconds{{device="loop3",{DB}}}"#)), "{text}");
+        lint(&text);
         assert!(text.contains(&format!(r#"ioshare_cgroup_weight{{device="loop3",{WEB}}} 200"#)), "{text}");
         assert!(text.contains(r#"ioshare_device_model_iops{device="loop3""#), "{text}");
         for planner in

@@ -1,7 +1,9 @@
 //! An [`IocostSnapshot`] as an operator reads it: aligned tables (one for devices, one for cgroups, the
 //! columns of `iocost_monitor.py`) and Prometheus exposition.
 //!
-//! Metrics (labels `device`, and `cgroup` for per-cgroup ones), named like the observer's:
+//! Metrics (labels `device`, and `cgroup` for per-cgroup ones), named like the observer's; the agent's
+//! kernel backend serves the same families with its own labels through [`encode_devices`] and
+//! [`encode_groups`]:
 //! - `ioshare_iocost_vrate_ratio`, `ioshare_iocost_busy_level`, `ioshare_iocost_missed_ratio{op}`,
 //!   `ioshare_iocost_rq_wait_ratio`, `ioshare_iocost_cgroups{state=active|lagging|shortage|surplus}`;
 //! - `ioshare_iocost_weight{kind=configured|active|inuse}`, `ioshare_iocost_hweight_ratio{kind=active|inuse}`,
@@ -14,12 +16,12 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
-use super::snapshot::{IocGroup, IocostSnapshot};
+use super::snapshot::{IocDevice, IocGroup, IocostSnapshot};
 use crate::endpoint::{family, Endpoint};
 use crate::error::Result;
 
@@ -171,70 +173,96 @@ impl Collector for IocostCollector {
 type Micros = fn(&IocGroup) -> u64;
 
 fn encode(enc: &mut DescriptorEncoder, snap: &IocostSnapshot) -> fmt::Result {
-    let dev = |name: &str| [("device", name.to_string())];
+    encode_devices(enc, snap.devices.iter().map(|d| ([("device", d.device_name.clone())], d)))?;
+    encode_groups(
+        enc,
+        snap.groups.iter().map(|g| ([("device", g.device_name.clone()), ("cgroup", g.cgroup.clone())], g)),
+    )
+}
+
+/// Writes the per-device families (`ioshare_iocost_vrate_ratio`, `…_busy_level`, `…_missed_ratio{op}`,
+/// `…_rq_wait_ratio`, `…_cgroups{state}`) of `devices`, each with the labels its caller gives it
+/// (`device`; the ioshare agent's are its own): one renderer for `ioshare observe --iocost` and the
+/// agent's kernel backend.
+pub fn encode_devices<'a, L>(
+    enc: &mut DescriptorEncoder,
+    devices: impl Iterator<Item = (L, &'a IocDevice)> + Clone,
+) -> fmt::Result
+where
+    L: EncodeLabelSet + Clone,
+{
     let gauge = |v: f64| ConstGauge::new(v);
     family(
         enc,
         "ioshare_iocost_vrate_ratio",
         "The kernel IOCost's base vrate (1 = 100%).",
-        snap.devices.iter().map(|d| (dev(&d.device_name), gauge(d.vrate_pct / 100.0))),
+        devices.clone().map(|(l, d)| (l, gauge(d.vrate_pct / 100.0))),
     )?;
     family(
         enc,
         "ioshare_iocost_busy_level",
         "IOCost's busy level: above 0 QoS targets are missed, below 0 cgroups are short while targets are met.",
-        snap.devices.iter().map(|d| (dev(&d.device_name), gauge(f64::from(d.busy_level)))),
+        devices.clone().map(|(l, d)| (l, gauge(f64::from(d.busy_level)))),
     )?;
     family(
         enc,
         "ioshare_iocost_missed_ratio",
         "Share of IOs over their latency target in the last reported period.",
-        snap.devices.iter().flat_map(|d| {
-            [("read", d.missed_ppm[0]), ("write", d.missed_ppm[1])].map(|(op, ppm)| {
-                ([("device", d.device_name.clone()), ("op", op.to_string())], gauge(f64::from(ppm) / 1e6))
-            })
+        devices.clone().flat_map(|(l, d)| {
+            [("read", d.missed_ppm[0]), ("write", d.missed_ppm[1])]
+                .map(|(op, ppm)| ((l.clone(), [("op", op)]), gauge(f64::from(ppm) / 1e6)))
         }),
     )?;
     family(
         enc,
         "ioshare_iocost_rq_wait_ratio",
         "Share of the last reported period requests waited for a driver tag.",
-        snap.devices.iter().map(|d| (dev(&d.device_name), gauge(f64::from(d.rq_wait_pct) / 100.0))),
+        devices.clone().map(|(l, d)| (l, gauge(f64::from(d.rq_wait_pct) / 100.0))),
     )?;
     family(
         enc,
         "ioshare_iocost_cgroups",
         "Active cgroups, and of them lagging, short of budget, donating (as of the last vrate event).",
-        snap.devices.iter().flat_map(|d| {
+        devices.flat_map(|(l, d)| {
             [
                 ("active", f64::from(d.active)),
                 ("lagging", f64::from(d.lagging)),
                 ("shortage", f64::from(d.shortages)),
                 ("surplus", f64::from(d.surpluses)),
             ]
-            .map(|(state, n)| ([("device", d.device_name.clone()), ("state", state.to_string())], gauge(n)))
+            .map(|(state, n)| ((l.clone(), [("state", state)]), gauge(n)))
         }),
-    )?;
-    let cg = |g: &IocGroup| [("device", g.device_name.clone()), ("cgroup", g.cgroup.clone())];
-    let cg_kind = |g: &IocGroup, kind: &str| {
-        [("device", g.device_name.clone()), ("cgroup", g.cgroup.clone()), ("kind", kind.to_string())]
-    };
+    )
+}
+
+/// Writes the per-cgroup families (`ioshare_iocost_weight{kind}`, `…_hweight_ratio{kind}`, the
+/// `cost.*` counters `…_usage_seconds_total`, `…_wait_seconds_total`, `…_indebt_seconds_total`,
+/// `…_indelay_seconds_total`, `…_debt_seconds`, `…_delay_seconds`, `…_events_total{event}`) of
+/// `groups`, each with the labels its caller gives it (`device` and `cgroup`).
+pub fn encode_groups<'a, L>(
+    enc: &mut DescriptorEncoder,
+    groups: impl Iterator<Item = (L, &'a IocGroup)> + Clone,
+) -> fmt::Result
+where
+    L: EncodeLabelSet + Clone,
+{
+    let gauge = |v: f64| ConstGauge::new(v);
     family(
         enc,
         "ioshare_iocost_weight",
         "The cgroup's weight as configured, active (0 while idle) and inuse (lower while donating).",
-        snap.groups.iter().flat_map(|g| {
+        groups.clone().flat_map(|(l, g)| {
             [("configured", g.weight), ("active", g.weight_active), ("inuse", g.weight_inuse)]
-                .map(|(kind, w)| (cg_kind(g, kind), gauge(w)))
+                .map(|(kind, w)| ((l.clone(), [("kind", kind)]), gauge(w)))
         }),
     )?;
     family(
         enc,
         "ioshare_iocost_hweight_ratio",
         "The cgroup's share of the device through the hierarchy, by active and by inuse weights.",
-        snap.groups.iter().flat_map(|g| {
+        groups.clone().flat_map(|(l, g)| {
             [("active", g.hweight_active_pct), ("inuse", g.hweight_inuse_pct)]
-                .map(|(kind, pct)| (cg_kind(g, kind), gauge(pct / 100.0)))
+                .map(|(kind, pct)| ((l.clone(), [("kind", kind)]), gauge(pct / 100.0)))
         }),
     )?;
     let counters: [(&str, &str, Micros); 4] = [
@@ -244,25 +272,25 @@ fn encode(enc: &mut DescriptorEncoder, snap: &IocostSnapshot) -> fmt::Result {
         ("ioshare_iocost_indelay_seconds", "Time the cgroup was delayed (io.stat cost.indelay).", |g| g.indelay_us),
     ];
     for (name, help, of) in counters {
-        family(enc, name, help, snap.groups.iter().map(|g| (cg(g), ConstCounter::new(of(g) as f64 * 1e-6))))?;
+        family(enc, name, help, groups.clone().map(|(l, g)| (l, ConstCounter::new(of(g) as f64 * 1e-6))))?;
     }
     family(
         enc,
         "ioshare_iocost_debt_seconds",
         "The cgroup's debt, in device time.",
-        snap.groups.iter().map(|g| (cg(g), gauge(g.debt_ms / 1000.0))),
+        groups.clone().map(|(l, g)| (l, gauge(g.debt_ms / 1000.0))),
     )?;
     family(
         enc,
         "ioshare_iocost_delay_seconds",
         "The delay in force on the cgroup's issuers.",
-        snap.groups.iter().map(|g| (cg(g), gauge(g.delay_ms / 1000.0))),
+        groups.clone().map(|(l, g)| (l, gauge(g.delay_ms / 1000.0))),
     )?;
     family(
         enc,
         "ioshare_iocost_events",
         "IOCost's events for the cgroup: activated, idled, shortage, transfer, adjust, forgiven.",
-        snap.groups.iter().flat_map(|g| {
+        groups.flat_map(|(l, g)| {
             let e = g.events;
             [
                 ("activated", e.activated),
@@ -272,21 +300,15 @@ fn encode(enc: &mut DescriptorEncoder, snap: &IocostSnapshot) -> fmt::Result {
                 ("adjust", e.adjust),
                 ("forgiven", e.forgiven),
             ]
-            .map(|(event, n)| {
-                (
-                    [("device", g.device_name.clone()), ("cgroup", g.cgroup.clone()), ("event", event.to_string())],
-                    ConstCounter::new(n),
-                )
-            })
+            .map(|(event, n)| ((l.clone(), [("event", event)]), ConstCounter::new(n)))
         }),
-    )?;
-    Ok(())
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::iocost::{IocDevice, IocEvents};
+    use crate::iocost::IocEvents;
 
     fn snap() -> IocostSnapshot {
         IocostSnapshot {

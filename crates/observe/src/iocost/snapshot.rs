@@ -1,7 +1,7 @@
 //! What the IOCost programs kept, in an operator's units: percentages, milliseconds, weights as the
 //! cgroup files write them (`io.weight`'s 1..10000), plus the raw cumulative µs counters of `io.stat`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The kernel's vtime per microsecond at 100% vrate (`VTIME_PER_USEC` = 2^37 / 10^6, rounded down).
 pub(crate) const VTIME_PER_USEC: u64 = (1u64 << 37) / 1_000_000;
@@ -9,7 +9,7 @@ pub(crate) const VTIME_PER_USEC: u64 = (1u64 << 37) / 1_000_000;
 pub(crate) const WEIGHT_ONE: f64 = 65536.0;
 
 /// One device's IOCost controller.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IocDevice {
     /// `MAJ:MIN`.
     pub device: String,
@@ -43,7 +43,7 @@ pub struct IocDevice {
 }
 
 /// How often each cgroup event fired.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IocEvents {
     /// Became active (`iocost_iocg_activate`).
     pub activated: u64,
@@ -60,7 +60,7 @@ pub struct IocEvents {
 }
 
 /// One cgroup's state on one device.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IocGroup {
     /// `MAJ:MIN`.
     pub device: String,

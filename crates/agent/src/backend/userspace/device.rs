@@ -525,6 +525,7 @@ impl DevicePlanner {
                     state: state.into(),
                     debt_us: g.debt_us,
                     note: if g.active && !self.gone { unused_share_note(t) } else { String::new() },
+                    iocost: None,
                 }
             })
             .collect();
@@ -543,6 +544,8 @@ impl DevicePlanner {
             missed_ppm: stats.device.missed_ppm,
             model: Some(self.cfg.model),
             groups,
+            iocost: None,
+            note: String::new(),
         }
     }
 }

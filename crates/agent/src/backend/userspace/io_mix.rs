@@ -209,8 +209,12 @@ impl IoMix {
 
 /// An observer of the bios queued to device `dev`, or `None` (logged why).
 fn observe(dev: DevNum) -> Option<Observer> {
-    // Only Q: the mix needs Q's seek distances, not the other stages or latencies (a quarter of the
-    // observer's cost per IO).
+    // Only Q, not the observer's default light detail (C alone, one program per IO too, at about the
+    // same cost per run): the mix needs the seek distance per bio in submission order, which is what
+    // the kernel's iocost classifies (at its issue path, before merging) and what the blk-throttle
+    // counters the backend charges count. At C the unit is the request — sequential bios merged into
+    // one count once — and the order is completion order, so the share there is not the share of the
+    // counted IOs the kernel would charge as sequential. No other stage, no latencies.
     match Observer::start_with(Some((dev.major, dev.minor)), None, Stages::QueueOnly) {
         Ok(o) => Some(o),
         Err(e) => {

@@ -4,6 +4,7 @@
 //! what it cares about with struct update syntax (`GroupLine { weight: 300, ..group(..) }`).
 
 use ioshare_core::ModelParams;
+use ioshare_observe::iocost::{IocDevice, IocEvents, IocGroup};
 
 use super::{DeviceLine, GroupLine, Status};
 use crate::cgroups::check::BackendKind;
@@ -22,6 +23,7 @@ pub fn group(cgroup: &str, state: &str, limits: [u64; 4]) -> GroupLine {
         state: state.into(),
         debt_us: 1500,
         note: String::new(),
+        iocost: None,
     }
 }
 
@@ -57,6 +59,58 @@ pub fn device(groups: Vec<GroupLine>) -> DeviceLine {
         missed_ppm: [12_500, 0],
         model: Some(ModelParams::SSD_DFL),
         groups,
+        iocost: None,
+        note: String::new(),
+    }
+}
+
+/// Device loop3 (7:3) as the kernel's IOCost reports it (kernel backend): vrate 87.5%, busy level
+/// 3, 25% of reads late, 4% request wait, 2 cgroups active of which one short and one donating,
+/// reported 0.1 s ago.
+pub fn iocost_device() -> IocDevice {
+    IocDevice {
+        device: "7:3".into(),
+        device_name: "loop3".into(),
+        age_s: 0.1,
+        vrate_pct: 87.5,
+        busy_level: 3,
+        period_ms: 40.0,
+        period: 12,
+        missed_ppm: [250_000, 0],
+        rq_wait_pct: 4,
+        lagging: 0,
+        shortages: 1,
+        surpluses: 1,
+        active: 2,
+        vrate_events: 9,
+    }
+}
+
+/// Cgroup `path` (`/a/b`) on loop3 as the kernel's IOCost reports it: active, weight 200 donating
+/// down to 150 in use, hweights 66.7% active and 50% in use, 61% of the last period used, 1.5 ms of
+/// debt, no delay, 2.5 s used and 1 ms waited in all.
+pub fn iocost_group(path: &str) -> IocGroup {
+    IocGroup {
+        device: "7:3".into(),
+        device_name: "loop3".into(),
+        cgroup_id: 42,
+        cgroup: path.into(),
+        level: 2,
+        age_s: 0.1,
+        is_active: true,
+        weight: 200.0,
+        weight_active: 200.0,
+        weight_inuse: 150.0,
+        hweight_active_pct: 66.7,
+        hweight_inuse_pct: 50.0,
+        usage_pct: 61.0,
+        debt_ms: 1.5,
+        delay_ms: 0.0,
+        usage_us: 2_500_000,
+        wait_us: 1000,
+        indebt_us: 0,
+        indelay_us: 0,
+        events: IocEvents { activated: 1, transfer: 4, ..IocEvents::default() },
     }
 }
 

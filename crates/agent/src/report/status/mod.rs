@@ -9,6 +9,7 @@
 
 #[cfg(any(test, feature = "fixture"))]
 pub mod fixture;
+pub mod kernel;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -16,8 +17,10 @@ use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 use ioshare_host::ProcessStat;
+use ioshare_observe::iocost::{IocDevice, IocGroup};
 use serde::{Deserialize, Serialize};
 
+use crate::cgroups::check::BackendKind;
 use crate::error::{Error, Result};
 
 /// Name of the status file in the state directory.
@@ -34,7 +37,8 @@ pub struct GroupLine {
     pub cgroup: String,
     /// Weight.
     pub weight: u32,
-    /// Share by weight among active groups (userspace backend; 0 for kernel).
+    /// Share by weight among active groups: the planner's, or the kernel's (kernel backend; 0 until
+    /// the kernel reported the cgroup).
     pub hweight_active: f64,
     /// Share after donation.
     pub hweight_inuse: f64,
@@ -42,9 +46,10 @@ pub struct GroupLine {
     pub usage_share: f64,
     /// Limits in force: riops, wiops, rbps, wbps (0 = none).
     pub limits: [u64; 4],
-    /// idle, alone, donating, limited, running; `kernel` when the kernel decides.
+    /// idle, alone, donating, limited, running (userspace backend); the kernel's flags —
+    /// `idle`/`active`, `donating`, `in-debt`, `delayed` — or `not reported` (kernel backend).
     pub state: String,
-    /// Device time used beyond its budget still to pay back, µs (userspace backend).
+    /// Device time used beyond its budget still to pay back, µs (the planner's, or the kernel's).
     #[serde(default)]
     pub debt_us: u64,
     /// Why an active group is below its share when no limit of the agent holds it (userspace
@@ -52,6 +57,10 @@ pub struct GroupLine {
     /// CPU-bound; empty otherwise.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub note: String,
+    /// The kernel's IOCost state of the cgroup on the device (kernel backend, once the kernel
+    /// reported it): what `ioshare observe --iocost` shows of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iocost: Option<IocGroup>,
 }
 
 /// One device.
@@ -77,6 +86,12 @@ pub struct DeviceLine {
     pub model: Option<ioshare_core::ModelParams>,
     /// Its cgroups.
     pub groups: Vec<GroupLine>,
+    /// The kernel's IOCost controller of the device (kernel backend, once the kernel reported it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iocost: Option<IocDevice>,
+    /// Why the kernel's figures are missing (kernel backend); empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
 }
 
 /// The whole status.
@@ -247,6 +262,9 @@ fn fmt_age(secs: f64) -> String {
 impl Status {
     /// One device's lines of the table.
     fn fmt_device(&self, f: &mut fmt::Formatter<'_>, d: &DeviceLine) -> fmt::Result {
+        if self.backend == BackendKind::Kernel.name() {
+            return kernel::fmt_device(f, d, &|cgroup| self.pod_of(cgroup));
+        }
         let target = |t: u64| if t == 0 { "-".to_string() } else { t.to_string() };
         writeln!(
             f,

@@ -7,8 +7,12 @@
 //!   blk-throttle holds them before iocost sees the IO);
 //! - values someone else overwrote are written back when [`crate::cgroups::reapply`] says.
 //!
-//! It starts no observer and plans nothing: vrate, hweights and debt are the kernel's, so its status
-//! lines carry the weights and caps written, not the planner's figures.
+//! It plans nothing: vrate, hweights, debt and delay are the kernel's. Its status lines carry the
+//! weights and caps written and, read once a period from the kernel's own IOCost tracepoints
+//! ([`figures`]), the kernel's figures — vrate, busy level, missed ppm and request wait per device,
+//! hweights, usage, debt, delay and wait per cgroup, with flags — or, where they cannot be read, why.
+
+mod figures;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -25,8 +29,10 @@ use crate::desired::config::DeviceConfig;
 use crate::desired::targets::CgroupSettings;
 use crate::error::Result;
 use crate::report::share::watch::PlannerActivity;
+use crate::report::status::kernel::{device_line, group_line};
 use crate::report::status::{DeviceLine, GroupLine};
 use crate::report::trace::PeriodRecord;
+use figures::KernelFigures;
 
 /// The kernel's iocost, configured by the agent.
 #[derive(Debug, Default)]
@@ -35,6 +41,8 @@ pub struct KernelIocost {
     period: Duration,
     /// Cgroups applied, with what was applied.
     applied: BTreeMap<String, CgroupSettings>,
+    /// The kernel's own IOCost figures.
+    figures: KernelFigures,
 }
 
 impl KernelIocost {
@@ -83,6 +91,7 @@ impl Backend for KernelIocost {
     fn set_devices(&mut self, host: &mut HostFiles<'_>, devices: &[DeviceConfig], period: Duration) -> Result<usize> {
         let (fresh, changed) = device_changes(&self.devices, devices);
         self.devices = devices.to_vec();
+        self.figures.start_once(&devices.iter().map(|d| d.device.dev).collect::<Vec<_>>());
         self.period = period;
         for d in &fresh {
             Self::apply_device(host, d)?;
@@ -113,8 +122,10 @@ impl Backend for KernelIocost {
 
     fn forget_absent(&mut self) {}
 
+    /// Reads the kernel's figures; "had IO" when the kernel reported something new (so the status
+    /// and metrics follow it period by period while the device is busy).
     fn period(&mut self, _host: &mut HostFiles<'_>, _now: Nanos) -> Result<bool> {
-        Ok(false)
+        Ok(self.figures.refresh())
     }
 
     fn reassert(&mut self, host: &mut HostFiles<'_>) -> Result<()> {
@@ -130,30 +141,40 @@ impl Backend for KernelIocost {
     fn status(&self, _now: Nanos) -> Vec<DeviceLine> {
         self.devices
             .iter()
-            .map(|d| DeviceLine {
-                device: d.device.name.clone(),
-                dev: d.device.dev.to_string(),
-                vrate_pct: 0.0,
-                busy_level: 0,
-                lat_us: [0.0; 2],
-                target_us: d.qos.map_or([0, 0], |q| [q.rlat_us, q.wlat_us]),
-                missed_ppm: [0, 0],
-                model: Some(d.model),
-                groups: self
-                    .applied
-                    .iter()
-                    .map(|(rel, t)| GroupLine {
-                        cgroup: rel.clone(),
-                        weight: t.weight,
-                        hweight_active: 0.0,
-                        hweight_inuse: 0.0,
-                        usage_share: 0.0,
-                        limits: fixed_caps(d, &t.limits, self.period).as_array(),
-                        state: "kernel".into(),
-                        debt_us: 0,
-                        note: String::new(),
-                    })
-                    .collect(),
+            .map(|d| {
+                let dev = d.device.dev;
+                let line = DeviceLine {
+                    device: d.device.name.clone(),
+                    dev: dev.to_string(),
+                    vrate_pct: 0.0,
+                    busy_level: 0,
+                    lat_us: [0.0; 2],
+                    target_us: d.qos.map_or([0, 0], |q| [q.rlat_us, q.wlat_us]),
+                    missed_ppm: [0, 0],
+                    model: Some(d.model),
+                    groups: self
+                        .applied
+                        .iter()
+                        .map(|(rel, t)| {
+                            let line = GroupLine {
+                                cgroup: rel.clone(),
+                                weight: t.weight,
+                                hweight_active: 0.0,
+                                hweight_inuse: 0.0,
+                                usage_share: 0.0,
+                                limits: fixed_caps(d, &t.limits, self.period).as_array(),
+                                state: String::new(),
+                                debt_us: 0,
+                                note: String::new(),
+                                iocost: None,
+                            };
+                            group_line(line, self.figures.group(dev, rel))
+                        })
+                        .collect(),
+                    iocost: None,
+                    note: String::new(),
+                };
+                device_line(line, self.figures.device(dev), self.figures.note(dev))
             })
             .collect()
     }
