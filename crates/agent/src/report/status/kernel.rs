@@ -7,7 +7,7 @@ use std::fmt;
 
 use ioshare_observe::iocost::{IocDevice, IocGroup};
 
-use super::{DeviceLine, GroupLine};
+use super::{write_group_columns, write_group_header, DeviceLine, GroupLine};
 
 /// Device line `line` with the kernel's figures `k` (`None`: not reported, `note` says why) in the
 /// columns the planner's share: vrate, busy level, missed ppm.
@@ -91,26 +91,14 @@ pub(super) fn fmt_device(f: &mut fmt::Formatter<'_>, d: &DeviceLine, pod_of: &dy
     if !d.note.is_empty() {
         writeln!(f, "  {}", d.note)?;
     }
-    writeln!(
-        f,
-        "  {:<32} {:>6} {:>7} {:>7} {:>7} {:>9} {:>9} {:>11} {:>11} {:>9} {:>9} {:>9}  flags",
-        "cgroup", "weight", "hw", "hw-use", "usage", "riops", "wiops", "rbps", "wbps", "debt ms", "delay ms", "wait ms"
-    )?;
-    let lim = |v: u64| if v == 0 { "-".to_string() } else { v.to_string() };
+    write_group_header(f)?;
+    writeln!(f, " {:>9} {:>9} {:>9}  flags", "debt ms", "delay ms", "wait ms")?;
     for g in &d.groups {
         let kernel = |of: fn(&IocGroup) -> f64| g.iocost.as_ref().map_or("-".to_string(), |k| format!("{:.2}", of(k)));
+        write_group_columns(f, g)?;
         writeln!(
             f,
-            "  {:<32} {:>6} {:>6.1}% {:>6.1}% {:>6.1}% {:>9} {:>9} {:>11} {:>11} {:>9} {:>9} {:>9}  {}{}",
-            g.cgroup,
-            g.weight,
-            g.hweight_active * 100.0,
-            g.hweight_inuse * 100.0,
-            g.usage_share * 100.0,
-            lim(g.limits[0]),
-            lim(g.limits[1]),
-            lim(g.limits[2]),
-            lim(g.limits[3]),
+            " {:>9} {:>9} {:>9}  {}{}",
             kernel(|k| k.debt_ms),
             kernel(|k| k.delay_ms),
             kernel(|k| k.wait_us as f64 / 1000.0),

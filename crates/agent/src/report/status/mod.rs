@@ -278,28 +278,11 @@ impl Status {
             d.lat_us[1],
             target(d.target_us[1])
         )?;
-        writeln!(
-            f,
-            "  {:<32} {:>6} {:>7} {:>7} {:>7} {:>9} {:>9} {:>11} {:>11}  state",
-            "cgroup", "weight", "hw", "hw-use", "usage", "riops", "wiops", "rbps", "wbps"
-        )?;
-        let lim = |v: u64| if v == 0 { "-".to_string() } else { v.to_string() };
+        write_group_header(f)?;
+        writeln!(f, "  state")?;
         for g in &d.groups {
-            writeln!(
-                f,
-                "  {:<32} {:>6} {:>6.1}% {:>6.1}% {:>6.1}% {:>9} {:>9} {:>11} {:>11}  {}{}",
-                g.cgroup,
-                g.weight,
-                g.hweight_active * 100.0,
-                g.hweight_inuse * 100.0,
-                g.usage_share * 100.0,
-                lim(g.limits[0]),
-                lim(g.limits[1]),
-                lim(g.limits[2]),
-                lim(g.limits[3]),
-                g.state,
-                self.pod_of(&g.cgroup)
-            )?;
+            write_group_columns(f, g)?;
+            writeln!(f, "  {}{}", g.state, self.pod_of(&g.cgroup))?;
             if !g.note.is_empty() {
                 writeln!(f, "  {:<32} {}", "", g.note)?;
             }
@@ -406,6 +389,33 @@ impl Status {
         let pod = self.kubernetes.as_ref().and_then(|k| k.cgroups.get(cgroup));
         pod.map_or(String::new(), |p| format!("  ({p})"))
     }
+}
+
+/// The columns every backend's group lines start with: their header, without a line end.
+fn write_group_header(f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    write!(
+        f,
+        "  {:<32} {:>6} {:>7} {:>7} {:>7} {:>9} {:>9} {:>11} {:>11}",
+        "cgroup", "weight", "hw", "hw-use", "usage", "riops", "wiops", "rbps", "wbps"
+    )
+}
+
+/// Group `g`'s values in the columns of [`write_group_header`], without a line end.
+fn write_group_columns(f: &mut fmt::Formatter<'_>, g: &GroupLine) -> fmt::Result {
+    let lim = |v: u64| if v == 0 { "-".to_string() } else { v.to_string() };
+    write!(
+        f,
+        "  {:<32} {:>6} {:>6.1}% {:>6.1}% {:>6.1}% {:>9} {:>9} {:>11} {:>11}",
+        g.cgroup,
+        g.weight,
+        g.hweight_active * 100.0,
+        g.hweight_inuse * 100.0,
+        g.usage_share * 100.0,
+        lim(g.limits[0]),
+        lim(g.limits[1]),
+        lim(g.limits[2]),
+        lim(g.limits[3])
+    )
 }
 
 #[cfg(test)]
