@@ -47,11 +47,7 @@ cgroup = "tenants/*"
 weight = 300
 limits = "iops-read=5000"
 EOF
-    ioshare agent run --config /tmp/agent.toml --backend kernel --state-dir /tmp/state 2> /tmp/agent.log &
-    pid=$!
-    i=0
-    while [ ! -f /tmp/state/status.json ] && [ $i -lt 200 ]; do usleep 50000; i=$((i + 1)); done
-    echo "started $([ -f /tmp/state/status.json ] && echo yes || echo no)"
+    start_kernel_agent
     echo "status $(ioshare agent status --state-dir /tmp/state --json | tr -d '\n ')"
     snap running
     t0=$(centis)

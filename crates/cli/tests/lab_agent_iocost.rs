@@ -36,11 +36,7 @@ weight = 100
 [metrics]
 listen = "127.0.0.1:9436"
 EOF
-    ioshare agent run --config /tmp/agent.toml --backend kernel --state-dir /tmp/state 2> /tmp/agent.log &
-    pid=$!
-    i=0
-    while [ ! -f /tmp/state/status.json ] && [ $i -lt 200 ]; do usleep 50000; i=$((i + 1)); done
-    echo "started $([ -f /tmp/state/status.json ] && echo yes || echo no)"
+    start_kernel_agent
     readers=""
     for g in hi lo; do
         sh -c "echo \$\$ > $cg/tenants/$g/cgroup.procs && exec fio --name=r --filename=$LAB_DISK --rw=randread \

@@ -24,14 +24,28 @@ pub fn cgroup_exists(name: &str) -> bool {
 /// other.
 static ONE_GUEST: Mutex<()> = Mutex::new(());
 
-/// Runs `sh -c script` in a guest with this build's `ioshare` and `options`; returns the output
-/// (stderr, printed here, carries the lab's timing).
+/// Shell functions every guest script can call: `start_kernel_agent` starts `ioshare agent run
+/// --backend kernel` on `/tmp/agent.toml` in the background (its pid in `$pid`, its log in
+/// `/tmp/agent.log`), waits up to 10 s for its status file in `/tmp/state` and prints `started yes` or
+/// `started no`.
+const GUEST_FUNCTIONS: &str = r#"
+start_kernel_agent() {
+    ioshare agent run --config /tmp/agent.toml --backend kernel --state-dir /tmp/state 2> /tmp/agent.log &
+    pid=$!
+    i=0
+    while [ ! -f /tmp/state/status.json ] && [ $i -lt 200 ]; do usleep 50000; i=$((i + 1)); done
+    echo "started $([ -f /tmp/state/status.json ] && echo yes || echo no)"
+}
+"#;
+
+/// Runs `sh -c script` in a guest with this build's `ioshare` and `options` (the script may call
+/// the [`GUEST_FUNCTIONS`]); returns the output (stderr, printed here, carries the lab's timing).
 pub fn lab(options: &[&str], script: &str) -> Output {
     let _one = ONE_GUEST.lock().unwrap_or_else(|p| p.into_inner());
     let out = Command::new(lab_script())
         .args(["--ioshare", env!("CARGO_BIN_EXE_ioshare"), "--timeout", "300"])
         .args(options)
-        .args(["--", "sh", "-c", script])
+        .args(["--", "sh", "-c", &format!("{GUEST_FUNCTIONS}{script}")])
         .output()
         .expect("scripts/lab runs");
     eprintln!("{}", String::from_utf8_lossy(&out.stderr));
