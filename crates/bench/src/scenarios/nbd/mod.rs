@@ -53,7 +53,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ioshare_core::iocost::line::Ctrl;
-use ioshare_core::{ModelConfig, NSEC_PER_SEC};
+use ioshare_core::{ModelConfig, ModelParams, NSEC_PER_SEC};
 use ioshare_engine::report::{CpuReport, RunReport, TenantReport};
 
 use self::client::{Client, Measured};
@@ -231,7 +231,7 @@ impl<'a> Bench<'a> {
         progress("none: two readers through nbdkit without the filter");
         let none = self.run("none", &ServerSpec::default(), &pair(100), 0)?;
         let capacity = none.total();
-        let spec = self.filter_spec(self.ctx.calibration, capacity);
+        let spec = self.filter_spec(100, capacity);
         report.notes.push(format!(
             "device: {} over a 1 GiB file in {}, nbdkit capped at {DEVICE_IOPS} read and {DEVICE_IOPS} write IOPS \
              (blk-throttle); through nbdkit without the filter the two readers did {capacity:.0} IOPS; the filter's \
@@ -255,8 +255,14 @@ impl<'a> Bench<'a> {
         if !stopped() {
             progress("none-mixed: 70% reads, 30% writes, without the filter");
             let none_mixed = self.run("none-mixed", &ServerSpec::default(), &pair(MIXED_READ_PCT), 0)?;
+            let mixed_spec = self.filter_spec(MIXED_READ_PCT, none_mixed.total());
+            report.notes.push(format!(
+                "mixed: without the filter {:.0} IOPS; the filter's {}",
+                none_mixed.total(),
+                mixed_spec.params[1]
+            ));
             progress("2:1-mixed: with the filter");
-            let mixed = self.run("2:1-mixed", &spec, &pair(MIXED_READ_PCT), 0)?;
+            let mixed = self.run("2:1-mixed", &mixed_spec, &pair(MIXED_READ_PCT), 0)?;
             let verdict = split_verdict(mixed.jobs[0].iops, mixed.jobs[1].iops, target, none_mixed.total());
             report.runs.push(none_mixed.entry(Side::Reference, None));
             report.runs.push(mixed.entry(Side::Ioshare, Some(verdict)));
@@ -328,9 +334,10 @@ impl<'a> Bench<'a> {
         Ok(())
     }
 
-    /// The filter's parameters: its config, the model scaled to `capacity`, vrate pinned.
-    fn filter_spec(&self, cal: &Calibration, capacity: f64) -> ServerSpec {
-        let model = cal.model.scaled(capacity / cal.max_iops.max(1.0));
+    /// The filter's parameters: its config, the model fitted to `capacity` IOPS of 4 KiB random IO
+    /// with `read_pct`% reads ([`fitted_model`]), vrate pinned.
+    fn filter_spec(&self, read_pct: u32, capacity: f64) -> ServerSpec {
+        let model = fitted_model(&self.ctx.calibration.model, read_pct, capacity);
         let line = ModelConfig { device: None, ctrl: Ctrl::User, params: model }.to_string();
         ServerSpec {
             filters: vec![self.filter.display().to_string()],
@@ -385,6 +392,18 @@ impl Done {
     fn entry(self, side: Side, verdict: Option<Verdict>) -> RunEntry {
         RunEntry { side, report: self.report, verdict }
     }
+}
+
+/// `model` (the suite's calibration: the device's ratios) scaled so that 4 KiB random IO with
+/// `read_pct`% reads costs one second of device time at `capacity` IOPS. With reads only that is the
+/// agent scenario's rule (random reads at `capacity`). The capped device caps reads and writes
+/// apart, so no one linear model fits both a read-only and a mixed load: each is fitted to what its
+/// clients did without the filter, as `ioshare profile` fits the model to a device by saturating it.
+pub fn fitted_model(model: &ModelParams, read_pct: u32, capacity: f64) -> ModelParams {
+    let r = read_pct.min(100) as f64 / 100.0;
+    // The linear model charges a 4 KiB random IO exactly 1 / randiops at vrate 100%.
+    let cost = r / model.rrandiops.max(1) as f64 + (1.0 - r) / model.wrandiops.max(1) as f64;
+    model.scaled(capacity * cost)
 }
 
 /// A client's figures as the table's tenant.
@@ -535,6 +554,23 @@ mod tests {
         assert!(v.summary.starts_with("QD1 p99 0.84 ms = 1.18x solo"), "{}", v.summary);
         assert!(!latency_verdict(1761.0, 709.0, 1602.0, 8397.0, 10_000.0).pass, "2.5x solo");
         assert!(!latency_verdict(709.0, 709.0, 6000.0, 1000.0, 10_000.0).pass, "the neighbour starved");
+    }
+
+    #[test]
+    fn the_model_is_fitted_to_the_mix_the_device_served() {
+        let m = ModelParams {
+            rbps: 1 << 30,
+            rseqiops: 90_000,
+            rrandiops: 100_000,
+            wbps: 1 << 30,
+            wseqiops: 60_000,
+            wrandiops: 50_000,
+        };
+        let reads = fitted_model(&m, 100, 10_000.0);
+        assert_eq!((reads.rrandiops, reads.wrandiops, reads.rseqiops), (10_000, 5000, 9000));
+        // 70/30 at 10 000 IOPS: 0.7 / R + 0.3 / W = 1 / 10 000 with W = R / 2 -> R = 13 000.
+        let mixed = fitted_model(&m, 70, 10_000.0);
+        assert_eq!((mixed.rrandiops, mixed.wrandiops), (13_000, 6500));
     }
 
     #[test]
