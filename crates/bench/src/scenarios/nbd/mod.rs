@@ -1,6 +1,8 @@
 //! `--scenario nbd`: IOCost embedded in nbdkit (`packaging/nbdkit`, through libioshare's C ABI),
 //! judged on real NBD clients — fio's `nbd` engine (libnbd), each job its own process and
-//! connection on its own export, 4 KiB random IO at QD[`IODEPTH`].
+//! connection on its own export, 4 KiB random IO, the saturating ones at the suite's `--iodepth`
+//! (64 by default; nbdkit gets as many threads per connection, so that every request reaches the
+//! filter, where a saturating client's backlog waits by weight).
 //!
 //! The device: nbdkit's `file` plugin (`cache=none fadvise=random`: every read reaches the device)
 //! on a loop device with direct IO over a 1 GiB file the scenario writes, nbdkit in its own blkio
@@ -70,13 +72,11 @@ use crate::verdict::{RunEntry, Side, Verdict};
 pub const NAME: &str = "nbd";
 /// What it shows.
 pub const DESCRIPTION: &str = "IOCost in nbdkit (packaging/nbdkit) on real NBD clients (fio's nbd engine, 4 KiB random, \
-     QD16) over a loop device capped at 10000 IOPS -> 2:1 within 5% with >= 95% of no filter (reads; 70/30 mixed), \
+     QD of --iodepth) over a loop device capped at 10000 IOPS -> 2:1 within 5% with >= 95% of no filter (reads; 70/30 mixed), \
      the other takes >= 90% of what is left 1 s after the high one drops to a tenth, a QD1 reader's p99 <= 2x solo \
      with >= 90% of the leftover used, iops-read=5000 within 5% (beside nbdkit's rate filter), CPU per IO <= 2x no filter";
 /// The device's cap, reads and writes a second each.
 pub const DEVICE_IOPS: u64 = 10_000;
-/// Requests each saturating client keeps in flight.
-pub const IODEPTH: u32 = 16;
 /// The filter's vrate, pinned (`min=max`), %.
 pub const VRATE_PCT: u32 = 95;
 /// IOPS ratio tolerance (the issue's: within 5%).
@@ -220,16 +220,15 @@ impl<'a> Bench<'a> {
         let (a, b) = self.ctx.opts.weights;
         let target = a as f64 / b as f64;
         let s = self.seconds;
+        let qd = self.ctx.opts.iodepth;
+        let none_spec = ServerSpec { threads: qd, ..ServerSpec::default() };
         let pair = |read_pct| {
-            [
-                Client { read_pct, ..Client::reader("high", IODEPTH) },
-                Client { read_pct, ..Client::reader("low", IODEPTH) },
-            ]
+            [Client { read_pct, ..Client::reader("high", qd) }, Client { read_pct, ..Client::reader("low", qd) }]
         };
         let stopped = || self.stop.load(Ordering::Relaxed);
 
         progress("none: two readers through nbdkit without the filter");
-        let none = self.run("none", &ServerSpec::default(), &pair(100), 0)?;
+        let none = self.run("none", &none_spec, &pair(100), 0)?;
         let capacity = none.total();
         let spec = self.filter_spec(100, capacity);
         report.notes.push(format!(
@@ -254,7 +253,7 @@ impl<'a> Bench<'a> {
 
         if !stopped() {
             progress("none-mixed: 70% reads, 30% writes, without the filter");
-            let none_mixed = self.run("none-mixed", &ServerSpec::default(), &pair(MIXED_READ_PCT), 0)?;
+            let none_mixed = self.run("none-mixed", &none_spec, &pair(MIXED_READ_PCT), 0)?;
             let mixed_spec = self.filter_spec(MIXED_READ_PCT, none_mixed.total());
             report.notes.push(format!(
                 "mixed: without the filter {:.0} IOPS; the filter's {}",
@@ -272,15 +271,15 @@ impl<'a> Bench<'a> {
             progress("drop: the high-weight reader drops to a tenth half-way");
             let paced = ((high_before / 10.0).round() as u64).max(1);
             let clients = [
-                Client { runtime_s: Some(s), ..Client::reader("high", IODEPTH) },
+                Client { runtime_s: Some(s), ..Client::reader("high", qd) },
                 Client {
                     name: "high-paced".into(),
                     rate_iops: Some(paced),
                     start_s: s,
                     runtime_s: Some(s),
-                    ..Client::reader("high", IODEPTH)
+                    ..Client::reader("high", qd)
                 },
-                Client { log: true, ..Client::reader("low", IODEPTH) },
+                Client { log: true, ..Client::reader("low", qd) },
             ];
             let drop = self.run_for("drop", &spec, &clients, 2 * s, 0)?;
             let after = drop.jobs[2].window_iops(s as f64 + DONATION_DELAY_S, 2.0 * s as f64);
@@ -291,10 +290,10 @@ impl<'a> Bench<'a> {
         if !stopped() {
             let qd1 = || Client::reader("qd1", 1);
             progress("qd1-solo: the QD1 reader alone, without the filter");
-            let solo = self.run("qd1-solo", &ServerSpec::default(), &[qd1()], 0)?;
-            let pair = [qd1(), Client::reader("saturating", IODEPTH)];
+            let solo = self.run("qd1-solo", &none_spec, &[qd1()], 0)?;
+            let pair = [qd1(), Client::reader("saturating", qd)];
             progress("none-qd1: beside a saturating reader, without the filter");
-            let none_qd1 = self.run("none-qd1", &ServerSpec::default(), &pair, 0)?;
+            let none_qd1 = self.run("none-qd1", &none_spec, &pair, 0)?;
             progress("qd1: beside a saturating reader, with the filter");
             let with = self.run("qd1", &spec, &pair, 0)?;
             let solo_p99 = solo.jobs[0].dist.quantile(0.99);
@@ -311,12 +310,15 @@ impl<'a> Bench<'a> {
         }
 
         if !stopped() {
-            let capped = [Client::reader("capped", IODEPTH)];
+            let capped = [Client::reader("capped", qd)];
             progress("cap: iops-read=5000 in the filter");
             let cap = self.run("cap", &spec, &capped, CAP_RAMP_S)?;
             let verdict = cap_verdict(cap.jobs[0].iops, CAP_IOPS);
-            let rate =
-                ServerSpec { filters: vec!["rate".into()], params: vec![format!("rate={}", CAP_IOPS * 4096 * 8)] };
+            let rate = ServerSpec {
+                params: vec![format!("rate={}", CAP_IOPS * 4096 * 8)],
+                filters: vec!["rate".into()],
+                ..none_spec
+            };
             progress("rate-filter: nbdkit's rate filter at the same rate");
             let anchor = self.run("rate-filter", &rate, &capped, CAP_RAMP_S)?;
             report.notes.push(format!(
@@ -340,6 +342,7 @@ impl<'a> Bench<'a> {
         let model = fitted_model(&self.ctx.calibration.model, read_pct, capacity);
         let line = ModelConfig { device: None, ctrl: Ctrl::User, params: model }.to_string();
         ServerSpec {
+            threads: self.ctx.opts.iodepth,
             filters: vec![self.filter.display().to_string()],
             params: vec![
                 format!("ioshare-filter-config={}", self.groups.display()),

@@ -141,9 +141,12 @@ impl CappedDevice {
     }
 }
 
-/// How one nbdkit is started: its filters (outermost first) and their parameters after the plugin's.
+/// How one nbdkit is started: its threads, its filters (outermost first) and their parameters after
+/// the plugin's.
 #[derive(Clone, Debug, Default)]
 pub struct ServerSpec {
+    /// Threads per connection (`--threads`): requests of one client nbdkit works on at once.
+    pub threads: u32,
     /// `--filter=` values.
     pub filters: Vec<String>,
     /// `KEY=VALUE` parameters of the filters.
@@ -166,7 +169,7 @@ impl Server {
         let _ = std::fs::remove_file(&socket);
         let log_file = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
         let mut cmd = Command::new("nbdkit");
-        cmd.args(["-f", "-U"]).arg(&socket);
+        cmd.args(["-f", "-U"]).arg(&socket).arg(format!("--threads={}", spec.threads.max(1)));
         cmd.args(spec.filters.iter().map(|f| format!("--filter={f}")));
         // cache=none: nbdkit drops what it read from the page cache, so every read reaches the device;
         // fadvise=random: no read-ahead.
