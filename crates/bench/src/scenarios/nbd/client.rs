@@ -1,7 +1,10 @@
 //! The NBD clients: one fio run whose jobs (each its own process and NBD connection, fio's `nbd`
 //! engine through libnbd) read or read and write 4 KiB at random on their exports ([`Client`]), and
 //! what fio reports of each ([`Measured`]: rate, IOs, latency distribution from `json+`'s bins, and
-//! the rate over time where the job logged it).
+//! the rate over time from its IOPS log, stamped with the wall clock). Rates are compared over
+//! windows of wall-clock time ([`common_window`]): fio starts its jobs a few hundred ms apart (each
+//! connects first), and a job alone on the device at the start or the end of a run skewed a 2:1
+//! split by up to 0.1 over a whole run of five seconds.
 
 use std::path::Path;
 use std::process::Command;
@@ -12,6 +15,9 @@ use crate::scenarios::qos_peers::dist::Dist;
 
 /// Interval of the IOPS logs, ms.
 pub const LOG_MS: u64 = 250;
+/// A run's figures leave out this much after the last client started, s (the controller's first
+/// periods).
+pub const WARM_S: f64 = 1.0;
 
 /// One fio job: a client of one export.
 #[derive(Clone, Debug)]
@@ -30,8 +36,6 @@ pub struct Client {
     pub start_s: u64,
     /// Runs this long, s (the run's length when `None`).
     pub runtime_s: Option<u64>,
-    /// Writes its IOPS every [`LOG_MS`].
-    pub log: bool,
 }
 
 impl Client {
@@ -45,7 +49,6 @@ impl Client {
             rate_iops: None,
             start_s: 0,
             runtime_s: None,
-            log: false,
         }
     }
 
@@ -66,10 +69,9 @@ impl Client {
         if let Some(s) = self.runtime_s {
             a.push(format!("--runtime={s}"));
         }
-        if self.log {
-            a.push(format!("--write_iops_log={}", dir.join(&self.name).display()));
-            a.push(format!("--log_avg_msec={LOG_MS}"));
-        }
+        a.push(format!("--write_iops_log={}", dir.join(&self.name).display()));
+        a.push(format!("--log_avg_msec={LOG_MS}"));
+        a.push("--log_unix_epoch=1".into());
         a
     }
 }
@@ -87,16 +89,29 @@ pub struct Measured {
     pub writes: u64,
     /// Completion latencies of reads and writes.
     pub dist: Dist,
-    /// (s since the job started, IOPS) every [`LOG_MS`], for a job that logged.
+    /// (wall-clock s at the end of the interval, IOPS in it) every [`LOG_MS`].
     pub series: Vec<(f64, f64)>,
 }
 
 impl Measured {
-    /// Mean IOPS of the logged samples between `from` and `to` s (NaN without any).
+    /// Mean IOPS of the logged intervals ending between `from` and `to` (wall-clock s; NaN without any).
     pub fn window_iops(&self, from: f64, to: f64) -> f64 {
         let inside: Vec<f64> = self.series.iter().filter(|(t, _)| *t > from && *t <= to).map(|p| p.1).collect();
         inside.iter().sum::<f64>() / inside.len() as f64
     }
+
+    /// When its first logged interval began and its last ended (NaN without any).
+    pub fn span(&self) -> (f64, f64) {
+        let first = self.series.first().map_or(f64::NAN, |p| p.0 - LOG_MS as f64 / 1e3);
+        (first, self.series.last().map_or(f64::NAN, |p| p.0))
+    }
+}
+
+/// The wall-clock window in which every job of `jobs` ran: from [`WARM_S`] after the last one
+/// started to when the first one ended.
+pub fn common_window(jobs: &[Measured]) -> (f64, f64) {
+    let from = jobs.iter().map(|j| j.span().0).fold(f64::NEG_INFINITY, f64::max) + WARM_S;
+    (from, jobs.iter().map(|j| j.span().1).fold(f64::INFINITY, f64::min))
 }
 
 /// Runs `clients` against `uri_of(export)` for `seconds` (`ramp_s` of it left out of the figures),
@@ -127,9 +142,7 @@ pub fn run(
     }
     let mut jobs = parse(&text)?;
     for (c, m) in clients.iter().zip(jobs.iter_mut()) {
-        if c.log {
-            m.series = read_log(dir, &c.name)?;
-        }
+        m.series = read_log(dir, &c.name)?;
     }
     if jobs.len() != clients.len() {
         return Err(format!("fio reported {} jobs of {}", jobs.len(), clients.len()));
@@ -172,8 +185,8 @@ fn read_log(dir: &Path, name: &str) -> Result<Vec<(f64, f64)>, String> {
     Ok(parse_log(&text))
 }
 
-/// fio's IOPS log: `ms, IOPS, direction, block size, …` per line; the directions of one interval
-/// added, by time.
+/// fio's IOPS log: `ms, IOPS, direction, block size, …` per line, in s; the directions of one
+/// interval (stamped within half an interval of each other) added.
 pub fn parse_log(text: &str) -> Vec<(f64, f64)> {
     let mut out: Vec<(f64, f64)> = Vec::new();
     for line in text.lines() {
@@ -181,10 +194,9 @@ pub fn parse_log(text: &str) -> Vec<(f64, f64)> {
         let (Some(Ok(ms)), Some(Ok(iops))) = (f.next().map(str::parse::<u64>), f.next().map(str::parse::<f64>)) else {
             continue;
         };
-        // The interval a sample closes, rounded to the log's grid (fio stamps it a few ms late).
-        let t = ((ms + LOG_MS / 2) / LOG_MS * LOG_MS) as f64 / 1e3;
+        let t = ms as f64 / 1e3;
         match out.last_mut() {
-            Some(last) if last.0 == t => last.1 += iops,
+            Some(last) if (t - last.0).abs() < LOG_MS as f64 / 2e3 => last.1 += iops,
             _ => out.push((t, iops)),
         }
     }
@@ -212,11 +224,15 @@ mod tests {
 
     #[test]
     fn a_log_adds_an_intervals_directions_and_averages_a_window() {
-        let log = "251, 4000, 0, 4096, 0\n251, 1000, 1, 4096, 0\n502, 6000, 0, 4096, 0\n749, 8000, 0, 4096, 0\n";
+        let log = "1000251, 4000, 0, 4096, 0\n1000252, 1000, 1, 4096, 0\n1000502, 6000, 0, 4096, 0\n1000751, 8000, 0, 4096, 0\n";
         let series = parse_log(log);
-        assert_eq!(series, [(0.25, 5000.0), (0.5, 6000.0), (0.75, 8000.0)]);
+        assert_eq!(series, [(1000.251, 5000.0), (1000.502, 6000.0), (1000.751, 8000.0)]);
         let m = Measured { series, ..Measured::default() };
-        assert_eq!(m.window_iops(0.25, 0.75), 7000.0);
+        assert_eq!(m.window_iops(1000.3, 1000.8), 7000.0);
         assert!(m.window_iops(2.0, 3.0).is_nan());
+        // Started 0.3 s later and ended 0.2 s earlier: the window is where both ran, less the warm-up.
+        let later = Measured { series: vec![(1000.551, 1.0), (1000.6, 1.0)], ..Measured::default() };
+        let (from, to) = common_window(&[m, later]);
+        assert!((from - (1000.301 + WARM_S)).abs() < 1e-9 && to == 1000.6, "{from} {to}");
     }
 }

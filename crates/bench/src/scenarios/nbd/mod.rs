@@ -54,6 +54,7 @@
 mod client;
 mod setup;
 
+use std::cell::Cell;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -176,12 +177,19 @@ impl Scenario for Nbd {
 struct Done {
     report: RunReport,
     jobs: Vec<Measured>,
+    /// The wall-clock window every client ran in ([`client::common_window`]).
+    window: (f64, f64),
 }
 
 impl Done {
-    /// Total IOPS of its clients.
+    /// Client `i`'s IOPS in the window.
+    fn iops(&self, i: usize) -> f64 {
+        self.jobs[i].window_iops(self.window.0, self.window.1)
+    }
+
+    /// Total IOPS of its clients in the window.
     fn total(&self) -> f64 {
-        self.jobs.iter().map(|j| j.iops).sum()
+        (0..self.jobs.len()).map(|i| self.iops(i)).sum()
     }
 
     /// nbdkit's CPU time per IO, µs.
@@ -200,6 +208,8 @@ struct Bench<'a> {
     dir: WorkDir,
     filter: PathBuf,
     groups: PathBuf,
+    /// Runs so far (each gets its own directory for fio's logs).
+    runs: Cell<u32>,
 }
 
 impl<'a> Bench<'a> {
@@ -213,7 +223,7 @@ impl<'a> Bench<'a> {
         std::fs::write(&groups, text).map_err(|e| format!("{}: {e}", groups.display()))?;
         let device = CappedDevice::new(&ctx.opts.temp_dir, DEVICE_IOPS, stop)?;
         let seconds = (ctx.opts.duration / NSEC_PER_SEC).max(MIN_SECONDS);
-        Ok(Bench { ctx, stop, seconds, device, dir, filter, groups })
+        Ok(Bench { ctx, stop, seconds, device, dir, filter, groups, runs: Cell::new(0) })
     }
 
     /// Runs the cases in order into `report`; stops early on an interrupt.
@@ -250,9 +260,9 @@ impl<'a> Bench<'a> {
         }
         progress("2:1: the same readers with the filter");
         let split = self.run("2:1", &spec, &pair(100), 0)?;
-        let verdict = split_verdict(split.jobs[0].iops, split.jobs[1].iops, target, capacity);
+        let verdict = split_verdict(split.iops(0), split.iops(1), target, capacity);
         let cpu = cpu_entry(&none, &split);
-        let high_before = split.jobs[0].iops;
+        let high_before = split.iops(0);
         report.runs.push(none.entry(Side::Reference, None));
         report.runs.push(split.entry(Side::Ioshare, Some(verdict)));
 
@@ -267,7 +277,7 @@ impl<'a> Bench<'a> {
             ));
             progress("2:1-mixed: with the filter");
             let mixed = self.run("2:1-mixed", &mixed_spec, &pair(MIXED_READ_PCT), 0)?;
-            let verdict = split_verdict(mixed.jobs[0].iops, mixed.jobs[1].iops, target, none_mixed.total());
+            let verdict = split_verdict(mixed.iops(0), mixed.iops(1), target, none_mixed.total());
             report.runs.push(none_mixed.entry(Side::Reference, None));
             report.runs.push(mixed.entry(Side::Ioshare, Some(verdict)));
         }
@@ -284,11 +294,13 @@ impl<'a> Bench<'a> {
                     runtime_s: Some(s),
                     ..Client::reader("high", qd)
                 },
-                Client { log: true, ..Client::reader("low", qd) },
+                Client::reader("low", qd),
             ];
             let drop = self.run_for("drop", &spec, &clients, 2 * s, 0)?;
-            let after = drop.jobs[2].window_iops(s as f64 + DONATION_DELAY_S, 2.0 * s as f64);
-            let verdict = donation_verdict(after, drop.jobs[1].iops, capacity);
+            // From when the saturating job ended to when the other did.
+            let (from, to) = (drop.jobs[0].span().1 + DONATION_DELAY_S, drop.jobs[2].span().1);
+            let after = drop.jobs[2].window_iops(from, to);
+            let verdict = donation_verdict(after, drop.jobs[1].window_iops(from, to), capacity);
             report.runs.push(drop.entry(Side::Ioshare, Some(verdict)));
         }
 
@@ -331,7 +343,7 @@ impl<'a> Bench<'a> {
             let capped = [Client::reader("capped", qd)];
             progress("cap: iops-read=5000 in the filter");
             let cap = self.run("cap", &spec, &capped, CAP_RAMP_S)?;
-            let verdict = cap_verdict(cap.jobs[0].iops, CAP_IOPS);
+            let verdict = cap_verdict(cap.iops(0), CAP_IOPS);
             let rate = ServerSpec {
                 params: vec![format!("rate={}", CAP_IOPS * 4096 * 8)],
                 filters: vec!["rate".into()],
@@ -343,11 +355,11 @@ impl<'a> Bench<'a> {
                 "cap {CAP_IOPS} IOPS: the filter {:.0} ({:+.1}%), nbdkit's rate filter (rate={} bits/s) {:.0} ({:+.1}%); \
                  nbdkit's CPU per IO there {:.1} us with the filter, {:.1} us with the rate filter (both hold every \
                  request until its time)",
-                cap.jobs[0].iops,
-                (cap.jobs[0].iops / CAP_IOPS as f64 - 1.0) * 100.0,
+                cap.iops(0),
+                (cap.iops(0) / CAP_IOPS as f64 - 1.0) * 100.0,
                 CAP_IOPS * 4096 * 8,
-                anchor.jobs[0].iops,
-                (anchor.jobs[0].iops / CAP_IOPS as f64 - 1.0) * 100.0,
+                anchor.iops(0),
+                (anchor.iops(0) / CAP_IOPS as f64 - 1.0) * 100.0,
                 cap.cpu_us_per_io(),
                 anchor.cpu_us_per_io()
             ));
@@ -389,14 +401,26 @@ impl<'a> Bench<'a> {
         ramp_s: u64,
     ) -> std::result::Result<Done, String> {
         let server = Server::start(&self.device, self.dir.path(), spec)?;
-        let jobs = client::run(clients, |e| server.uri(e), seconds, ramp_s, FILE_SIZE, self.dir.path())
+        let logs = self.dir.path().join(format!("run{}", self.runs.get()));
+        self.runs.set(self.runs.get() + 1);
+        std::fs::create_dir(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
+        let jobs = client::run(clients, |e| server.uri(e), seconds, ramp_s, FILE_SIZE, &logs)
             .map_err(|e| format!("{name}: {e}"))?;
         let (user_s, sys_s) = server.cpu_seconds().unwrap_or((f64::NAN, f64::NAN));
         drop(server);
         let (a, b) = self.ctx.opts.weights;
         let weight = |export: &str| if matches!(export, "high" | "qd1") { a } else { b };
-        let tenants: Vec<TenantReport> =
-            clients.iter().zip(&jobs).map(|(c, m)| tenant(c, weight(&c.export), m)).collect();
+        // Clients that run the whole run are measured where all ran; the drop's by fio's own figures.
+        let whole = clients.iter().all(|c| c.start_s == 0 && c.runtime_s.is_none());
+        let window = if whole { client::common_window(&jobs) } else { (f64::NEG_INFINITY, f64::INFINITY) };
+        let tenants: Vec<TenantReport> = clients
+            .iter()
+            .zip(&jobs)
+            .map(|(c, m)| {
+                let iops = if whole { m.window_iops(window.0, window.1) } else { m.iops };
+                tenant(c, weight(&c.export), m, iops)
+            })
+            .collect();
         let ios: u64 = jobs.iter().map(|j| j.ios).sum();
         let mut report = RunReport {
             controller: name.into(),
@@ -406,9 +430,9 @@ impl<'a> Bench<'a> {
             tenants,
             ..RunReport::default()
         };
-        report.device.iops = jobs.iter().map(|j| j.iops).sum();
+        report.device.iops = report.tenants.iter().map(|t| t.iops).sum();
         report.device.busy_pct = f64::NAN;
-        Ok(Done { report, jobs })
+        Ok(Done { report, jobs, window })
     }
 }
 
@@ -431,15 +455,15 @@ pub fn fitted_model(model: &ModelParams, read_pct: u32, capacity: f64) -> ModelP
     model.scaled(capacity * cost)
 }
 
-/// A client's figures as the table's tenant.
-fn tenant(c: &Client, weight: u32, m: &Measured) -> TenantReport {
+/// A client's figures as the table's tenant, at `iops`.
+fn tenant(c: &Client, weight: u32, m: &Measured, iops: f64) -> TenantReport {
     TenantReport {
         name: c.name.clone(),
         group: c.export.clone(),
         weight,
         ios: m.ios,
-        iops: m.iops,
-        bw_bytes: m.iops * 4096.0,
+        iops,
+        bw_bytes: iops * 4096.0,
         reads: m.reads,
         writes: m.writes,
         lat_us: m.dist.latency(),
