@@ -21,8 +21,9 @@
 //! the model at the device's rate, targets of 1–10 ms at p50, p90 and p95 all left vrate at 100%
 //! (the median stays under 1 ms while a few IOs wait 40–70 ms), and at 100% the split was
 //! 1.43–1.75:1 — and a little headroom keeps the queue in the filter, where it is served by weight,
-//! rather than in the device's FIFO. 95% left the total at 94.8–95.0% of no filter, on the
-//! criterion's edge; at 98% the splits measured 1.89–1.97:1 over whole fio runs, with 97.9–98.6%.
+//! rather than in the device's FIFO. How much: at 95% the total measured 94.8–95.0% of no filter,
+//! on the criterion's edge; at 98% the read split held (1.95:1, 98%) but the mixed one fell to
+//! 1.72:1 once (the device's read cap then binds: the queue forms in its FIFO); 97% between.
 //! Each mix gets its own fit: the device caps reads and writes apart, so no one linear model fits
 //! both ([`fitted_model`]).
 //!
@@ -90,7 +91,7 @@ pub const DESCRIPTION: &str = "IOCost in nbdkit (packaging/nbdkit) on real NBD c
 /// The device's cap, reads and writes a second each.
 pub const DEVICE_IOPS: u64 = 10_000;
 /// The filter's vrate, pinned (`min=max`), %.
-pub const VRATE_PCT: u32 = 98;
+pub const VRATE_PCT: u32 = 97;
 /// IOPS ratio tolerance (the issue's: within 5%).
 pub const RATIO_TOLERANCE: f64 = 0.05;
 /// Total with the filter, share of the total without it.
