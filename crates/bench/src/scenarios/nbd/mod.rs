@@ -6,7 +6,8 @@
 //!
 //! The device: nbdkit's `file` plugin (`cache=none fadvise=random`: every read reaches the device)
 //! on a loop device with direct IO over a 1 GiB file the scenario writes, nbdkit in its own blkio
-//! cgroup whose blk-throttle caps it at [`DEVICE_IOPS`] reads and as many writes a second. Why a cap:
+//! cgroup whose blk-throttle caps it at [`DEVICE_IOPS`] reads and [`DEVICE_WRITE_IOPS`] writes a
+//! second. Why a cap:
 //! on this 2-core machine the loop device (the host's cache behind the virtual disk) serves ~90 000
 //! IOPS, three times what two cores push through nbdkit (~35 000, swinging 23 000–41 000 from run to
 //! run while other work builds); uncapped, the "device" is the CPU shared by fio, nbdkit and
@@ -47,7 +48,8 @@
 //! 4. `cap`: one saturating reader, `iops-read=`[`CAP_IOPS`] in the filter's config → IOPS within
 //!    ±[`CAP_TOLERANCE`]; beside it nbdkit's own `rate` filter at the same rate in bits/s
 //!    (`rate-filter`, the anchor). Both leave the first [`CAP_RAMP_S`] s out: the rate filter's
-//!    bucket starts with 2 s of its rate.
+//!    bucket starts with 2 s of its rate, which a reader at the device's 10 000 IOPS drains in 2 s
+//!    (with 2 s left in, it measured +1.4 to +5.4%).
 //! 5. `cpu`: nbdkit's CPU time (`/proc/PID/stat` utime + stime, all threads) per IO: at the cap
 //!    with the filter at most the rate filter's at the same cap — both hold every request until its
 //!    time, the cost the anchor pays for it — and, reported, the filter's at 2:1 against none's. A
@@ -84,12 +86,17 @@ use crate::verdict::{RunEntry, Side, Verdict};
 pub const NAME: &str = "nbd";
 /// What it shows.
 pub const DESCRIPTION: &str = "IOCost in nbdkit (packaging/nbdkit) on real NBD clients (fio's nbd engine, 4 KiB random, \
-     QD of --iodepth) over a loop device capped at 10000 IOPS -> 2:1 within 5% with >= 95% of no filter (reads; 70/30 mixed), \
+     QD of --iodepth) over a loop device capped at 10000 read IOPS -> 2:1 within 5% with >= 95% of no filter (reads; 70/30 mixed), \
      the other takes >= 90% of what is left 1 s after the high one drops to a tenth, a QD1 reader beside a \
      saturating one on the device's frontier (within 10%), iops-read=5000 within 5% (beside nbdkit's rate filter), \
      nbdkit's CPU per IO at that cap <= the rate filter's (and against no filter at 2:1)";
 /// The device's cap, reads and writes a second each.
 pub const DEVICE_IOPS: u64 = 10_000;
+/// The device's write cap, a second: the 70/30 mixed case is bound by it (10 000 IOPS in all). With
+/// writes capped as reads, the mixed clients reached 13 000–14 400 IOPS, which nbdkit's CPU (a
+/// `cache=none` write costs several reads' CPU) rather than the device then limited, and its split
+/// followed the scheduler under the machine's other load: 1.46–1.96:1 in 8 runs.
+pub const DEVICE_WRITE_IOPS: u64 = 3_000;
 /// The filter's vrate, pinned (`min=max`), %.
 pub const VRATE_PCT: u32 = 97;
 /// IOPS ratio tolerance (the issue's: within 5%).
@@ -105,7 +112,7 @@ pub const CAP_IOPS: u64 = 5000;
 /// The cap held within this share.
 pub const CAP_TOLERANCE: f64 = 0.05;
 /// Seconds at the start of the cap runs left out of their figures.
-pub const CAP_RAMP_S: u64 = 2;
+pub const CAP_RAMP_S: u64 = 3;
 /// The QD1 reader's pace, IOPS: a tenth of the device, so that alone it sees the device idle.
 pub const QD1_IOPS: u64 = DEVICE_IOPS / 10;
 /// Shortest run, s.
@@ -227,7 +234,7 @@ impl<'a> Bench<'a> {
         let (a, b) = ctx.opts.weights;
         let text = format!("high {a}\nlow {b}\nqd1 {a}\nsaturating {b}\ncapped 100 iops-read={CAP_IOPS}\n");
         std::fs::write(&groups, text).map_err(|e| format!("{}: {e}", groups.display()))?;
-        let device = CappedDevice::new(&ctx.opts.temp_dir, DEVICE_IOPS, stop)?;
+        let device = CappedDevice::new(&ctx.opts.temp_dir, DEVICE_IOPS, DEVICE_WRITE_IOPS, stop)?;
         let seconds = (ctx.opts.duration / NSEC_PER_SEC).max(MIN_SECONDS);
         Ok(Bench { ctx, stop, seconds, device, dir, filter, groups, runs: Cell::new(0) })
     }
@@ -253,7 +260,7 @@ impl<'a> Bench<'a> {
         let capacity = none.total();
         let spec = self.filter_spec(100, capacity);
         report.notes.push(format!(
-            "device: {} over a 1 GiB file in {}, nbdkit capped at {DEVICE_IOPS} read and {DEVICE_IOPS} write IOPS \
+            "device: {} over a 1 GiB file in {}, nbdkit capped at {DEVICE_IOPS} read and {DEVICE_WRITE_IOPS} write IOPS \
              (blk-throttle); through nbdkit without the filter the two readers did {capacity:.0} IOPS; the filter's \
              {}",
             self.device.path().display(),
@@ -546,6 +553,17 @@ pub fn donation_verdict(other_after: f64, paced: f64, capacity: f64) -> Verdict 
 /// the leftover the neighbour used against the device's `frontier` at the reader's p99 (÷ solo).
 pub fn frontier_verdict(p: &Point, frontier: &[(f64, f64)]) -> Verdict {
     let best = frontier::leftover_at(frontier, p.p99x);
+    if best <= 0.0 {
+        return Verdict {
+            pass: p.leftover > 0.0,
+            value: p.leftover,
+            summary: format!(
+                "leftover used {:.0}% at QD1 p99 {:.2}x solo, a latency no uncontrolled neighbour left the reader",
+                p.leftover * 100.0,
+                p.p99x
+            ),
+        };
+    }
     let below = 1.0 - p.leftover / best;
     Verdict {
         pass: below <= frontier::ON_FRONTIER,
@@ -629,6 +647,9 @@ mod tests {
         );
         assert!(!frontier_verdict(&point(3.0, 0.6), &frontier).pass, "20% below");
         assert!(frontier_verdict(&point(12.0, 0.95), &frontier).pass, "flat beyond the deepest");
+        // Below every sweep point's latency the frontier has nothing: any leftover beats it.
+        let v = frontier_verdict(&point(0.5, 0.9), &frontier);
+        assert!(v.pass && v.summary.ends_with("a latency no uncontrolled neighbour left the reader"), "{}", v.summary);
     }
 
     #[test]

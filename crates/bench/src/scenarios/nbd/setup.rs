@@ -114,7 +114,7 @@ impl Drop for WorkDir {
 }
 
 /// The device: a loop device (direct IO) over a file the scenario wrote, and a blkio cgroup whose
-/// blk-throttle limits cap what nbdkit, started inside it, reads and writes there at `iops` each.
+/// blk-throttle limits cap what nbdkit, started inside it, reads and writes there a second.
 /// Fields drop in order: the cgroup, the loop device, the file.
 pub struct CappedDevice {
     cgroup: BlkioCgroup,
@@ -124,12 +124,12 @@ pub struct CappedDevice {
 
 impl CappedDevice {
     /// Writes the file in `dir`, attaches the loop device, creates the cgroup with its caps.
-    pub fn new(dir: &Path, iops: u64, stop: &AtomicBool) -> Result<CappedDevice, String> {
+    pub fn new(dir: &Path, read_iops: u64, write_iops: u64, stop: &AtomicBool) -> Result<CappedDevice, String> {
         let file = TempTarget::create(dir, FILE_SIZE, stop, |_, _| {}).map_err(|e| e.to_string())?;
         let device = LoopDevice::attach(file.path(), true).map_err(|e| e.to_string())?;
         let cgroup =
             BlkioCgroup::create(&format!("ioshare-bench-{}/nbdkit", std::process::id())).map_err(|e| e.to_string())?;
-        for knob in [ThrottleKnob::ReadIops, ThrottleKnob::WriteIops] {
+        for (knob, iops) in [(ThrottleKnob::ReadIops, read_iops), (ThrottleKnob::WriteIops, write_iops)] {
             cgroup.set_throttle(device.dev(), knob, iops).map_err(|e| e.to_string())?;
         }
         Ok(CappedDevice { cgroup, device, _file: file })
