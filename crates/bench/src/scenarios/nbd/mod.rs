@@ -20,11 +20,12 @@
 //! (the agent scenario's rule). vrate is pinned at [`VRATE_PCT`]% (`min=max`), not left to follow
 //! latency: blk-throttle's latency does not show saturation at the percentiles IOCost judges — with
 //! the model at the device's rate, targets of 1–10 ms at p50, p90 and p95 all left vrate at 100%
-//! (the median stays under 1 ms while a few IOs wait 40–70 ms), and at 100% the split was
-//! 1.43–1.75:1 — and a little headroom keeps the queue in the filter, where it is served by weight,
-//! rather than in the device's FIFO. How much: at 95% the total measured 94.8–95.0% of no filter,
+//! (at p99 99%; the median stays under 1 ms while a few IOs wait 40–70 ms), and the split was
+//! 1.41–1.75:1 — and a little headroom keeps the queue in the filter, where it is served by weight,
+//! rather than in the device's FIFO. How much: at 95% the total measured 94.8–96% of no filter,
 //! on the criterion's edge; at 98% the read split held (1.95:1, 98%) but the mixed one fell to
-//! 1.72:1 once (the device's read cap then binds: the queue forms in its FIFO); 97% between.
+//! 1.72:1 once (writes then capped as reads: the device's read cap bound, the queue formed in its
+//! FIFO); 97% between.
 //! Each mix gets its own fit: the device caps reads and writes apart, so no one linear model fits
 //! both ([`fitted_model`]).
 //!
@@ -54,7 +55,7 @@
 //!    with the filter at most the rate filter's at the same cap — both hold every request until its
 //!    time, the cost the anchor pays for it — and, reported, the filter's at 2:1 against none's. A
 //!    held request sleeps and is woken: two context switches, ~8 µs each on this virtual machine
-//!    (perf: 2.6 switches per IO through nbdkit without the filter, 4.0–4.6 with it at 2:1).
+//!    (perf: 2.6 switches per IO through nbdkit without the filter, 4.1–4.8 with it at 2:1).
 //!
 //! Skipped with one line where it cannot run (not root, no blkio cgroup, nbdkit, its headers, fio's
 //! nbd engine, a C compiler or `libioshare.a` missing). Not in the default suite (fifteen runs of
@@ -93,7 +94,7 @@ pub const DESCRIPTION: &str = "IOCost in nbdkit (packaging/nbdkit) on real NBD c
 /// The device's cap, reads and writes a second each.
 pub const DEVICE_IOPS: u64 = 10_000;
 /// The device's write cap, a second: the 70/30 mixed case is bound by it (10 000 IOPS in all). With
-/// writes capped as reads, the mixed clients reached 13 000–14 400 IOPS, which nbdkit's CPU (a
+/// writes capped as reads, the mixed clients reached 10 900–14 400 IOPS, which nbdkit's CPU (a
 /// `cache=none` write costs several reads' CPU) rather than the device then limited, and its split
 /// followed the scheduler under the machine's other load: 1.46–1.96:1 in 8 runs.
 pub const DEVICE_WRITE_IOPS: u64 = 3_000;
