@@ -9,22 +9,21 @@
  *
  * One controller serves every connection, guarded by one mutex (so it is made without
  * IOSHARE_LOCKED). A request submits its IO; if the controller holds it, the request's thread waits
- * on a futex of its own, outside the lock, until the IO is released: by a completion (which frees budget or a
- * device slot and releases what ioshare_dispatch() lets go at once), or by the housekeeping thread,
- * which sleeps until the controller's next release or planner time. Only the released request's
- * thread wakes: with one condition variable for all, every completion woke every held request (a
- * dozen or more threads per IO on a saturated export), and on two cores those wake-ups cost more
- * throughput than the controller held back. The housekeeping thread is a timer of
- * KEEPER_SLACK_NS resolution: it sleeps at least that long and then releases everything due (and
- * completions release what is due whenever they come). Woken at every release time, it cost two
- * more context switches per held request: at 10 000 IOPS, nbdkit's CPU per IO was 2.1x that
- * without the filter, its housekeeping thread woken 4 200 times a second. A futex rather than a
- * condition variable: a thread woken from pthread_cond_wait() first takes the mutex its waker
- * still holds, and sleeps again on it (one more context switch per held request).
- * The IO's id is the address of its waiter, so a released IO finds its thread without a table.
- * Completions go back with their latency. The housekeeping thread also reloads the config and
- * writes the stats file (Prometheus text format). Zero and trim are charged as the kernel's iocost charges discards: no cost, but
- * they wait behind the group's held IO.
+ * on a futex of its own, outside the lock, until the IO is released: by a completion (which frees
+ * budget or a device slot and releases what ioshare_dispatch() lets go at once), or by the
+ * housekeeping thread, the controller's timer. Only the released request's thread wakes: with one
+ * condition variable for all, every completion woke every held request (a dozen or more threads
+ * per IO on a saturated export), and on two cores those wake-ups cost more throughput than the
+ * controller held back. A futex rather than a condition variable per request: a thread woken from
+ * pthread_cond_wait() first takes the mutex its waker still holds, and sleeps again on it. The
+ * housekeeping thread has a resolution of KEEPER_SLACK_NS: it sleeps at least that long, then
+ * releases everything due and runs the planner (completions release what is due whenever they
+ * come); woken at every release time, it cost two more context switches per held request (at
+ * 10 000 IOPS nbdkit's CPU per IO was 2.1x that without the filter, the thread woken 4 200 times
+ * a second). The IO's id is the address of its waiter, so a released IO finds its thread without
+ * a table. Completions go back with their latency. The housekeeping thread also reloads the config
+ * and writes the stats file (Prometheus text format) every second. Zero and trim are charged as
+ * the kernel's iocost charges discards: no cost, but they wait behind the group's held IO.
  */
 #include <errno.h>
 #include <inttypes.h>
