@@ -176,8 +176,12 @@ impl Scenario for Nbd {
         let outcome = Bench::prepare(ctx, stop).and_then(|mut bench| bench.cases(&mut report, progress));
         if let Err(why) = outcome {
             report.notes.push(format!("stopped: {why}"));
-            report.verdict = Verdict { pass: false, value: f64::NAN, summary: format!("could not run: {why}") };
-            return Ok(report);
+            // An interrupt reaches nbdkit and fio too (one process group): a run it cut short is
+            // not a failure of the filter's.
+            if !stop.load(Ordering::Relaxed) {
+                report.verdict = Verdict { pass: false, value: f64::NAN, summary: format!("could not run: {why}") };
+                return Ok(report);
+            }
         }
         let subjects: Vec<&RunEntry> = report.runs.iter().filter(|r| r.verdict.is_some()).collect();
         if let Some(v) = Verdict::of_subjects(&subjects) {
@@ -618,9 +622,9 @@ mod tests {
         let v = split_verdict(6540.0, 3288.0, 2.0, 10_000.0);
         assert!(v.pass, "{v:?}");
         assert!(v.summary.starts_with("ratio 1.99 (target 2.00 ±5%), total 98%"), "{}", v.summary);
-        // 1.90 is 5% off 2.00: in; 1.89 is not.
-        assert!(split_verdict(1900.0, 1000.0, 2.0, 3000.0).pass);
-        assert!(!split_verdict(1890.0, 1000.0, 2.0, 2890.0).pass);
+        // 5% off 2.00 is 1.90: 1.901 is in, 1.899 out.
+        assert!(split_verdict(1901.0, 1000.0, 2.0, 2901.0).pass);
+        assert!(!split_verdict(1899.0, 1000.0, 2.0, 2899.0).pass);
         // The right ratio with 10% of the device idle fails on the total.
         assert!(!split_verdict(6000.0, 3000.0, 2.0, 10_000.0).pass);
         assert!(!split_verdict(6000.0, 0.0, 2.0, 6000.0).pass, "a client that did nothing");
