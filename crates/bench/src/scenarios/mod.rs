@@ -6,6 +6,7 @@ pub mod agent;
 pub mod donation;
 pub mod limits;
 pub mod mixed_cost;
+pub mod nbd;
 pub mod overhead;
 pub mod proportional;
 pub mod qos_peers;
@@ -23,6 +24,7 @@ pub const ALL: &[&dyn Scenario] = &[
     &donation::Donation,
     &agent::HostAgent,
     &qos_peers::QosPeers,
+    &nbd::Nbd,
 ];
 
 /// The scenario called `name`.
@@ -43,7 +45,17 @@ mod tests {
     fn scenarios_are_found_by_their_unique_names() {
         assert_eq!(
             names(),
-            ["proportional", "work-conserving", "mixed-cost", "limits", "overhead", "donation", "agent", "qos-peers"]
+            [
+                "proportional",
+                "work-conserving",
+                "mixed-cost",
+                "limits",
+                "overhead",
+                "donation",
+                "agent",
+                "qos-peers",
+                "nbd"
+            ]
         );
         for n in names() {
             assert_eq!(by_name(n).unwrap().name(), n);

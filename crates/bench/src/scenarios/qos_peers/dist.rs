@@ -1,6 +1,7 @@
-//! A latency distribution as weighted values ([`Dist`]): built from fio's `json+` histogram bins, the
-//! engine's recorded latencies or the simulator's histogram, and read as the rows of the scenario's
-//! table (mean, quantiles, max, shares) and as the chart's cumulative curve.
+//! A latency distribution as weighted values ([`Dist`]): built from fio's `json+` histogram bins
+//! ([`Dist::fio_bins`], also the nbd scenario's), the engine's recorded latencies or the simulator's
+//! histogram, and read as the rows of the scenario's table (mean, quantiles, max, shares) and as the
+//! chart's cumulative curve.
 
 use ioshare_engine::report::LatencyUs;
 
@@ -16,6 +17,13 @@ impl Dist {
         points.retain(|&(us, n)| us.is_finite() && n.is_finite() && n > 0.0);
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
         Dist { points }
+    }
+
+    /// The `(latency µs, count)` pairs of one of fio's `json+` latency objects (`clat_ns` of a
+    /// direction: its `bins`, ns → count); none when it has no bins.
+    pub fn fio_bins(lat_ns: &serde_json::Value) -> Vec<(f64, f64)> {
+        let Some(bins) = lat_ns["bins"].as_object() else { return Vec::new() };
+        bins.iter().filter_map(|(ns, n)| Some((ns.parse::<f64>().ok()? / 1e3, n.as_f64()?))).collect()
     }
 
     /// Number of IOs.

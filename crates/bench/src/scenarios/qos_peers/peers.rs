@@ -123,9 +123,10 @@ pub fn parse(text: &str) -> Result<FioRun, String> {
     let start = text.find('{').ok_or("fio printed no JSON")?;
     let v: Value = serde_json::from_str(&text[start..]).map_err(|e| format!("fio's JSON: {e}"))?;
     let read = &v["jobs"][0]["read"];
-    let bins = read["clat_ns"]["bins"].as_object().ok_or("fio's JSON has no clat_ns.bins (needs json+)")?;
-    let dist =
-        Dist::new(bins.iter().filter_map(|(ns, n)| Some((ns.parse::<f64>().ok()? / 1e3, n.as_f64()?))).collect());
+    if !read["clat_ns"]["bins"].is_object() {
+        return Err("fio's JSON has no clat_ns.bins (needs json+)".into());
+    }
+    let dist = Dist::new(Dist::fio_bins(&read["clat_ns"]));
     let iops = read["iops"].as_f64().ok_or("fio's JSON has no read iops")?;
     let mean_us = read["lat_ns"]["mean"].as_f64().ok_or("fio's JSON has no lat_ns.mean")? / 1e3;
     if dist.is_empty() {
