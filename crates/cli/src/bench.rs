@@ -16,8 +16,9 @@ use ioshare_engine::interrupt;
 pub struct Args {
     /// Run only this scenario (repeatable): proportional, work-conserving, mixed-cost, limits, overhead,
     /// donation, agent (the host agent on separate processes, root; in the default suite when root);
-    /// fidelity (ioshare IOCost vs the kernel's, where cgroup v2 has io: see scripts/lab); or qos-peers
-    /// (the token and leaky buckets beside librbd's QoS and QEMU's throttle, root: see scripts/ceph).
+    /// fidelity (ioshare IOCost vs the kernel's, where cgroup v2 has io: see scripts/lab); qos-peers
+    /// (the token and leaky buckets beside librbd's QoS and QEMU's throttle, root: see scripts/ceph); or
+    /// nbd (libioshare inside nbdkit, NBD clients by weight beside nbdkit's rate filter, root).
     #[arg(long, value_name = "NAME")]
     scenario: Vec<String>,
     /// Weights of the two main tenants, high,low (proportional and work-conserving).
