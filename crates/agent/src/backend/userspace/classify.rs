@@ -94,6 +94,9 @@ pub(super) struct Classified {
     pub device_bound: bool,
     /// A competing group got less than [`AT_LIMIT`] of its limit.
     pub well_short_of_limit: bool,
+    /// Groups competing or held at their limits: more than one, and how the device serves them
+    /// decides their split.
+    pub nr_sharing: usize,
 }
 
 /// Whether usage over `secs` reached `share` of any limit in force.
@@ -171,6 +174,7 @@ impl DevicePlanner {
                 uncapped = Some((rel.clone(), out.charges.len(), held));
             }
             let state = GroupState { competing, held, capped, waiting };
+            out.nr_sharing += usize::from(competing || held);
             out.states.insert(rel.clone(), state);
             let charged = match t.allowed {
                 Some(allowed) if held => {

@@ -18,6 +18,9 @@
 //! (blk-throttle's slack makes a group held by its limit look held by the device now and then).
 //! Then the limits bind, the shares are the weights', and the planner raises vrate again while
 //! groups are short of budget and the device keeps up; a latency target can take it lower still.
+//! With a latency target vrate follows the device only while groups share it (two or more competing
+//! or held): one group beside donors takes what the device gives, and following each stall of the
+//! device down would only cost it the climb back.
 
 use std::collections::VecDeque;
 
@@ -79,7 +82,12 @@ impl DevicePlanner {
             self.verdicts = verdicts(&d, self.ctl.model(), &self.qos);
             self.ctl.record_completions(self.verdicts.met, self.verdicts.missed, rq_wait_ns);
         }
-        if let Some(did) = classified.device_bound.then(|| followed(&self.delivered)).flatten() {
+        // With a latency target, only a split is worth the throughput: a group alone beside donors
+        // takes what the device gives, and following each stall of the device down would cost it
+        // the climb back (the kernel's pace, a few percent a period).
+        let latency_target = self.qos.rppm != 0 || self.qos.wppm != 0;
+        let follows = classified.device_bound && (!latency_target || classified.nr_sharing >= 2);
+        if let Some(did) = follows.then(|| followed(&self.delivered)).flatten() {
             self.ctl.set_vrate_pct(follow_device(self.ctl.vrate_pct(), did));
         }
         (delivered_pct, rq_wait_ns > 0)
