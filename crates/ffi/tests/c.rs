@@ -1,12 +1,13 @@
 //! The C tests (`tests/c/*.c`) compiled against the library cargo just built and run: `api.c`
-//! against the shared library (as a service links it), `bad_args.c` against the static library
-//! under AddressSanitizer and UndefinedBehaviorSanitizer.
+//! against the shared library linked as `scripts/install-libioshare` links it (`link-shared`, with
+//! its symbol versions, which this test checks), `bad_args.c` against the static library under
+//! AddressSanitizer and UndefinedBehaviorSanitizer.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// `target/<profile>/deps`, where cargo builds `libioshare.so` and `libioshare.a` for the tests
-/// (the test runs from there too).
+/// `target/<profile>/deps`, where cargo builds `libioshare.a` for the tests (the test runs from
+/// there too).
 fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test knows its path");
     exe.parent().expect("tests run from target/<profile>/deps").to_path_buf()
@@ -46,15 +47,62 @@ fn run(exe: &Path, envs: &[(&str, &str)]) {
 
 #[test]
 fn api_through_the_shared_library() {
-    let dir = lib_dir();
-    // The library's soname is libioshare.so.0, as installed; here it is cargo's libioshare.so.
-    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let soname = tmp.join("libioshare.so.0");
-    let _ = std::fs::remove_file(&soname);
-    std::os::unix::fs::symlink(dir.join("libioshare.so"), &soname).expect("the soname link is made");
-    let (l, rpath) = (format!("-L{}", dir.display()), format!("-Wl,-rpath,{}", tmp.display()));
+    // Linked under its soname, as installed, with a development link beside it.
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("shared-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).expect("the test's directory is made");
+    let so = tmp.join("libioshare.so.0");
+    let linked = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("link-shared"))
+        .arg(lib_dir().join("libioshare.a"))
+        .arg(&so)
+        .output();
+    match linked {
+        Err(e) => {
+            println!("skipped: link-shared cannot run ({e}); install gcc");
+            return;
+        }
+        Ok(o) => assert!(o.status.success(), "link-shared failed:\n{}", String::from_utf8_lossy(&o.stderr)),
+    }
+    std::os::unix::fs::symlink("libioshare.so.0", tmp.join("libioshare.so")).expect("the link is made");
+    assert_symbols_versioned(&so);
+    let (l, rpath) = (format!("-L{}", tmp.display()), format!("-Wl,-rpath,{}", tmp.display()));
     if let Some(exe) = compile("api.c", "api", &[&l, &rpath, "-lioshare", "-lpthread"]) {
         run(&exe, &[]);
+    }
+    std::fs::remove_dir_all(&tmp).expect("the test's directory is removed");
+}
+
+/// Every symbol `so` exports is an `ioshare_` entry point of version `IOSHARE_0` (`readelf
+/// --dyn-syms`), and the header's entry points are all there.
+fn assert_symbols_versioned(so: &Path) {
+    let out = Command::new("readelf").args(["--dyn-syms", "-W"]).arg(so).output().expect("readelf runs (binutils)");
+    let table = String::from_utf8_lossy(&out.stdout);
+    // Defined symbols: a section index, neither UND nor ABS (the version's own symbol); the name is
+    // the last column, `name@@VERSION`.
+    let exported: Vec<&str> = table
+        .lines()
+        .filter(|l| l.contains(" GLOBAL ") && !l.contains(" UND ") && !l.contains(" ABS "))
+        .filter_map(|l| l.split_whitespace().last())
+        .collect();
+    assert!(!exported.is_empty(), "no symbol exported:\n{table}");
+    for name in &exported {
+        assert!(
+            name.starts_with("ioshare_") && name.ends_with("@@IOSHARE_0"),
+            "exported unversioned or foreign: {name}"
+        );
+    }
+    // Declarations start a line with their return type: `int32_t ioshare_new(`, `const char *ioshare_version(`.
+    let header = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("include/ioshare.h")).unwrap();
+    let declared: Vec<String> = header
+        .lines()
+        .filter(|l| l.starts_with(|c: char| c.is_ascii_lowercase()))
+        .filter_map(|l| l.split_once('(').map(|(head, _)| head))
+        .filter_map(|head| head.rsplit([' ', '*']).next())
+        .filter(|name| name.starts_with("ioshare_"))
+        .map(str::to_string)
+        .collect();
+    assert!(declared.len() >= 10, "the header's entry points: {declared:?}");
+    for name in &declared {
+        assert!(exported.contains(&format!("{name}@@IOSHARE_0").as_str()), "{name} is in the header, not exported");
     }
 }
 
