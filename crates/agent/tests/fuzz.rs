@@ -129,8 +129,12 @@ fn config() -> impl Strategy<Value = (String, Config)> {
                     rules.push(g);
                 }
             }
-            let device =
-                DeviceConfig { device: DiskId::resolve(some_device()).unwrap(), model, qos: qos.map(|(_, q)| q) };
+            let device = DeviceConfig {
+                device: DiskId::resolve(some_device()).unwrap(),
+                model,
+                qos: qos.map(|(_, q)| q),
+                tuned: None,
+            };
             let period = Duration::from_millis(period.unwrap_or(ioshare_agent::desired::config::PERIOD_DEFAULT_MS));
             (
                 text,

@@ -375,7 +375,7 @@ impl Peers {
             .collect();
         let config = Config {
             period: AGENT_PERIOD,
-            devices: vec![DeviceConfig { device, model, qos: Some(qos) }],
+            devices: vec![DeviceConfig { device, model, qos: Some(qos), tuned: None }],
             groups,
             memory_dry_run: false,
             metrics: None,

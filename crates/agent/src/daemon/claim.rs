@@ -458,6 +458,7 @@ mod tests {
             device: ioshare_host::DiskId { dev: DevNum { major: 7, minor: 3 }, name: "loop3".into() },
             model: ModelParams::SSD_DFL,
             qos: None,
+            tuned: None,
         };
         let kubernetes = ioshare_kube::KubernetesConfig { cgroup_root: "k8s".into(), ..Default::default() };
         let config = Config {

@@ -5,9 +5,10 @@
 //!
 //! [[devices]]                      # none: the memory guard alone (rules need `memory` then)
 //! path = "/dev/loop3"              # block device path or MAJ:MIN (a whole device)
-//! model = "ssd_dfl"                # a built-in set, an io.cost.model line, or "profile" (measured
-//!                                  # at start, read-only, cached: see [`crate::desired::profile`])
-//! qos = "rpct=95 rlat=5000 wpct=95 wlat=5000 min=50 max=150"   # optional io.cost.qos line
+//! model = "ssd_dfl"                # a built-in set, an io.cost.model line, "profile" (measured
+//!                                  # at start, read-only, cached: see [`crate::desired::profile`]),
+//!                                  # or "tune:FILE[#SOLUTION]" (see [`crate::desired::tuned`])
+//! qos = "rpct=95 rlat=5000 wpct=95 wlat=5000 min=50 max=150"   # optional io.cost.qos line (or tune:…)
 //!
 //! [[groups]]
 //! cgroup = "tenants/*"             # relative to the blkio (v1) or unified (v2) root; * and ? globs
@@ -43,6 +44,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::desired::profile::{Cached, Measure, NotMeasured, Profiler};
+use crate::desired::tuned::{tuned_lines, Tuned};
 use crate::error::{Error, Result};
 
 /// Default planning period of the userspace backend.
@@ -57,6 +59,8 @@ pub struct DeviceConfig {
     pub model: ModelParams,
     /// Latency QoS, if given.
     pub qos: Option<QosParams>,
+    /// The tune result its lines came from, if one gave them.
+    pub tuned: Option<Tuned>,
 }
 
 /// One group rule: the cgroups a pattern matches get this weight and these limits.
@@ -195,17 +199,34 @@ impl Config {
             if devices.iter().any(|x| x.device.dev == device.dev) {
                 return Err(err(at(&d.path), "path", format!("device {} is listed twice", device.dev)));
             }
-            let model = if d.model.get_ref().trim() == "profile" {
+            let config_dir = file.parent().unwrap_or(Path::new("."));
+            let tuned = |s: &Spanned<String>, key: &str| {
+                tuned_lines(s.get_ref(), config_dir).transpose().map_err(|m| err(at(s), key, m))
+            };
+            let tuned_model = tuned(&d.model, "model")?;
+            let model = if let Some(t) = &tuned_model {
+                parse_model(&t.model_line, &device).map_err(|m| err(at(&d.model), "model", m))?
+            } else if d.model.get_ref().trim() == "profile" {
                 to_measure.push((devices.len(), at(&d.model)));
                 ModelParams::SSD_DFL // replaced by the measurement below
             } else {
                 parse_model(d.model.get_ref(), &device).map_err(|m| err(at(&d.model), "model", m))?
             };
-            let qos = match &d.qos {
-                Some(q) => Some(parse_qos(q.get_ref(), &device).map_err(|m| err(at(q), "qos", m))?),
-                None => None,
+            // A tuned model brings its solution's QoS unless the file names another.
+            let tuned_qos = match &d.qos {
+                Some(q) => tuned(q, "qos")?,
+                None => tuned_model.clone(),
             };
-            devices.push(DeviceConfig { device, model, qos });
+            let qos = match (&tuned_qos, &d.qos) {
+                (Some(t), q) => {
+                    let at_qos = q.as_ref().map_or(at(&d.model), at);
+                    Some(parse_qos(&t.qos_line, &device).map_err(|m| err(at_qos, "qos", m))?)
+                }
+                (None, Some(q)) => Some(parse_qos(q.get_ref(), &device).map_err(|m| err(at(q), "qos", m))?),
+                (None, None) => None,
+            };
+            let tuned = tuned_model.or(tuned_qos).map(|t| t.source);
+            devices.push(DeviceConfig { device, model, qos, tuned });
         }
         let mut groups: Vec<GroupConfig> = Vec::new();
         for g in &raw.groups {

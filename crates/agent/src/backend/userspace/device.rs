@@ -562,7 +562,7 @@ mod tests {
     fn the_controller_is_renewed_over_the_live_groups() {
         let device = DiskId { dev: DevNum { major: 7, minor: 250 }, name: "loop250".into() };
         let qos = QosParams { min_ppm: 10_000, max_ppm: 10_000_000, ..NO_QOS };
-        let cfg = DeviceConfig { device, model: ModelParams::SSD_DFL, qos: Some(qos) };
+        let cfg = DeviceConfig { device, model: ModelParams::SSD_DFL, qos: Some(qos), tuned: None };
         let mut d = DevicePlanner::new(cfg, Duration::from_millis(100));
         d.ctl.set_vrate_pct(60.0);
         let (mut most, mut renewed) = (0, 0);

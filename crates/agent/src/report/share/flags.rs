@@ -365,6 +365,7 @@ mod tests {
                 device: DiskId { dev: DEV, name: "loop3".into() },
                 model: ModelParams::SSD_DFL,
                 qos: None,
+                tuned: None,
             },
             queue: BlockQueue { scheduler: Some("none".into()), blk_mq: true, iocost: false },
             backend: BackendKind::Userspace,

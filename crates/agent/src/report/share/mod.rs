@@ -29,6 +29,7 @@ use crate::desired::config::Config;
 use crate::desired::pods::Pods;
 use crate::desired::rules::overlaps;
 use crate::desired::targets::{targets, CgroupSettings, Owner};
+use crate::desired::tuned::Tuned;
 use crate::error::Result;
 
 /// What divides a device between cgroups.
@@ -275,6 +276,39 @@ pub struct ShareCheck {
     pub diagnosed_backend: BackendKind,
     /// The shares under it.
     pub shares: Shares,
+    /// The devices whose model and QoS a tune result gave.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tuned: Vec<TunedDevice>,
+}
+
+/// A device whose lines came from a tune result: which solution, from which file, measured when.
+#[derive(Clone, Debug, Serialize)]
+pub struct TunedDevice {
+    /// The device's name.
+    pub device: String,
+    /// Where its lines came from.
+    #[serde(flatten)]
+    pub source: Tuned,
+}
+
+impl fmt::Display for TunedDevice {
+    /// `loop3: solution isolated-bandwidth of FILE, measured 2 h ago`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let age = now.saturating_sub(self.source.measured_at);
+        let ago = match age {
+            a if a < 3600 => format!("{} min ago", a / 60),
+            a if a < 2 * 86_400 => format!("{} h ago", a / 3600),
+            a => format!("{} days ago", a / 86_400),
+        };
+        write!(
+            f,
+            "{}: solution {} of {}, measured {ago}",
+            self.device,
+            self.source.solution,
+            self.source.file.display()
+        )
+    }
 }
 
 impl ShareCheck {
@@ -286,7 +320,10 @@ impl ShareCheck {
         let pods = config.kubernetes.as_ref().map(|k| Pods::start(k, &hierarchy.root)).transpose()?;
         let pods = pods.as_ref().map_or(&[][..], Pods::targets);
         let shares = Shares::check(config, pods, backend, &hierarchy, Path::new("/sys/block"));
-        Ok(ShareCheck { check, diagnosed_backend: backend, shares })
+        let tuned = (config.devices.iter())
+            .filter_map(|d| d.tuned.clone().map(|source| TunedDevice { device: d.device.name.clone(), source }))
+            .collect();
+        Ok(ShareCheck { check, diagnosed_backend: backend, shares, tuned })
     }
 }
 
@@ -294,6 +331,9 @@ impl fmt::Display for ShareCheck {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{}\n", self.check)?;
         writeln!(f, "diagnosed backend:    {}", self.diagnosed_backend.name())?;
+        for t in &self.tuned {
+            writeln!(f, "tuned:                {t}")?;
+        }
         write!(f, "{}", self.shares)
     }
 }
@@ -330,6 +370,7 @@ mod tests {
                 device: DiskId { dev: DEV, name: "nvme0n1".into() },
                 model: ModelParams::SSD_DFL,
                 qos: None,
+                tuned: None,
             }],
             groups: rules
                 .iter()

@@ -147,6 +147,7 @@ mod tests {
                 device: DiskId { dev: DEV, name: "loop3".into() },
                 model: ModelParams::SSD_DFL,
                 qos: None,
+                tuned: None,
             }],
             groups: vec![GroupConfig { cgroup: "t/web".into(), weight: 300, limits: Limits::default(), memory: None }],
             memory_dry_run: false,
