@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use ioshare_engine::report::RunReport;
 
-use crate::verdict::{RunEntry, Side};
+use crate::verdict::{RunEntry, Side, Verdict};
 
 /// The neighbour's depths the sweep runs.
 pub const DEPTHS: [u32; 6] = [1, 2, 4, 8, 16, 32];
@@ -173,9 +173,58 @@ pub fn dominates(other: &Point, p: &Point) -> bool {
     other.leftover >= p.leftover * (1.0 + DOMINANCE_MARGIN) && other.p99x * (1.0 + DOMINANCE_MARGIN) <= p.p99x
 }
 
+/// A QD1 reader's point judged on the device's frontier: the leftover its neighbour used against
+/// what the uncontrolled sweep's `frontier` ([`envelope`]) used at the reader's p99 (÷ solo), at most
+/// [`ON_FRONTIER`] below it.
+pub fn verdict(p: &Point, frontier: &[(f64, f64)]) -> Verdict {
+    let best = leftover_at(frontier, p.p99x);
+    if best <= 0.0 {
+        return Verdict {
+            pass: p.leftover > 0.0,
+            value: p.leftover,
+            summary: format!(
+                "leftover used {:.0}% at QD1 p99 {:.2}x solo, a latency no uncontrolled neighbour left the reader",
+                p.leftover * 100.0,
+                p.p99x
+            ),
+        };
+    }
+    let below = 1.0 - p.leftover / best;
+    Verdict {
+        pass: below <= ON_FRONTIER,
+        value: p.leftover,
+        summary: format!(
+            "leftover used {:.0}% at QD1 p99 {:.2}x solo; the frontier has {:.0}% there ({:+.0}%, >= -{:.0}%)",
+            p.leftover * 100.0,
+            p.p99x,
+            best * 100.0,
+            -below * 100.0,
+            ON_FRONTIER * 100.0
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_qd1_point_is_judged_against_the_frontier_at_its_latency() {
+        let point = |p99x, leftover| Point { label: "qd1".into(), p99x, leftover };
+        let frontier = [(1.0, 0.0), (2.0, 0.6), (4.0, 0.9), (10.0, 1.0)];
+        let v = verdict(&point(3.0, 0.7), &frontier);
+        assert!(v.pass, "{v:?}");
+        assert!(
+            v.summary.starts_with("leftover used 70% at QD1 p99 3.00x solo; the frontier has 75%"),
+            "{}",
+            v.summary
+        );
+        assert!(!verdict(&point(3.0, 0.6), &frontier).pass, "20% below");
+        assert!(verdict(&point(12.0, 0.95), &frontier).pass, "flat beyond the deepest");
+        // Below every sweep point's latency the frontier has nothing: any leftover beats it.
+        let v = verdict(&point(0.5, 0.9), &frontier);
+        assert!(v.pass && v.summary.ends_with("a latency no uncontrolled neighbour left the reader"), "{}", v.summary);
+    }
 
     fn p(label: &str, p99x: f64, leftover: f64) -> Point {
         Point { label: label.into(), p99x, leftover }

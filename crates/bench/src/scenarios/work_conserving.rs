@@ -87,20 +87,7 @@ impl Planned for WorkConserving {
     ) -> Verdict {
         let solo_p99 = refs.solo.as_ref().map_or(f64::NAN, |s| s.p99);
         let p = frontier::point(&r.controller, r, solo_p99, refs.capacity.unwrap_or(cal.max_iops));
-        let best = frontier::leftover_at(&refs.frontier, p.p99x);
-        let below = 1.0 - p.leftover / best;
-        Verdict {
-            pass: below <= frontier::ON_FRONTIER,
-            value: p.leftover,
-            summary: format!(
-                "leftover used {:.0}% at QD1 p99 {:.2}x solo; the frontier has {:.0}% there ({:+.0}%, >= -{:.0}%)",
-                p.leftover * 100.0,
-                p.p99x,
-                best * 100.0,
-                -below * 100.0,
-                frontier::ON_FRONTIER * 100.0
-            ),
-        }
+        frontier::verdict(&p, &refs.frontier)
     }
 
     /// Fails every ioshare run whose point a kernel peer dominates, and every subject that missed its

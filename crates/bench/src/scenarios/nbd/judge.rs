@@ -2,7 +2,6 @@
 //! (the thresholds are the scenario's constants; [`super`] says why each is what it is).
 
 use super::{CAP_IOPS, CAP_TOLERANCE, DONATED_MIN, DONATION_DELAY_S, RATIO_TOLERANCE, TOTAL_MIN};
-use crate::frontier::{self, Point};
 use crate::verdict::Verdict;
 
 /// Case 1: the ratio of the two clients' IOPS against the weights' `target`, and their total against
@@ -34,36 +33,6 @@ pub fn donation_verdict(other_after: f64, paced: f64, capacity: f64) -> Verdict 
              left beside the paced {paced:.0} (>= {:.0}%)",
             taken * 100.0,
             DONATED_MIN * 100.0
-        ),
-    }
-}
-
-/// Case 3: the QD1 reader beside the saturating one, as the work-conserving scenario judges it —
-/// the leftover the neighbour used against the device's `frontier` at the reader's p99 (÷ solo).
-pub fn frontier_verdict(p: &Point, frontier: &[(f64, f64)]) -> Verdict {
-    let best = frontier::leftover_at(frontier, p.p99x);
-    if best <= 0.0 {
-        return Verdict {
-            pass: p.leftover > 0.0,
-            value: p.leftover,
-            summary: format!(
-                "leftover used {:.0}% at QD1 p99 {:.2}x solo, a latency no uncontrolled neighbour left the reader",
-                p.leftover * 100.0,
-                p.p99x
-            ),
-        };
-    }
-    let below = 1.0 - p.leftover / best;
-    Verdict {
-        pass: below <= frontier::ON_FRONTIER,
-        value: p.leftover,
-        summary: format!(
-            "leftover used {:.0}% at QD1 p99 {:.2}x solo; the frontier has {:.0}% there ({:+.0}%, >= -{:.0}%)",
-            p.leftover * 100.0,
-            p.p99x,
-            best * 100.0,
-            -below * 100.0,
-            frontier::ON_FRONTIER * 100.0
         ),
     }
 }
@@ -121,24 +90,6 @@ mod tests {
         assert!(v.pass && (v.value - 8500.0 / 9340.0).abs() < 1e-12, "{v:?}");
         assert!(!donation_verdict(8300.0, 660.0, 10_000.0).pass);
         assert!(!donation_verdict(f64::NAN, 660.0, 10_000.0).pass, "no samples after the drop");
-    }
-
-    #[test]
-    fn the_qd1_point_is_judged_against_the_frontier_at_its_latency() {
-        let point = |p99x, leftover| Point { label: "qd1".into(), p99x, leftover };
-        let frontier = [(1.0, 0.0), (2.0, 0.6), (4.0, 0.9), (10.0, 1.0)];
-        let v = frontier_verdict(&point(3.0, 0.7), &frontier);
-        assert!(v.pass, "{v:?}");
-        assert!(
-            v.summary.starts_with("leftover used 70% at QD1 p99 3.00x solo; the frontier has 75%"),
-            "{}",
-            v.summary
-        );
-        assert!(!frontier_verdict(&point(3.0, 0.6), &frontier).pass, "20% below");
-        assert!(frontier_verdict(&point(12.0, 0.95), &frontier).pass, "flat beyond the deepest");
-        // Below every sweep point's latency the frontier has nothing: any leftover beats it.
-        let v = frontier_verdict(&point(0.5, 0.9), &frontier);
-        assert!(v.pass && v.summary.ends_with("a latency no uncontrolled neighbour left the reader"), "{}", v.summary);
     }
 
     #[test]

@@ -74,7 +74,7 @@ use ioshare_core::{ModelConfig, ModelParams, NSEC_PER_SEC};
 use ioshare_engine::report::{CpuReport, RunReport, TenantReport};
 
 use self::client::{Client, Measured};
-use self::judge::{cap_verdict, cpu_verdict, donation_verdict, frontier_verdict, split_verdict};
+use self::judge::{cap_verdict, cpu_verdict, donation_verdict, split_verdict};
 use self::setup::{CappedDevice, Server, ServerSpec, WorkDir, FILE_SIZE};
 use crate::calibrate::Calibration;
 use crate::error::Result;
@@ -355,7 +355,7 @@ impl<'a> Bench<'a> {
                 "{}; capacity {capacity:.0} IOPS (the best of none and the sweep)",
                 Yardsticks { sweep: sweep.clone(), ..Yardsticks::default() }.describe()
             ));
-            let verdict = frontier_verdict(&point, &frontier::envelope(&sweep));
+            let verdict = frontier::verdict(&point, &frontier::envelope(&sweep));
             report.runs.push(with.entry(Side::Ioshare, Some(verdict)));
         }
 
