@@ -72,7 +72,7 @@
 //! AttrSwitch::set(state_dir, file, value) -> Result<AttrSwitch>   // a sysfs attribute (queue/nomerges)
 //!     .previous() .file() .restore() -> Restored;  drop restores // set for a while, recorded first
 //! repair_attrs(state_dir) -> Vec<Repaired>           // restores what a killed writer left switched
-//! ProcessStat::read(pid) -> Option<ProcessStat { state, start_ticks }>   // /proc/PID/stat: exited,
+//! ProcessStat::read(pid) -> Option<ProcessStat { state, start_ticks, user/system ticks }>   // /proc/PID/stat: exited,
 //!                                                    // stopped, and a reused pid told apart
 //! ```
 //! Errors are [`Error`]: one line each, naming what is wrong and how to fix it.

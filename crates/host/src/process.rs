@@ -4,7 +4,7 @@
 //! The line is `PID (COMM) STATE PPID ...`, where COMM (the executable's name, up to 15 bytes) may
 //! itself hold spaces and parentheses: fields are counted after the *last* `)`. The start time is
 //! field 22, in clock ticks since boot; it never changes for a process, and a pid reused later gets
-//! a later one.
+//! a later one. The CPU it used so far, all its threads, is fields 14 and 15 (user, system) in ticks.
 
 use crate::error::{parse_error, Result};
 
@@ -19,6 +19,10 @@ pub struct ProcessStat {
     pub state: char,
     /// When the process started, clock ticks since boot (field 22, `starttime`).
     pub start_ticks: u64,
+    /// CPU time in user mode so far, all threads, clock ticks (field 14, `utime`).
+    pub user_ticks: u64,
+    /// CPU time in the kernel so far, all threads, clock ticks (field 15, `stime`).
+    pub system_ticks: u64,
 }
 
 impl ProcessStat {
@@ -31,12 +35,16 @@ impl ProcessStat {
             Some(&[c]) if c.is_ascii_alphabetic() => c,
             _ => return Err(bad("expected a one-letter state after the command name")),
         };
-        // Field 3 (the state) is fields[0], so field 22 is fields[19].
-        let start_ticks = fields
-            .get(19)
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| bad("expected the start time (field 22) as a number"))?;
-        Ok(ProcessStat { state, start_ticks })
+        // Field 3 (the state) is fields[0], so field N is fields[N - 3].
+        let field = |n: usize, what: &str| {
+            fields.get(n - 3).and_then(|s| s.parse().ok()).ok_or_else(|| bad(&format!("expected {what} as a number")))
+        };
+        Ok(ProcessStat {
+            state,
+            start_ticks: field(22, "the start time (field 22)")?,
+            user_ticks: field(14, "the user time (field 14)")?,
+            system_ticks: field(15, "the system time (field 15)")?,
+        })
     }
 
     /// Process `pid` as it is now; `None` if there is no such process (or `/proc` cannot tell).
@@ -47,6 +55,13 @@ impl ProcessStat {
     /// The start time of this process.
     pub fn own_start_ticks() -> Option<u64> {
         ProcessStat::read(std::process::id()).map(|p| p.start_ticks)
+    }
+
+    /// CPU time used so far, all threads: (user, system), seconds.
+    pub fn cpu_seconds(&self) -> (f64, f64) {
+        // SAFETY: sysconf only reads a constant of the running system.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        (self.user_ticks as f64 / hz, self.system_ticks as f64 / hz)
     }
 
     /// Whether the process has exited (a zombie its parent has not reaped yet, or dead).
@@ -67,7 +82,13 @@ mod tests {
     #[test]
     fn parses_state_and_start_time_after_the_last_parenthesis() {
         let line = "4242 (a) b) (c) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 987654 1000 10\n";
-        assert_eq!(ProcessStat::parse(line).unwrap(), ProcessStat { state: 'S', start_ticks: 987_654 });
+        assert_eq!(
+            ProcessStat::parse(line).unwrap(),
+            ProcessStat { state: 'S', start_ticks: 987_654, user_ticks: 5, system_ticks: 3 }
+        );
+        // SAFETY: as in cpu_seconds.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        assert_eq!(ProcessStat::parse(line).unwrap().cpu_seconds(), (5.0 / hz, 3.0 / hz));
         let zombie = "7 (x) Z 1 7 7 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 55 0 0";
         assert!(ProcessStat::parse(zombie).unwrap().exited());
         for bad in [

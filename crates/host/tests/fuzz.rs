@@ -534,7 +534,8 @@ proptest! {
 
     #[test]
     fn valid_process_stats_give_state_and_start((text, state, start) in proc_stat()) {
-        prop_assert_eq!(ProcessStat::parse(&text).unwrap(), ProcessStat { state, start_ticks: start });
+        let parsed = ProcessStat::parse(&text).unwrap();
+        prop_assert_eq!((parsed.state, parsed.start_ticks), (state, start));
     }
 }
 

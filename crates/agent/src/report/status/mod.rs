@@ -465,7 +465,7 @@ mod tests {
     }
 
     fn process(state: char, start_ticks: u64) -> Option<ProcessStat> {
-        Some(ProcessStat { state, start_ticks })
+        Some(ProcessStat { state, start_ticks, user_ticks: 0, system_ticks: 0 })
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use ioshare_engine::target::TempTarget;
-use ioshare_host::{is_root, BlkioCgroup, Capabilities, LoopDevice, ThrottleKnob};
+use ioshare_host::{is_root, BlkioCgroup, Capabilities, LoopDevice, ProcessStat, ThrottleKnob};
 
 /// Size of the scenario's file, bytes: written in full, so every read reaches the disk.
 pub const FILE_SIZE: u64 = 1 << 30;
@@ -197,8 +197,7 @@ impl Server {
 
     /// CPU time nbdkit has used so far (all its threads): (user, system), seconds.
     pub fn cpu_seconds(&self) -> Option<(f64, f64)> {
-        let text = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
-        cpu_seconds_of(&text)
+        ProcessStat::read(self.child.id()).map(|p| p.cpu_seconds())
     }
 
     /// The last line of its log.
@@ -212,29 +211,5 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// utime and stime (fields 14 and 15 of `/proc/PID/stat`, counted after the command's last `)`), s.
-fn cpu_seconds_of(stat: &str) -> Option<(f64, f64)> {
-    let (_, after) = stat.rsplit_once(')')?;
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i)?.parse::<u64>().ok();
-    // SAFETY: sysconf reads a constant of the running system.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    // Field 3 (the state) is fields[0]: field 14 is fields[11].
-    Some((ticks(11)? as f64 / hz, ticks(12)? as f64 / hz))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpu_times_are_counted_after_the_command() {
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-        let line = "4242 (nbdkit (x) y) S 1 4242 4242 0 -1 4194560 900 0 0 0 150 250 0 0 20 0 17 0 987654 0 0";
-        assert_eq!(cpu_seconds_of(line), Some((150.0 / hz, 250.0 / hz)));
-        assert_eq!(cpu_seconds_of("4242 (nbdkit) S 1"), None);
     }
 }
