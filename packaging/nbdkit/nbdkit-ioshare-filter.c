@@ -65,7 +65,7 @@ static ioshare_ctl *ctl;
 static struct ioshare_config running; /* the last good config */
 static unsigned *connections;         /* per group id */
 static size_t nr_connections_slots;
-static uint64_t refused, reloads, reload_errors;
+static uint64_t refused, reloads, reload_errors, groups_removed;
 static struct timespec config_mtime;
 
 /* The housekeeping thread, and how long it sleeps at least (the release timer's resolution). */
@@ -201,6 +201,36 @@ static int apply(const struct ioshare_config *cfg) {
   return 0;
 }
 
+/* Lock held. Whether the running config still names the controller's group `g`. */
+static bool configured(uint32_t g) {
+  char path[IOSHARE_NAME_MAX];
+  if (ioshare_group_path(ctl, g, path, sizeof path) < 0) return false;
+  for (size_t i = 0; i < running.nr; i++)
+    if (strcmp(running.entries[i].group_path, path) == 0) return true;
+  return false;
+}
+
+/* Lock held. Removes group `g` from the controller once the config no longer names it and its
+ * last connection has gone (nbdkit closes a connection after its requests finished, so nothing of
+ * it is queued or in flight). */
+static void remove_if_dropped(uint32_t g) {
+  if (connections[g] != 0 || configured(g)) return;
+  if (ioshare_remove(ctl, now_ns(), g) == IOSHARE_OK) groups_removed++;
+  else nbdkit_debug("ioshare: group %u stays: %s", g, ioshare_last_error());
+}
+
+/* Lock held. Makes `fresh` the running config and removes the groups it dropped that have no
+ * connection (the others go with their last connection). */
+static void replace_running(const struct ioshare_config *fresh) {
+  static struct ioshare_config old; /* ~100 KiB: not on the stack; the lock guards it */
+  old = running;
+  running = *fresh;
+  for (size_t i = 0; i < old.nr; i++) {
+    uint32_t g;
+    if (ioshare_group_find(ctl, old.entries[i].group_path, &g) == IOSHARE_OK) remove_if_dropped(g);
+  }
+}
+
 /* Re-reads the config file when its modification time changed; a broken file changes nothing. */
 static void reload_if_changed(void) {
   struct stat st;
@@ -221,7 +251,7 @@ static void reload_if_changed(void) {
   }
   pthread_mutex_lock(&lock);
   if (apply(&fresh) == 0) {
-    running = fresh;
+    replace_running(&fresh);
     reloads++;
     nbdkit_debug("ioshare: reloaded %s (%zu groups)", config_path, fresh.nr);
   } else {
@@ -250,6 +280,8 @@ static void write_stats(void) {
   fprintf(f, "# TYPE ioshare_nbd_refused_connections_total counter\nioshare_nbd_refused_connections_total %" PRIu64 "\n", refused);
   fprintf(f, "# TYPE ioshare_nbd_config_reloads_total counter\nioshare_nbd_config_reloads_total %" PRIu64 "\n", reloads);
   fprintf(f, "# TYPE ioshare_nbd_config_errors_total counter\nioshare_nbd_config_errors_total %" PRIu64 "\n", reload_errors);
+  fprintf(f, "# HELP ioshare_nbd_groups_removed_total Groups removed after the config dropped them and their last connection left.\n"
+             "# TYPE ioshare_nbd_groups_removed_total counter\nioshare_nbd_groups_removed_total %" PRIu64 "\n", groups_removed);
   static const char *const names[] = {"weight", "connections", "active", "issued_total", "queued", "usage_us_total", "wait_us_total", "debt_us", "delay_us", "hweight_active", "hweight_inuse"};
   for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
     fprintf(f, "# TYPE ioshare_nbd_group_%s %s\n", names[k], strstr(names[k], "_total") ? "counter" : "gauge");
@@ -436,6 +468,7 @@ static void ioshare_close(void *handle) {
   struct handle *h = handle;
   pthread_mutex_lock(&lock);
   connections[h->group]--;
+  remove_if_dropped(h->group);
   pthread_mutex_unlock(&lock);
   free(h);
 }

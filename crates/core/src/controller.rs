@@ -14,6 +14,12 @@ use crate::error::Result;
 use crate::group::GroupSettings;
 use crate::io::{GroupId, Io, Nanos};
 
+/// IOs each of a controller's queues (a group's wait queue or lanes, IOCost's released-IO queue
+/// and timer heap, the limit stage's due heap) holds before it first grows: queues are reserved
+/// when their group or controller is made, so the issue path allocates nothing until a queue holds
+/// more (then it doubles, once per new high-water mark).
+pub const QUEUE_RESERVE: usize = 128;
+
 /// Outcome of [`Controller::submit`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[must_use]
@@ -103,7 +109,8 @@ pub struct GroupStats {
 pub struct Stats {
     /// Device-wide state.
     pub device: DeviceStats,
-    /// One entry per configured group, in creation order (index = [`GroupId`]).
+    /// One entry per group id (index = [`GroupId`]); the slot of a removed group's free id has an
+    /// empty path and zeros.
     pub groups: Vec<GroupStats>,
 }
 
@@ -183,6 +190,14 @@ pub trait Controller {
     /// Creates the group at `path` (ancestors too, with default settings) or updates its settings.
     /// Nothing changes when the settings are invalid.
     fn configure(&mut self, now: Nanos, path: &str, settings: &GroupSettings) -> Result<GroupId>;
+
+    /// The id of the existing group at `path`, or [`crate::Error::UnknownGroup`].
+    fn group(&self, path: &str) -> Result<GroupId>;
+
+    /// Removes the group at `path`, which must have no child groups and no IO queued or in flight
+    /// ([`crate::Error::GroupBusy`] otherwise; nothing changes). Its id is free: a group configured
+    /// later may get it, and until then its slot in [`Stats::groups`] has an empty path.
+    fn remove(&mut self, now: Nanos, path: &str) -> Result<GroupId>;
 
     /// Offers an IO. The fast path: no allocation, no tree walk.
     fn submit(&mut self, now: Nanos, io: Io) -> Submit;

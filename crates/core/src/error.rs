@@ -17,6 +17,14 @@ pub enum Error {
     /// A group that does not exist.
     #[error("unknown group '{0}': configure it first")]
     UnknownGroup(String),
+    /// A group that cannot be removed yet.
+    #[error("cannot remove group '{path}': {reason}")]
+    GroupBusy {
+        /// Group path.
+        path: String,
+        /// Why, and what to do first.
+        reason: String,
+    },
     /// A malformed kernel-format line (`io.cost.model`, `io.cost.qos`) or limit syntax; the input is
     /// quoted [`printable`].
     #[error("invalid {format} '{}': {}", printable(.input), printable(.reason))]

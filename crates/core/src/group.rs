@@ -52,11 +52,13 @@ pub fn path_components(path: &str) -> Result<Vec<&str>> {
     Ok(parts)
 }
 
-/// Dense registry of group paths: ids are indices in creation order.
+/// Registry of group paths: ids are indices in creation order. A removed group's id is free (its
+/// path empty) until a new group takes it, so ids stay small however many groups come and go.
 #[derive(Clone, Debug, Default)]
 pub struct GroupNames {
     paths: Vec<String>,
     ids: HashMap<String, GroupId>,
+    free: Vec<GroupId>,
 }
 
 impl GroupNames {
@@ -72,10 +74,39 @@ impl GroupNames {
         if let Some(id) = self.ids.get(path) {
             return Ok((*id, false));
         }
-        let id = GroupId(self.paths.len() as u32);
-        self.paths.push(path.to_string());
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.paths[id.index()] = path.to_string();
+                id
+            }
+            None => {
+                self.paths.push(path.to_string());
+                GroupId(self.paths.len() as u32 - 1)
+            }
+        };
         self.ids.insert(path.to_string(), id);
         Ok((id, true))
+    }
+
+    /// Unregisters `path`, which must have no registered descendant and pass the controller's
+    /// `check` (given its id and normal path); its id becomes free.
+    pub fn remove(&mut self, path: &str, check: impl FnOnce(GroupId, &str) -> Result<()>) -> Result<GroupId> {
+        let id = self.require(path)?;
+        let path = self.paths[id.index()].clone();
+        let prefix = format!("{path}/");
+        if self.ids.keys().any(|p| p.starts_with(&prefix)) {
+            return Err(Error::GroupBusy { path, reason: "it has child groups: remove them first".into() });
+        }
+        check(id, &path)?;
+        self.ids.remove(&path);
+        self.paths[id.index()].clear();
+        self.free.push(id);
+        Ok(id)
+    }
+
+    /// Whether `id` names a group now (not a removed one's free id).
+    pub fn is_live(&self, id: GroupId) -> bool {
+        self.paths.get(id.index()).is_some_and(|p| !p.is_empty())
     }
 
     /// The id of `path` or [`Error::UnknownGroup`].
@@ -88,7 +119,7 @@ impl GroupNames {
         &self.paths[id.index()]
     }
 
-    /// Number of registered groups.
+    /// Number of ids handed out (free ones of removed groups included).
     pub fn len(&self) -> usize {
         self.paths.len()
     }
@@ -130,5 +161,22 @@ mod tests {
         assert!(names.insert("a//b").is_err());
         assert!(names.insert("").is_err());
         assert!(matches!(names.require("nope"), Err(Error::UnknownGroup(_))));
+    }
+
+    #[test]
+    fn a_removed_groups_id_is_taken_by_the_next_new_group() {
+        let mut names = GroupNames::default();
+        let (a, _) = names.insert("a").unwrap();
+        let (ab, _) = names.insert("a/b").unwrap();
+        let ok = |_: GroupId, _: &str| Ok(());
+        let msg = names.remove("a", ok).unwrap_err().to_string();
+        assert!(msg.contains("'a'") && msg.contains("child groups"), "{msg}");
+        let refused = names.remove("a/b", |_, p| Err(Error::GroupBusy { path: p.into(), reason: "busy".into() }));
+        assert!(refused.is_err() && names.is_live(ab));
+        assert_eq!(names.remove("/a/b/", ok).unwrap(), ab);
+        assert!(!names.is_live(ab) && names.get("a/b").is_none() && names.is_live(a));
+        assert!(matches!(names.remove("a/b", ok), Err(Error::UnknownGroup(_))));
+        assert_eq!(names.insert("c").unwrap(), (ab, true));
+        assert_eq!((names.path(ab), names.len()), ("c", 2));
     }
 }

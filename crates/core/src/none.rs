@@ -28,12 +28,25 @@ impl Controller for NoControl {
     fn configure(&mut self, _now: Nanos, path: &str, settings: &GroupSettings) -> Result<GroupId> {
         settings.validate(path)?;
         let (id, new) = self.names.insert(path)?;
-        if new {
+        if new && id.index() == self.weights.len() {
             self.weights.push(settings.weight);
             self.issued.push(0);
         } else {
             self.weights[id.index()] = settings.weight;
+            if new {
+                self.issued[id.index()] = 0;
+            }
         }
+        Ok(id)
+    }
+
+    fn group(&self, path: &str) -> Result<GroupId> {
+        self.names.require(path)
+    }
+
+    fn remove(&mut self, _now: Nanos, path: &str) -> Result<GroupId> {
+        let id = self.names.remove(path, |_, _| Ok(()))?;
+        (self.weights[id.index()], self.issued[id.index()]) = (0, 0);
         Ok(id)
     }
 

@@ -53,6 +53,9 @@
 // An output buffer is too small; the message says the size needed.
 #define IOSHARE_E_RANGE -6
 
+// A group that cannot be removed yet: it has child groups, or IO queued or in flight.
+#define IOSHARE_E_BUSY -8
+
 // A bug inside the library (a caught panic); the controller refuses every later call but `ioshare_free`.
 #define IOSHARE_E_INTERNAL -7
 
@@ -174,8 +177,8 @@ extern "C" {
 
 // Creates the group at `path` (and its missing ancestors) or changes its settings: `weight`
 // 1..=10000, `limits` in ioshare's syntax (`iops-read=5000,bps-total=…`; NULL or "" for none).
-// Writes the group's id to `*group` when `group` is not NULL. Ids are dense, from 0, stable for
-// the controller's life.
+// Writes the group's id to `*group` when `group` is not NULL. Ids start at 0 and stay the group's
+// until it is removed; a removed group's id goes to a group created later.
 //
 // # Safety
 // `ctl` as every call; the strings NULL or NUL-terminated; `group` NULL or writable.
@@ -197,6 +200,15 @@ int32_t ioshare_configure_child(struct ioshare_ctl *ctl,
                                 uint32_t weight,
                                 const char *limits,
                                 uint32_t *group);
+
+// Removes group `group` when nothing of it is left: no child groups, no IO queued, none in flight
+// (`IOSHARE_E_BUSY` otherwise, and nothing changes). Its id goes to a group created later; until
+// then IO naming it fails with `IOSHARE_E_UNKNOWN_GROUP`. A service removes a tenant's group when
+// the tenant leaves (a client disconnects), after its last IO completed.
+//
+// # Safety
+// `ctl` as every call.
+int32_t ioshare_remove(struct ioshare_ctl *ctl, uint64_t now, uint32_t group);
 
 // Writes the id of the group at `path` to `*group`, or fails with `IOSHARE_E_UNKNOWN_GROUP`.
 //
@@ -255,9 +267,7 @@ int32_t ioshare_complete(struct ioshare_ctl *ctl,
 // `ctl` as every call; `at` NULL or writable.
 int32_t ioshare_next_tick(struct ioshare_ctl *ctl, uint64_t *at);
 
-// Runs the planner at `now` (call it at the time `ioshare_next_tick` names). The controller's
-// event log (activations, donations, vrate changes) is not part of the ABI; it is emptied here so
-// that it does not grow.
+// Runs the planner at `now` (call it at the time `ioshare_next_tick` names).
 //
 // # Safety
 // `ctl` as every call.
@@ -318,7 +328,7 @@ int32_t ioshare_check_limits(const char *text);
 
 // Writes the controller's statistics at `now` to `*stats`, and those of its first `cap` groups
 // (by id) to `groups[0..cap]` (`groups` may be NULL when `cap` is 0). `stats->nr_groups` says
-// how many groups there are.
+// how many ids there are; a removed group's free id reads as zeros.
 //
 // # Safety
 // `ctl` as every call; `stats` NULL or writable; `groups` NULL or writable for `cap` entries.

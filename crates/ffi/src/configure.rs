@@ -37,8 +37,8 @@ unsafe fn configure_path(
 
 /// Creates the group at `path` (and its missing ancestors) or changes its settings: `weight`
 /// 1..=10000, `limits` in ioshare's syntax (`iops-read=5000,bps-total=…`; NULL or "" for none).
-/// Writes the group's id to `*group` when `group` is not NULL. Ids are dense, from 0, stable for
-/// the controller's life.
+/// Writes the group's id to `*group` when `group` is not NULL. Ids start at 0 and stay the group's
+/// until it is removed; a removed group's id goes to a group created later.
 ///
 /// # Safety
 /// `ctl` as every call; the strings NULL or NUL-terminated; `group` NULL or writable.
@@ -92,6 +92,28 @@ pub unsafe extern "C" fn ioshare_configure_child(
                 }
                 let path = format!("{}/{name}", state.groups.path(parent).ok_or_else(|| unknown_group(parent))?);
                 configure_path(state, now, &path, weight, limits, group)
+            })
+        }
+    })
+}
+
+/// Removes group `group` when nothing of it is left: no child groups, no IO queued, none in flight
+/// (`IOSHARE_E_BUSY` otherwise, and nothing changes). Its id goes to a group created later; until
+/// then IO naming it fails with `IOSHARE_E_UNKNOWN_GROUP`. A service removes a tenant's group when
+/// the tenant leaves (a client disconnects), after its last IO completed.
+///
+/// # Safety
+/// `ctl` as every call.
+#[no_mangle]
+pub unsafe extern "C" fn ioshare_remove(ctl: *mut IoshareCtl, now: u64, group: u32) -> i32 {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        unsafe {
+            with_ctl(ctl, |state| {
+                let path = state.groups.path(group).ok_or_else(|| unknown_group(group))?.to_string();
+                state.ctl.remove(now, &path)?;
+                state.groups.forget(group);
+                Ok(IOSHARE_OK)
             })
         }
     })

@@ -24,6 +24,8 @@ pub const IOSHARE_E_UNKNOWN_GROUP: i32 = -4;
 pub const IOSHARE_E_NOT_CONTROLLER: i32 = -5;
 /// An output buffer is too small; the message says the size needed.
 pub const IOSHARE_E_RANGE: i32 = -6;
+/// A group that cannot be removed yet: it has child groups, or IO queued or in flight.
+pub const IOSHARE_E_BUSY: i32 = -8;
 /// A bug inside the library (a caught panic); the controller refuses every later call but `ioshare_free`.
 pub const IOSHARE_E_INTERNAL: i32 = -7;
 
@@ -54,6 +56,7 @@ impl From<Error> for Failure {
             Error::Parse { .. } | Error::InvalidPath(_) => IOSHARE_E_PARSE,
             Error::UnknownGroup(_) => IOSHARE_E_UNKNOWN_GROUP,
             Error::InvalidWeight { .. } | Error::Invalid(_) => IOSHARE_E_INVALID,
+            Error::GroupBusy { .. } => IOSHARE_E_BUSY,
         };
         Failure::new(code, e.to_string())
     }

@@ -1,16 +1,17 @@
 //! The controller's groups as the ABI sees them: id ↔ path, for `ioshare_group_find`,
-//! `ioshare_group_path`, `ioshare_configure_child` and the group check on the issue path.
+//! `ioshare_group_path`, `ioshare_configure_child`, `ioshare_remove` and the group check on the
+//! issue path.
 //!
-//! Core hands out ids in creation order and may create a path's missing ancestors along with it
-//! (IOCost does; the buckets do not). After a configure that created groups, the new ids are
-//! matched to the missing prefixes of the path when their number says so, and read from the
-//! controller's statistics otherwise.
+//! Core hands out ids in creation order, may create a path's missing ancestors along with it
+//! (IOCost does; the buckets do not), and gives a removed group's id to the next new group. So
+//! after a configure that created groups the table is read again from the controller's statistics
+//! (indexed by id; a free id has an empty path), off the issue path.
 
 use std::collections::HashMap;
 
 use ioshare_core::{Controller, GroupId, Nanos};
 
-/// Paths of the groups, indexed by id, and the reverse map.
+/// Paths of the groups, indexed by id (empty for a free id), and the reverse map.
 #[derive(Debug, Default)]
 pub struct GroupTable {
     paths: Vec<String>,
@@ -23,15 +24,10 @@ fn normal(path: &str) -> &str {
 }
 
 impl GroupTable {
-    /// Number of groups (ids are `0..len`).
+    /// Whether `id` names a live group: the check every IO passes.
     #[inline]
-    pub fn len(&self) -> usize {
-        self.paths.len()
-    }
-
-    /// True when the controller has no group.
-    pub fn is_empty(&self) -> bool {
-        self.paths.is_empty()
+    pub fn is_live(&self, id: u32) -> bool {
+        self.paths.get(id as usize).is_some_and(|p| !p.is_empty())
     }
 
     /// The id of `path`, if the controller has it.
@@ -41,34 +37,24 @@ impl GroupTable {
 
     /// The path of group `id`, if it exists.
     pub fn path(&self, id: u32) -> Option<&str> {
-        self.paths.get(id as usize).map(String::as_str)
+        self.paths.get(id as usize).map(String::as_str).filter(|p| !p.is_empty())
     }
 
-    /// Records the groups a configure of `path` that returned `id` created.
+    /// Records the groups a configure of `path` that returned `id` may have created.
     pub fn learn(&mut self, ctl: &dyn Controller, now: Nanos, path: &str, id: GroupId) {
-        let created = (id.index() + 1).saturating_sub(self.paths.len());
-        if created == 0 {
+        if self.path(id.0) == Some(normal(path)) {
             return;
         }
-        let path = normal(path);
-        let prefixes: Vec<&str> = path
-            .match_indices('/')
-            .map(|(i, _)| &path[..i])
-            .chain([path])
-            .filter(|p| !self.ids.contains_key(*p))
-            .collect();
-        if created == 1 {
-            self.add(path);
-        } else if created == prefixes.len() {
-            prefixes.into_iter().for_each(|p| self.add(p));
-        } else {
-            let stats = ctl.stats(now);
-            stats.groups[self.paths.len()..].iter().for_each(|g| self.add(&g.path));
-        }
+        self.paths = ctl.stats(now).groups.into_iter().map(|g| g.path).collect();
+        self.ids =
+            self.paths.iter().enumerate().filter(|(_, p)| !p.is_empty()).map(|(i, p)| (p.clone(), i as u32)).collect();
     }
 
-    fn add(&mut self, path: &str) {
-        self.ids.insert(path.to_string(), self.paths.len() as u32);
-        self.paths.push(path.to_string());
+    /// Forgets group `id` (removed from the controller): its id is free.
+    pub fn forget(&mut self, id: u32) {
+        if let Some(path) = self.paths.get_mut(id as usize) {
+            self.ids.remove(path.as_str());
+            path.clear();
+        }
     }
 }

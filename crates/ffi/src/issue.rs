@@ -26,7 +26,7 @@ pub unsafe extern "C" fn ioshare_submit(ctl: *mut IoshareCtl, now: u64, io: *mut
         unsafe {
             with_ctl(ctl, |state| {
                 let slot = io.as_mut().ok_or_else(|| Failure::null("io"))?;
-                let core_io = slot.to_core(state.groups.len())?;
+                let core_io = slot.to_core(&state.groups)?;
                 match state.ctl.submit(now, core_io) {
                     Submit::Issue { io: issued, delay } => {
                         *slot = IoshareIo::from_core(&issued);
@@ -89,7 +89,7 @@ pub unsafe extern "C" fn ioshare_complete(
         // SAFETY: the caller's contract.
         unsafe {
             with_ctl(ctl, |state| {
-                let io = io.as_ref().ok_or_else(|| Failure::null("io"))?.to_core(state.groups.len())?;
+                let io = io.as_ref().ok_or_else(|| Failure::null("io"))?.to_core(&state.groups)?;
                 let timing = Completion { released, started: started.max(released) };
                 state.ctl.complete(now, &io, timing);
                 Ok(IOSHARE_OK)
@@ -122,9 +122,7 @@ pub unsafe extern "C" fn ioshare_next_tick(ctl: *mut IoshareCtl, at: *mut u64) -
     })
 }
 
-/// Runs the planner at `now` (call it at the time `ioshare_next_tick` names). The controller's
-/// event log (activations, donations, vrate changes) is not part of the ABI; it is emptied here so
-/// that it does not grow.
+/// Runs the planner at `now` (call it at the time `ioshare_next_tick` names).
 ///
 /// # Safety
 /// `ctl` as every call.
@@ -135,7 +133,6 @@ pub unsafe extern "C" fn ioshare_tick(ctl: *mut IoshareCtl, now: u64) -> i32 {
         unsafe {
             with_ctl(ctl, |state| {
                 state.ctl.tick(now);
-                drop(state.ctl.take_events());
                 Ok(IOSHARE_OK)
             })
         }

@@ -50,7 +50,7 @@ fn build(
             model_text.ok_or_else(|| Failure::null("model (an io.cost.model line or a preset such as ssd_dfl)"))?,
         )?;
         let qos = qos_text.map(str::parse::<QosConfig>).transpose()?.unwrap_or_default().params;
-        let ctl = IoCost::new(model, qos);
+        let ctl = IoCost::new(model, qos).without_events();
         Ok(if depth_max > 0 { ctl.with_depth_limit(DepthLimit { max: depth_max }) } else { ctl })
     };
     let bucket_only = || {

@@ -7,7 +7,7 @@ use crate::types::{unknown_group, IoshareCtlStats, IoshareGroupStats};
 
 /// Writes the controller's statistics at `now` to `*stats`, and those of its first `cap` groups
 /// (by id) to `groups[0..cap]` (`groups` may be NULL when `cap` is 0). `stats->nr_groups` says
-/// how many groups there are.
+/// how many ids there are; a removed group's free id reads as zeros.
 ///
 /// # Safety
 /// `ctl` as every call; `stats` NULL or writable; `groups` NULL or writable for `cap` entries.
@@ -54,8 +54,11 @@ pub unsafe extern "C" fn ioshare_stats_group(
         unsafe {
             with_ctl(ctl, |state| {
                 let out = stats.as_mut().ok_or_else(|| Failure::null("stats"))?;
+                if !state.groups.is_live(group) {
+                    return Err(unknown_group(group));
+                }
                 let snap = state.ctl.stats(now);
-                let g = snap.groups.get(group as usize).ok_or_else(|| unknown_group(group))?;
+                let g = &snap.groups[group as usize];
                 *out = IoshareGroupStats::from_core(group, g);
                 Ok(IOSHARE_OK)
             })

@@ -5,6 +5,7 @@
 use ioshare_core::{DeviceStats, GroupId, GroupStats, Io, IoFlags, Op};
 
 use crate::error::{Failure, IOSHARE_E_INVALID, IOSHARE_E_UNKNOWN_GROUP};
+use crate::groups::GroupTable;
 
 /// Kind: IOCost (weights, latency QoS), its groups' limits applied by librbd's token bucket.
 pub const IOSHARE_KIND_IOCOST: u32 = 0;
@@ -62,9 +63,9 @@ pub struct IoshareIo {
 }
 
 impl IoshareIo {
-    /// The core IO, checked against a controller with `groups` groups.
+    /// The core IO, its group checked against the controller's `groups`.
     #[inline]
-    pub fn to_core(&self, groups: usize) -> Result<Io, Failure> {
+    pub fn to_core(&self, groups: &GroupTable) -> Result<Io, Failure> {
         let op = match self.op {
             IOSHARE_READ => Op::Read,
             IOSHARE_WRITE => Op::Write,
@@ -84,7 +85,7 @@ impl IoshareIo {
                 ),
             ));
         }
-        if self.group as usize >= groups {
+        if !groups.is_live(self.group) {
             return Err(unknown_group(self.group));
         }
         let flags = IoFlags {

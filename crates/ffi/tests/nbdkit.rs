@@ -190,3 +190,40 @@ fn a_client_that_disconnects_mid_io_leaves_no_connection_or_queued_io() {
     server
         .wait_for("no connection and no queued IO left", |s| s.stat(conns) == Some(0.0) && s.stat(queued) == Some(0.0));
 }
+
+#[test]
+fn a_group_the_config_drops_is_removed_when_its_last_connection_leaves() {
+    let Some(filter) = filter() else { return };
+    let server = Server::start(&filter, "drop", "gold 200\nslow 100 iops-read=20\n", &[]).expect("nbdkit starts");
+    let removed = "ioshare_nbd_groups_removed_total";
+    let conns = r#"ioshare_nbd_group_connections{group="slow"}"#;
+    // A client of slow, held at 20 reads a second: connected while the config drops slow.
+    let mut client = Command::new("nbdcopy")
+        .args(["--no-extents", "--request-size=4096", "--requests=4", "--connections=1"])
+        .arg(server.uri("slow"))
+        .arg("null:")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nbdcopy starts");
+    server.wait_for("slow connected", |s| s.stat(conns) == Some(1.0));
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(server.dir.join("groups.conf"), "gold 200\n").unwrap();
+    server.wait_for("the reload applied", |s| s.stat("ioshare_nbd_config_reloads_total") == Some(1.0));
+    // Its connection still flows in its group: nothing removed yet, and slow's new clients refused.
+    assert_eq!(server.stat(removed), Some(0.0), "slow was removed under its connection");
+    assert!(!Command::new("nbdinfo").arg(server.uri("slow")).output().unwrap().status.success());
+    client.kill().expect("nbdcopy is killed");
+    client.wait().expect("nbdcopy is reaped");
+    server.wait_for("slow removed after its last connection", |s| s.stat(removed) == Some(1.0));
+    // The controller goes on: gold serves, and a group added again gets a working id.
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(server.dir.join("groups.conf"), "gold 200\nsilver 50\n").unwrap();
+    let silver = r#"ioshare_nbd_group_weight{group="silver"}"#;
+    server.wait_for("silver configured", |s| s.stat(silver) == Some(50.0));
+    for export in ["gold", "silver"] {
+        let out = Command::new("nbdcopy").arg(server.uri(export)).arg("null:").output().unwrap();
+        assert!(out.status.success(), "{export}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert_eq!(server.stat(removed), Some(1.0));
+}

@@ -91,6 +91,13 @@ impl Controller for Pacer {
         self.groups += 1;
         Ok(GroupId(self.groups - 1))
     }
+    // The pacer numbers its groups and keeps no names: no path is known to it.
+    fn group(&self, path: &str) -> ioshare_core::Result<GroupId> {
+        Err(ioshare_core::Error::UnknownGroup(path.to_string()))
+    }
+    fn remove(&mut self, _now: Nanos, path: &str) -> ioshare_core::Result<GroupId> {
+        self.group(path)
+    }
     fn submit(&mut self, _now: Nanos, io: Io) -> Submit {
         let mut log = self.log.borrow_mut();
         log.submitted.push(io.id);

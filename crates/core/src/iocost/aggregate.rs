@@ -23,7 +23,7 @@
 //!   slices), not at the period the latency targets would give.
 //! - [`IoCost::end_period`]: and it ends each period itself, when its timer fires.
 //! - [`IoCost::set_vrate_pct`]: a driver that renews its controller (the agent does, to let go of
-//!   the groups of cgroups that are gone: a controller never forgets a group) carries the vrate over.
+//!   the groups of cgroups that are gone all at once) carries the vrate over.
 //! - [`aggregate_cost`]: the absolute cost of `ios` IOs totalling `bytes`, each at the average size.
 
 use super::model::{CostModel, VTIME_PER_USEC};

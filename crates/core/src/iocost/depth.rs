@@ -233,16 +233,26 @@ impl Slots {
         }
     }
 
+    /// Makes `node`'s entries ready for a new group, so that its IO grows nothing: sized, and
+    /// cleared of what a removed group did there (nothing of it was queued or held).
+    pub fn prepare(&mut self, node: u32) {
+        self.grow(node);
+        let i = node as usize;
+        (self.wait_ns[i], self.short[i], self.held[i], self.hwa[i], self.finish[i]) = (0, false, 0, 0, 0);
+    }
+
     fn grow(&mut self, node: u32) {
         let i = node as usize;
         if i >= self.queues.len() {
-            self.queues.resize_with(i + 1, VecDeque::new);
+            self.queues.resize_with(i + 1, || VecDeque::with_capacity(crate::controller::QUEUE_RESERVE));
             self.waiting_since.resize(i + 1, 0);
             self.wait_ns.resize(i + 1, 0);
             self.short.resize(i + 1, false);
             self.held.resize(i + 1, 0);
             self.hwa.resize(i + 1, 0);
             self.finish.resize(i + 1, 0);
+            // Every node may be busy at once: the list never grows on the issue path.
+            self.busy_nodes.reserve(self.queues.len().saturating_sub(self.busy_nodes.len()));
         }
     }
 

@@ -155,8 +155,7 @@ impl<M: CostModel> IoCost<M> {
         self.active_list.push(node);
         self.tree.propagate(node, weight, inuse, Some(self.margins.target as i64));
         self.tree.commit();
-        let group = self.path_of(node);
-        self.log(Event::Activate { at: now, group });
+        self.log(|c| Event::Activate { at: now, group: c.path_of(node) });
         if !self.running {
             self.running = true;
             self.dfgv_period_at = now;
@@ -203,10 +202,9 @@ impl<M: CostModel> IoCost<M> {
     }
 
     pub(crate) fn log_inuse(&mut self, at: Nanos, node: u32, reason: &'static str, from: u64, to: u64) {
-        let group = self.path_of(node);
-        self.log(Event::Inuse {
+        self.log(|c| Event::Inuse {
             at,
-            group,
+            group: c.path_of(node),
             reason,
             from: from as f64 / WEIGHT_ONE as f64,
             to: to as f64 / WEIGHT_ONE as f64,
@@ -387,6 +385,7 @@ impl<M: CostModel> IoCost<M> {
         let node = self.node_of[io.group.index()];
         let n = &mut self.tree.nodes[node as usize];
         n.done_vtime = n.done_vtime.wrapping_add(io.charge);
+        n.completed += 1;
         // With the device-depth option, only IOs of groups within their share of the slots count
         // for the latency target (depth.rs).
         let judged = self.slots.as_mut().is_none_or(|slots| {

@@ -82,8 +82,10 @@ mod tests;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-use crate::controller::{Completion, Controller, DeviceStats, Dispatch, Event, GroupStats, Stats, Submit};
-use crate::error::Result;
+use crate::controller::{
+    Completion, Controller, DeviceStats, Dispatch, Event, GroupStats, Stats, Submit, QUEUE_RESERVE,
+};
+use crate::error::{Error, Result};
 use crate::group::{path_components, GroupNames, GroupSettings};
 use crate::io::{GroupId, Io, Nanos, NSEC_PER_USEC};
 use depth::{DepthLimit, Slots};
@@ -132,8 +134,10 @@ pub struct IoCost<M: CostModel = LinearModel> {
     names: GroupNames,
     /// Tree index of each group id.
     node_of: Vec<u32>,
-    /// Group id of each tree node (root: none).
+    /// Group id of each tree node (root and free nodes: none).
     id_of: Vec<Option<GroupId>>,
+    /// Nodes of removed groups, for the next new group.
+    free_nodes: Vec<u32>,
     tree: Tree,
     /// Activated leaves (kernel `active_iocgs`).
     active_list: Vec<u32>,
@@ -165,6 +169,8 @@ pub struct IoCost<M: CostModel = LinearModel> {
     /// Wake-up times of groups' wait queues (stale entries skipped).
     timers: BinaryHeap<Reverse<(Nanos, u32)>>,
     events: Vec<Event>,
+    /// Whether events are logged (see [`IoCost::without_events`]).
+    logging: bool,
     /// Planner scratch: donors of the period, and the inner nodes above them (pre-order).
     donors: Vec<u32>,
     walk: Vec<u32>,
@@ -181,6 +187,7 @@ impl<M: CostModel> IoCost<M> {
             names: GroupNames::default(),
             node_of: Vec::new(),
             id_of: vec![None],
+            free_nodes: Vec::new(),
             tree: Tree::new(),
             active_list: Vec::new(),
             running: false,
@@ -203,9 +210,10 @@ impl<M: CostModel> IoCost<M> {
             dfgv_period_at: 0,
             dfgv_period_rem: 0,
             dfgv_usage_us_sum: 0,
-            ready: VecDeque::new(),
-            timers: BinaryHeap::new(),
+            ready: VecDeque::with_capacity(QUEUE_RESERVE),
+            timers: BinaryHeap::with_capacity(QUEUE_RESERVE),
             events: Vec::new(),
+            logging: true,
             donors: Vec::new(),
             walk: Vec::new(),
             slots: None,
@@ -231,11 +239,6 @@ impl<M: CostModel> IoCost<M> {
     /// The cost model in use.
     pub fn model(&self) -> &M {
         &self.model
-    }
-
-    /// The id of an existing group, or [`crate::Error::UnknownGroup`].
-    pub fn group(&self, path: &str) -> Result<GroupId> {
-        self.names.require(path)
     }
 
     /// Current base vrate in percent.
@@ -270,10 +273,21 @@ impl<M: CostModel> IoCost<M> {
         self.period_us * NSEC_PER_USEC
     }
 
-    fn log(&mut self, event: Event) {
-        if self.events.len() < MAX_EVENTS {
+    /// Logs the event `make` builds, unless the log is off or full (then nothing is built: paths
+    /// are strings, and the issue path logs activations).
+    fn log(&mut self, make: impl FnOnce(&Self) -> Event) {
+        if self.logging && self.events.len() < MAX_EVENTS {
+            let event = make(self);
             self.events.push(event);
         }
+    }
+
+    /// The same controller without an event log: [`Controller::take_events`] stays empty, and the
+    /// issue path never allocates for one (a driver that does not read the events wants this).
+    pub fn without_events(mut self) -> Self {
+        self.logging = false;
+        self.events = Vec::new();
+        self
     }
 
     fn path_of(&self, node: u32) -> String {
@@ -290,14 +304,51 @@ impl<M: CostModel> IoCost<M> {
             let w = if depth == parts.len() { weight } else { crate::group::WEIGHT_DEFAULT };
             let (gid, new) = self.names.insert(&prefix)?;
             if new {
-                let node = self.tree.add(parent, w as u64 * WEIGHT_ONE);
-                self.node_of.push(node);
-                self.id_of.push(Some(gid));
+                let node = self.new_node(parent, w as u64 * WEIGHT_ONE);
+                self.id_of[node as usize] = Some(gid);
+                match self.node_of.get_mut(gid.index()) {
+                    Some(slot) => *slot = node,
+                    None => self.node_of.push(node),
+                }
             }
             parent = self.node_of[gid.index()];
             id = Some(gid);
         }
         Ok(id.expect("a path has at least one component"))
+    }
+
+    /// A node under `parent`: a removed group's if one is free, else a new one.
+    fn new_node(&mut self, parent: u32, weight: u64) -> u32 {
+        let node = match self.free_nodes.pop() {
+            Some(node) => {
+                self.tree.reuse(node, parent, weight);
+                node
+            }
+            None => {
+                self.id_of.push(None);
+                self.tree.add(parent, weight)
+            }
+        };
+        // Every node may be active at once: activation never grows the list on the issue path.
+        self.active_list.reserve(self.tree.nodes.len().saturating_sub(self.active_list.len()));
+        if let Some(slots) = &mut self.slots {
+            slots.prepare(node);
+        }
+        node
+    }
+
+    /// Takes a removed group's node out of the tree: inactive, weightless, its id forgotten.
+    fn free_node(&mut self, now: Nanos, node: u32) {
+        if self.tree.nodes[node as usize].on_list {
+            self.tree.propagate(node, 0, 0, None);
+            self.tree.commit();
+            self.tree.nodes[node as usize].on_list = false;
+            self.active_list.retain(|&i| i != node);
+            self.log(|c| Event::Deactivate { at: now, group: c.path_of(node) });
+        }
+        self.tree.nodes[node as usize].timer = None;
+        self.id_of[node as usize] = None;
+        self.free_nodes.push(node);
     }
 
     /// Changes a group's weight, keeping its inuse (kernel `weight_updated`).
@@ -325,31 +376,27 @@ impl<M: CostModel> IoCost<M> {
         self.vnow(now).wrapping_sub(self.tree.nodes[node as usize].vtime) as i64
     }
 
-    /// Per-node totals of each subtree (a node and its descendants), in one pass: nodes are created
-    /// after their parents, so walking the indices backwards adds every child before its parent.
+    /// Per-node totals of each subtree (a node and its descendants): each live node's own counters
+    /// added to itself and every ancestor. Free nodes count nowhere.
     fn subtree_totals(&self, now: Nanos) -> Vec<SubtreeTotals> {
         let since = |s: Option<Nanos>| s.map_or(0, |t| now.saturating_sub(t));
-        let mut totals: Vec<SubtreeTotals> = self
-            .tree
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, m)| SubtreeTotals {
+        let mut totals = vec![SubtreeTotals::default(); self.tree.nodes.len()];
+        for (i, m) in self.tree.nodes.iter().enumerate().filter(|(i, _)| *i == 0 || self.id_of[*i].is_some()) {
+            let own = SubtreeTotals {
                 usage_us: m.usage_us + (m.abs_vusage - m.last_abs_vusage) / self.vtime_base_rate,
                 wait_ns: m.wait_ns + since(m.wait_since),
                 issued: m.issued,
                 queued: (m.waitq.len() + self.slots.as_ref().map_or(0, |s| s.queued(i as u32))) as u64,
                 debt: m.abs_vdebt,
-            })
-            .collect();
-        for i in (1..totals.len()).rev() {
-            let n = &self.tree.nodes[i];
-            let (child, parent) = (totals[i], &mut totals[n.ancestors[n.level as usize - 1] as usize]);
-            parent.usage_us += child.usage_us;
-            parent.wait_ns += child.wait_ns;
-            parent.issued += child.issued;
-            parent.queued += child.queued;
-            parent.debt += child.debt;
+            };
+            for &a in m.ancestors.iter() {
+                let t = &mut totals[a as usize];
+                t.usage_us += own.usage_us;
+                t.wait_ns += own.wait_ns;
+                t.issued += own.issued;
+                t.queued += own.queued;
+                t.debt += own.debt;
+            }
         }
         totals
     }
@@ -395,6 +442,29 @@ impl<M: CostModel> Controller for IoCost<M> {
         self.submit_io(now, io)
     }
 
+    fn group(&self, path: &str) -> Result<GroupId> {
+        self.names.require(path)
+    }
+
+    fn remove(&mut self, now: Nanos, path: &str) -> Result<GroupId> {
+        let (node_of, tree, slots) = (&self.node_of, &self.tree, &self.slots);
+        let id = self.names.remove(path, |id, path| {
+            let node = node_of[id.index()];
+            let n = &tree.nodes[node as usize];
+            let queued = (n.waitq.len() + slots.as_ref().map_or(0, |s| s.queued(node))) as u64;
+            let in_flight = n.issued - n.completed;
+            match queued + in_flight {
+                0 => Ok(()),
+                _ => Err(Error::GroupBusy {
+                    path: path.to_string(),
+                    reason: format!("{queued} IOs queued and {in_flight} in flight: dispatch and complete them first"),
+                }),
+            }
+        })?;
+        self.free_node(now, self.node_of[id.index()]);
+        Ok(id)
+    }
+
     fn dispatch(&mut self, now: Nanos) -> Dispatch {
         self.dispatch_io(now)
     }
@@ -428,7 +498,10 @@ impl<M: CostModel> Controller for IoCost<M> {
                 (0..self.names.len())
                     .map(|i| {
                         let id = GroupId(i as u32);
-                        self.group_stats(now, id, &totals[self.node_of[i] as usize])
+                        match self.names.is_live(id) {
+                            true => self.group_stats(now, id, &totals[self.node_of[i] as usize]),
+                            false => GroupStats::default(),
+                        }
                     })
                     .collect()
             },

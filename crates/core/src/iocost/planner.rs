@@ -188,7 +188,7 @@ impl<M: CostModel> IoCost<M> {
                     to_pct: pct(self.vtime_base_rate),
                     busy_level: self.busy_level,
                 };
-                self.log(event);
+                self.log(|_| event);
             }
         }
 
@@ -229,8 +229,7 @@ impl<M: CostModel> IoCost<M> {
                 self.tree.propagate(i, 0, 0, None);
                 self.tree.nodes[i as usize].on_list = false;
                 self.active_list.swap_remove(idx);
-                let group = self.path_of(i);
-                self.log(Event::Deactivate { at: now, group });
+                self.log(|c| Event::Deactivate { at: now, group: c.path_of(i) });
                 continue;
             }
             idx += 1;
@@ -338,10 +337,9 @@ impl<M: CostModel> IoCost<M> {
             n.abs_vdebt = halve(n.abs_vdebt);
             n.delay_us = halve(n.delay_us);
             self.kick_waitq(now, i, true);
-            let group = self.path_of(i);
             let to_us = |v: u64| v / super::model::VTIME_PER_USEC;
-            let debt_to_us = to_us(self.tree.nodes[i as usize].abs_vdebt);
-            self.log(Event::Forgive { at: now, group, debt_from_us: to_us(old_debt), debt_to_us });
+            let (debt_from_us, debt_to_us) = (to_us(old_debt), to_us(self.tree.nodes[i as usize].abs_vdebt));
+            self.log(|c| Event::Forgive { at: now, group: c.path_of(i), debt_from_us, debt_to_us });
         }
     }
 

@@ -25,10 +25,27 @@ const LEAVES: [&str; 5] = ["a", "b", "c/x", "c/y", "d/e/f"];
 
 #[derive(Clone, Debug)]
 enum Step {
-    Submit { leaf: usize, write: bool, pages: u32, must_issue: bool },
-    Complete { pick: usize },
-    Advance { us: u64 },
-    Weight { leaf: usize, weight: u32 },
+    Submit {
+        leaf: usize,
+        write: bool,
+        pages: u32,
+        must_issue: bool,
+    },
+    Complete {
+        pick: usize,
+    },
+    Advance {
+        us: u64,
+    },
+    Weight {
+        leaf: usize,
+        weight: u32,
+    },
+    /// Removes the leaf (refused while it has IO queued or in flight) and configures it again.
+    Rejoin {
+        leaf: usize,
+        weight: u32,
+    },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -38,6 +55,7 @@ fn step() -> impl Strategy<Value = Step> {
         4 => any::<usize>().prop_map(|pick| Step::Complete { pick }),
         3 => (0u64..4_000).prop_map(|us| Step::Advance { us }),
         1 => (0..LEAVES.len(), 1u32..=10_000).prop_map(|(leaf, weight)| Step::Weight { leaf, weight }),
+        1 => (0..LEAVES.len(), 1u32..=10_000).prop_map(|(leaf, weight)| Step::Rejoin { leaf, weight }),
     ]
 }
 
@@ -237,6 +255,18 @@ proptest! {
                 Step::Advance { us } => d.advance(d.now + us * 1_000)?,
                 Step::Weight { leaf, weight } => {
                     d.c.configure(d.now, LEAVES[leaf], &GroupSettings::weight(weight)).unwrap();
+                }
+                Step::Rejoin { leaf, weight } => {
+                    let busy = d.inflight.iter().any(|(io, _)| io.group == d.ids[leaf])
+                        || d.c.stats(d.now).groups[d.ids[leaf].index()].queued != 0;
+                    match d.c.remove(d.now, LEAVES[leaf]) {
+                        Ok(_) => {
+                            prop_assert!(!busy, "{} removed with IO queued or in flight", LEAVES[leaf]);
+                            d.ids[leaf] = d.c.configure(d.now, LEAVES[leaf], &GroupSettings::weight(weight)).unwrap();
+                            d.window[leaf] = Window::default();
+                        }
+                        Err(e) => prop_assert!(busy, "{} refused while idle: {}", LEAVES[leaf], e),
+                    }
                 }
             }
             d.settle()?;

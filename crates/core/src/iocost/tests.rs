@@ -450,3 +450,55 @@ fn latency_is_judged_net_of_the_size_cost() {
     c.tick(2 * period);
     assert_eq!(c.stats(2 * period).device.missed_ppm[0], 1_000_000, "the small read missed it");
 }
+
+#[test]
+fn a_group_is_removed_only_when_nothing_of_it_waits_or_runs_and_its_slot_serves_the_next_group() {
+    let mut c = ssd();
+    let (a, b, ia, ib) = two_active_groups(&mut c);
+    let sub = group(&mut c, "a/sub", 100);
+    // A parent, a group with IO in flight, and a group with IO queued cannot go.
+    let busy = |c: &mut IoCost, path: &str| match c.remove(0, path) {
+        Err(Error::GroupBusy { reason, .. }) => reason,
+        other => panic!("{path}: {other:?}"),
+    };
+    assert!(busy(&mut c, "a").contains("child groups"));
+    assert!(busy(&mut c, "b").contains("1 in flight"));
+    let queued_from = issue_until_queued(&mut c, 0, b, 10);
+    assert!(busy(&mut c, "b").contains("1 IOs queued"));
+    let timing = Completion { released: 0, started: 0 };
+    c.complete(NSEC_PER_MSEC, &ib, timing);
+    // Drain b: what it issued completes, its queued read is dispatched and completes.
+    for id in 10..10 + queued_from {
+        c.complete(NSEC_PER_MSEC, &read(b, id), timing);
+    }
+    let mut now = NSEC_PER_MSEC;
+    let released = loop {
+        match c.dispatch(now) {
+            Dispatch::Io(io) => break io,
+            Dispatch::At(at) => now = at,
+            Dispatch::Idle => panic!("b's read never left"),
+        }
+    };
+    c.complete(now, &released, timing);
+    let before = c.stats(now);
+    assert_eq!(c.remove(now, "/b/").unwrap(), b);
+    assert!(c.group("b").is_err() && matches!(c.remove(now, "b"), Err(Error::UnknownGroup(_))));
+    // Gone from the tree: a has the device to itself, b's slot is empty, the root lost b's counts.
+    let stats = c.stats(now);
+    assert_eq!(stats.groups[b.index()], Default::default());
+    assert_eq!(stats.groups[a.index()].hweight_active, 1.0);
+    assert_eq!(stats.groups[a.index()].issued, before.groups[a.index()].issued);
+    // The next group takes b's id and node, fresh, under another parent (created after it).
+    let x = group(&mut c, "x", 100);
+    let y = group(&mut c, "x/y", 300);
+    assert!([x, y].contains(&b), "b's id {b:?} was not reused: x {x:?}, y {y:?}");
+    let iy = issued(c.submit(now, read(y, 100))).expect("a new group's first IO has budget");
+    let stats = c.stats(now);
+    let g = |id: GroupId| &stats.groups[id.index()];
+    assert_eq!((g(x).issued, g(y).issued, g(x).path.as_str(), g(y).path.as_str()), (1, 1, "x", "x/y"));
+    assert_eq!((g(x).hweight_active, g(y).hweight_active, g(a).hweight_active), (0.5, 0.5, 0.5));
+    c.complete(now, &iy, timing);
+    c.complete(now, &ia, timing);
+    assert!(matches!(c.remove(now, "a/sub"), Ok(id) if id == sub));
+    assert!(c.remove(now, "a").is_ok());
+}

@@ -123,6 +123,8 @@ pub(crate) struct Node {
     pub indelay_ns: u64,
     /// IOs released to the device.
     pub issued: u64,
+    /// IOs completed (`issued - completed` are in flight).
+    pub completed: u64,
     /// Armed wake-up time of the waitq timer.
     pub timer: Option<Nanos>,
     /// Donation scratch: hweight_active of a donor, or the sum of donors' below an inner node (`t`).
@@ -178,18 +180,29 @@ impl Tree {
     /// Adds a child of `parent` with `weight` (× WEIGHT_ONE); returns its index.
     pub fn add(&mut self, parent: u32, weight: u64) -> u32 {
         let idx = self.nodes.len() as u32;
+        let node = self.fresh(idx, parent, weight);
+        self.nodes.push(node);
+        idx
+    }
+
+    /// Makes the inactive node `idx` a new child of `parent` with `weight`, as `add` would.
+    pub fn reuse(&mut self, idx: u32, parent: u32, weight: u64) {
+        self.nodes[idx as usize] = self.fresh(idx, parent, weight);
+    }
+
+    /// A node of index `idx` under `parent`, never active, its wait queue reserved.
+    fn fresh(&self, idx: u32, parent: u32, weight: u64) -> Node {
         let p = &self.nodes[parent as usize];
         let mut ancestors = p.ancestors.to_vec();
         ancestors.push(idx);
-        let node = Node {
+        Node {
             level: p.level + 1,
             ancestors: ancestors.into_boxed_slice(),
             weight,
             hweight_gen: self.gen.wrapping_sub(1),
+            waitq: VecDeque::with_capacity(crate::controller::QUEUE_RESERVE),
             ..Node::default()
-        };
-        self.nodes.push(node);
-        idx
+        }
     }
 
     /// Sets `active`/`inuse` of node `i` and updates the sums up the path (kernel

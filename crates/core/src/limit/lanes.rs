@@ -28,6 +28,11 @@ pub struct Lanes {
 }
 
 impl Lanes {
+    /// Makes room for `n` IOs in each lane, so that pushing that many allocates nothing.
+    pub fn reserve(&mut self, n: usize) {
+        self.lanes.iter_mut().for_each(|lane| lane.reserve(n.saturating_sub(lane.len())));
+    }
+
     /// Number of IOs waiting in `op`'s lane.
     pub fn len(&self, op: Op) -> usize {
         self.lanes[op.index()].len()

@@ -71,6 +71,18 @@ impl<C: Controller, G: Gate> Controller for Limited<C, G> {
         Ok(id)
     }
 
+    fn group(&self, path: &str) -> Result<GroupId> {
+        self.inner.group(path)
+    }
+
+    fn remove(&mut self, now: Nanos, path: &str) -> Result<GroupId> {
+        let id = self.inner.group(path)?;
+        self.stage.check_empty(id, path)?;
+        self.inner.remove(now, path)?;
+        self.stage.clear(id);
+        Ok(id)
+    }
+
     fn submit(&mut self, now: Nanos, io: Io) -> Submit {
         if self.stage.admit(now, io) {
             self.inner.submit(now, io)

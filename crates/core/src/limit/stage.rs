@@ -13,7 +13,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::controller::Dispatch;
+use crate::controller::{Dispatch, QUEUE_RESERVE};
+use crate::error::{Error, Result};
 use crate::io::{GroupId, Io, Nanos, Op};
 use crate::limit::gate::{Gate, Next};
 use crate::limit::knobs::Limits;
@@ -72,6 +73,12 @@ impl<G: Gate> LimitStage<G> {
         }
         let group = &mut self.groups[id.index()];
         group.gate = limits.is_limited().then(|| G::new(now, limits));
+        if group.gate.is_some() {
+            // Room for a queue's worth of IO in the group's lanes and of due times (superseded
+            // ones included) in the heap: admitting and scheduling allocate nothing below it.
+            group.lanes.reserve(QUEUE_RESERVE);
+            self.due.reserve(QUEUE_RESERVE);
+        }
         group.released = None;
         if !group.lanes.is_empty() {
             self.schedule(id.index(), now);
@@ -140,6 +147,25 @@ impl<G: Gate> LimitStage<G> {
             }
             Next::At(at) => self.schedule(g, at),
             Next::Empty => {}
+        }
+    }
+
+    /// [`Error::GroupBusy`] naming `path` while IO of group `id` waits here.
+    pub fn check_empty(&self, id: GroupId, path: &str) -> Result<()> {
+        match self.queued(id) {
+            0 => Ok(()),
+            n => Err(Error::GroupBusy {
+                path: path.trim_matches('/').to_string(),
+                reason: format!("{n} IOs wait at its limits: dispatch them first"),
+            }),
+        }
+    }
+
+    /// Forgets group `id`'s limits and totals (its group was removed; its id may come back).
+    pub fn clear(&mut self, id: GroupId) {
+        if let Some(group) = self.groups.get_mut(id.index()) {
+            let generation = group.generation + 1;
+            *group = GroupLimit { generation, ..GroupLimit::default() };
         }
     }
 

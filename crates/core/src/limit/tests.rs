@@ -685,3 +685,28 @@ proptest! {
         check_conservation(LeakyBucketLimiter::default(), &limits, &ios, lazy)?;
     }
 }
+
+#[test]
+fn a_limited_group_is_removed_once_its_lanes_are_empty_and_its_id_comes_back_without_its_buckets() {
+    let mut ctrl = TokenBucketLimiter::default();
+    let limits: Limits = "iops-read=10".parse().unwrap();
+    let a = ctrl.configure(0, "a", &GroupSettings { limits, ..GroupSettings::default() }).unwrap();
+    // Far more than the bucket's burst: the rest waits in a's lane.
+    let mut log = Log::default();
+    (0..50).for_each(|i| log.submit(&mut ctrl, 0, Io::new(i, a, Op::Read, 0, 4096)));
+    let held = log.released.iter().filter(|r| r.is_none()).count();
+    assert!(held > 0);
+    let msg = ctrl.remove(0, "a").unwrap_err().to_string();
+    assert!(msg.contains(&format!("{held} IOs wait at its limits")), "{msg}");
+    let mut now = 0;
+    while let Some(at) = log.drain(&mut ctrl, now) {
+        now = at;
+    }
+    assert_eq!(ctrl.remove(now, "a").unwrap(), a);
+    assert!(ctrl.group("a").is_err());
+    // The next group gets a's id with no limits: nothing of a's bucket is left to hold it.
+    let b = ctrl.configure(now, "b", &GroupSettings::default()).unwrap();
+    assert_eq!(b, a);
+    assert!((0..50).all(|i| matches!(ctrl.submit(now, Io::new(i, b, Op::Read, 0, 4096)), Submit::Issue { .. })));
+    assert_eq!(ctrl.stats(now).groups[b.index()].path, "b");
+}

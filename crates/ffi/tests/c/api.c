@@ -46,6 +46,14 @@ static void groups(void) {
   CHECK(st.nr_groups == 4 && gs[gold].weight == 300 && gs[child].weight == 50, "%u groups, weights %u %u", st.nr_groups,
         gs[gold].weight, gs[child].weight);
   CHECK(st.vrate_pct > 0.0 && st.period_us > 0, "vrate %f period %" PRIu64, st.vrate_pct, st.period_us);
+  /* A tenant that leaves: its group removed, its id given to the next new group. */
+  CHECK(ioshare_remove(ctl, 0, silver) == IOSHARE_OK, "remove silver: %s", ioshare_last_error());
+  uint32_t bronze = 99;
+  CHECK(ioshare_configure(ctl, 0, "tenants/bronze", 10, NULL, &bronze) == IOSHARE_OK && bronze == silver,
+        "bronze took silver's id %u: %u", silver, bronze);
+  n = ioshare_group_path(ctl, bronze, path, sizeof path);
+  CHECK(n > 0 && strcmp(path, "tenants/bronze") == 0, "bronze's path '%s'", path);
+  CHECK(ioshare_stats(ctl, 0, &st, gs, 8) == IOSHARE_OK && st.nr_groups == 4 && gs[bronze].weight == 10, "stats after");
   CHECK(ioshare_free(&ctl) == IOSHARE_OK && ctl == NULL, "free clears the pointer");
 }
 

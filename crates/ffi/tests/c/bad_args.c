@@ -142,6 +142,24 @@ int main(void) {
   EXPECT(ioshare_tick(ctl, 0), IOSHARE_OK);
   EXPECT(ioshare_stats(ctl, 0, &st, NULL, 0), IOSHARE_OK);
 
+  /* Removal: refused while an IO is in flight or a child exists, then the id is unknown. */
+  EXPECT(ioshare_remove(NULL, 0, g), IOSHARE_E_NULL);
+  EXPECT(ioshare_remove(ctl, 0, 77), IOSHARE_E_UNKNOWN_GROUP);
+  EXPECT(ioshare_remove(ctl, 0, g), IOSHARE_E_BUSY); /* the IO submitted above is in flight */
+  EXPECT(ioshare_complete(ctl, 2000000, &io, 1000000, 1000000), IOSHARE_OK);
+  EXPECT(ioshare_configure_child(ctl, 0, g, "kid", 100, NULL, &id), IOSHARE_OK);
+  EXPECT(ioshare_remove(ctl, 0, g), IOSHARE_E_BUSY); /* a child group */
+  EXPECT(ioshare_remove(ctl, 0, id), IOSHARE_OK);
+  EXPECT(ioshare_remove(ctl, 0, g), IOSHARE_OK);
+  EXPECT(ioshare_remove(ctl, 0, g), IOSHARE_E_UNKNOWN_GROUP);
+  EXPECT(ioshare_submit(ctl, 3000000, &io, &delay), IOSHARE_E_UNKNOWN_GROUP);
+  EXPECT(ioshare_stats_group(ctl, 0, g, &gs), IOSHARE_E_UNKNOWN_GROUP);
+  EXPECT(ioshare_group_path(ctl, g, buf, sizeof buf), IOSHARE_E_UNKNOWN_GROUP);
+  EXPECT(ioshare_group_find(ctl, "a", &id), IOSHARE_E_UNKNOWN_GROUP);
+  EXPECT(ioshare_configure(ctl, 0, "b", 100, NULL, &id), IOSHARE_OK); /* takes a freed id */
+  io.group = id;
+  EXPECT(ioshare_submit(ctl, 3000000, &io, &delay), IOSHARE_ISSUE);
+
   /* A freed controller: ioshare_free cleared the pointer, so every call sees NULL. */
   freed = ctl;
   EXPECT(ioshare_free(&ctl), IOSHARE_OK);

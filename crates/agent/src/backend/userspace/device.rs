@@ -2,8 +2,8 @@
 //! it tracks, and the period that runs the steps in order — [`super::read`], [`super::classify`],
 //! [`super::follow`], the planner's own period, [`super::budget`] and [`super::write`].
 //!
-//! Cgroups come and go (containers); the controller never forgets a group, so once the groups of
-//! cgroups that are gone outnumber [`RENEW_AT`] and four times the live ones, the device's
+//! Cgroups come and go (containers); the agent leaves a gone cgroup's group in the controller, so
+//! once the groups of cgroups that are gone outnumber [`RENEW_AT`] and four times the live ones, the device's
 //! controller is renewed: a fresh one over the live groups, at the vrate the old one had (limits in
 //! force are kept; donation and debt start afresh, as for a group found at start). What the agent
 //! holds per device stays proportional to the cgroups alive.

@@ -41,6 +41,14 @@ impl Controller for Recording {
         self.inner.configure(now, path, settings)
     }
 
+    fn group(&self, path: &str) -> Result<GroupId> {
+        self.inner.group(path)
+    }
+
+    fn remove(&mut self, now: Nanos, path: &str) -> Result<GroupId> {
+        self.inner.remove(now, path)
+    }
+
     fn submit(&mut self, now: Nanos, io: Io) -> Submit {
         self.offered.insert(io.id, now);
         self.inner.submit(now, io)
