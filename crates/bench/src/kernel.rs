@@ -55,6 +55,12 @@ pub enum KernelSetup {
     /// blk-throttle read IOPS limits, one per tenant (`blkio.throttle.read_iops_device`, v2
     /// `io.max riops=`).
     ReadIopsLimits(Vec<u64>),
+    /// The most any limit-writing controller gets at a ratio: the first tenant without a limit,
+    /// the second held to `lo_iops` reads a second by blk-throttle (as in `ReadIopsLimits`).
+    Ceiling {
+        /// The second tenant's read IOPS limit.
+        lo_iops: u64,
+    },
     /// The kernel's IOCost (cgroup v2 only) with the calibration's model and QoS, each tenant's
     /// weight as its `io.weight`.
     IoCost,
@@ -83,9 +89,19 @@ impl KernelSetup {
             KernelSetup::Plain => "kernel-none",
             KernelSetup::Bfq => "bfq",
             KernelSetup::ReadIopsLimits(_) => "blk-throttle",
+            KernelSetup::Ceiling { .. } => "ceiling",
             KernelSetup::IoCost => "kernel-iocost",
             KernelSetup::Agent { .. } => "agent",
             KernelSetup::AgentKernel { .. } => "agent-kernel",
+        }
+    }
+
+    /// The blk-throttle read IOPS limit of the `i`th tenant, if the setup gives it one.
+    fn read_iops_limit(&self, i: usize) -> Option<u64> {
+        match self {
+            KernelSetup::ReadIopsLimits(l) => l.get(i).copied(),
+            KernelSetup::Ceiling { lo_iops } => (i == 1).then_some(*lo_iops),
+            _ => None,
         }
     }
 }
@@ -317,7 +333,10 @@ impl Peers {
                 Ok(())
             }
             KernelSetup::Bfq => cg.set_bfq_weight(t.weight.clamp(BFQ_WEIGHT_MIN, BFQ_WEIGHT_MAX)),
-            KernelSetup::ReadIopsLimits(l) => cg.set_throttle(self.dev.dev(), ThrottleKnob::ReadIops, l[i]),
+            KernelSetup::ReadIopsLimits(_) | KernelSetup::Ceiling { .. } => match setup.read_iops_limit(i) {
+                Some(limit) => cg.set_throttle(self.dev.dev(), ThrottleKnob::ReadIops, limit),
+                None => Ok(()),
+            },
         }
         .map_err(|e| peer_error("configuring a cgroup", e))?;
         Ok(PeerCgroup::V1(cg))
@@ -329,9 +348,12 @@ impl Peers {
         match setup {
             KernelSetup::Plain => Ok(()),
             KernelSetup::Bfq => cg.write("io.bfq.weight", &t.weight.clamp(BFQ_WEIGHT_MIN, BFQ_WEIGHT_MAX).to_string()),
-            KernelSetup::ReadIopsLimits(l) => {
-                cg.write("io.max", &IoMax { riops: Some(l[i]), ..IoMax::unlimited(self.dev.dev()) }.to_string())
-            }
+            KernelSetup::ReadIopsLimits(_) | KernelSetup::Ceiling { .. } => match setup.read_iops_limit(i) {
+                Some(limit) => {
+                    cg.write("io.max", &IoMax { riops: Some(limit), ..IoMax::unlimited(self.dev.dev()) }.to_string())
+                }
+                None => Ok(()),
+            },
             KernelSetup::Agent { .. } | KernelSetup::AgentKernel { .. } => Ok(()),
             KernelSetup::IoCost => {
                 cg.write("io.weight", &format!("default {}", t.weight.clamp(IO_WEIGHT_MIN, IO_WEIGHT_MAX)))
