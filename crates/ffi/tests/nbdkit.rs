@@ -101,6 +101,28 @@ impl Server {
         text.lines().find_map(|l| l.strip_prefix(metric)?.strip_prefix(' ')?.parse().ok())
     }
 
+    /// nbdcopy reading `export` to nowhere in 4 KiB requests (every block: no extents), `requests`
+    /// in flight on each of `connections` connections; the caller kills it.
+    fn block_reader(&self, export: &str, requests: u32, connections: u32) -> Child {
+        Command::new("nbdcopy")
+            .args(["--no-extents", "--request-size=4096"])
+            .arg(format!("--requests={requests}"))
+            .arg(format!("--connections={connections}"))
+            .arg(self.uri(export))
+            .arg("null:")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nbdcopy starts")
+    }
+
+    /// Rewrites the filter's config file with a new modification time (the filter reloads when it
+    /// changes; two writes within the file system's time resolution could look like one).
+    fn rewrite_config(&self, text: &str) {
+        std::thread::sleep(Duration::from_millis(20));
+        std::fs::write(self.dir.join("groups.conf"), text).expect("the config is rewritten");
+    }
+
     /// Waits (polling the stats file, which the filter rewrites every second) until `ok` holds.
     fn wait_for(&self, what: &str, ok: impl Fn(&Server) -> bool) {
         let deadline = Instant::now() + Duration::from_secs(15);
@@ -153,10 +175,7 @@ fn a_broken_config_on_reload_keeps_the_running_one() {
     let server = Server::start(&filter, "reload", "gold 200\n", &[]).expect("nbdkit starts");
     let weight = r#"ioshare_nbd_group_weight{group="gold"}"#;
     server.wait_for("weight 200", |s| s.stat(weight) == Some(200.0));
-    let conf = server.dir.join("groups.conf");
-    // A new modification time each write: the filter reloads when it changes.
-    std::thread::sleep(Duration::from_millis(20));
-    std::fs::write(&conf, "gold heavy\n").unwrap();
+    server.rewrite_config("gold heavy\n");
     server.wait_for("the broken file reported", |s| s.stat("ioshare_nbd_config_errors_total") == Some(1.0));
     assert_eq!(server.stat(weight), Some(200.0), "the broken file changed the running config");
     assert!(server.log().contains("keeping the running config"), "no line in the log: {}", server.log());
@@ -164,8 +183,7 @@ fn a_broken_config_on_reload_keeps_the_running_one() {
         Command::new("nbdinfo").arg(server.uri("gold")).output().unwrap().status.success(),
         "gold refused after the broken file"
     );
-    std::thread::sleep(Duration::from_millis(20));
-    std::fs::write(&conf, "gold 300\nsilver 100\n").unwrap();
+    server.rewrite_config("gold 300\nsilver 100\n");
     server.wait_for("the fixed file applied", |s| s.stat(weight) == Some(300.0));
 }
 
@@ -174,14 +192,7 @@ fn a_client_that_disconnects_mid_io_leaves_no_connection_or_queued_io() {
     let Some(filter) = filter() else { return };
     // 20 reads a second: nbdcopy's requests (every block read: no extents) queue in the controller at once.
     let server = Server::start(&filter, "disconnect", "slow 100 iops-read=20\n", &[]).expect("nbdkit starts");
-    let mut client = Command::new("nbdcopy")
-        .args(["--no-extents", "--request-size=4096", "--requests=16", "--connections=2"])
-        .arg(server.uri("slow"))
-        .arg("null:")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("nbdcopy starts");
+    let mut client = server.block_reader("slow", 16, 2);
     let queued = r#"ioshare_nbd_group_queued{group="slow"}"#;
     let conns = r#"ioshare_nbd_group_connections{group="slow"}"#;
     server.wait_for("IO queued for slow", |s| s.stat(queued).unwrap_or(0.0) > 0.0);
@@ -198,17 +209,9 @@ fn a_group_the_config_drops_is_removed_when_its_last_connection_leaves() {
     let removed = "ioshare_nbd_groups_removed_total";
     let conns = r#"ioshare_nbd_group_connections{group="slow"}"#;
     // A client of slow, held at 20 reads a second: connected while the config drops slow.
-    let mut client = Command::new("nbdcopy")
-        .args(["--no-extents", "--request-size=4096", "--requests=4", "--connections=1"])
-        .arg(server.uri("slow"))
-        .arg("null:")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("nbdcopy starts");
+    let mut client = server.block_reader("slow", 4, 1);
     server.wait_for("slow connected", |s| s.stat(conns) == Some(1.0));
-    std::thread::sleep(Duration::from_millis(20));
-    std::fs::write(server.dir.join("groups.conf"), "gold 200\n").unwrap();
+    server.rewrite_config("gold 200\n");
     server.wait_for("the reload applied", |s| s.stat("ioshare_nbd_config_reloads_total") == Some(1.0));
     // Its connection still flows in its group: nothing removed yet, and slow's new clients refused.
     assert_eq!(server.stat(removed), Some(0.0), "slow was removed under its connection");
@@ -217,8 +220,7 @@ fn a_group_the_config_drops_is_removed_when_its_last_connection_leaves() {
     client.wait().expect("nbdcopy is reaped");
     server.wait_for("slow removed after its last connection", |s| s.stat(removed) == Some(1.0));
     // The controller goes on: gold serves, and a group added again gets a working id.
-    std::thread::sleep(Duration::from_millis(20));
-    std::fs::write(server.dir.join("groups.conf"), "gold 200\nsilver 50\n").unwrap();
+    server.rewrite_config("gold 200\nsilver 50\n");
     let silver = r#"ioshare_nbd_group_weight{group="silver"}"#;
     server.wait_for("silver configured", |s| s.stat(silver) == Some(50.0));
     for export in ["gold", "silver"] {
