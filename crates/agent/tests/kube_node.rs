@@ -5,13 +5,14 @@
 //! follows the pods through the API server and shares a loop device (over a file the test creates)
 //! between two of them by their annotations with its userspace backend (this host's blkio is cgroup
 //! v1). Skipped, with the reason, when not root or when the node cannot run (`scripts/setup.sh`
-//! builds kubelet and installs containerd and runc). Everything is removed also when the test fails:
-//! the script deletes the node's pods and stops every process it started (the `K8s` guard), the
-//! agent reverts what it wrote (`run_agent_during`), and the loop device goes last (the `Rig`).
+//! builds kubelet and installs containerd and runc). Everything is removed also when a test fails:
+//! its pods are deleted (the `NodePods` guard), the agent reverts what it wrote
+//! (`run_agent_during`), the loop device goes after the pods (the `Rig`), and the script deletes
+//! whatever pods are left and stops every process it started (the `K8s` guard).
 //!
-//! The tests take turns on one node ([`node`]): each measures its own pods, in a namespace of its
-//! own whose pods it deletes when it ends (`NodePods`). The second (`kube_node/metrics.rs`) runs the
-//! agent from the packaged manifests' settings and has a real Prometheus scrape it.
+//! The tests take turns on one node ([`node`]), each with its own device and pods in a namespace of
+//! its own. The second (`kube_node/metrics.rs`) runs the agent on the packaged manifests' metrics
+//! settings and has a real Prometheus scrape it.
 
 mod common;
 #[path = "../../cli/tests/dashboard/queries.rs"]
@@ -357,7 +358,7 @@ fn pods_on_a_real_node_share_a_device_by_their_annotations() {
     let bound =
         format!("CPU-bound in {:.0}% / {:.0}% of the samples", split.cpu_bound[0] * 100.0, split.cpu_bound[1] * 100.0);
     eprintln!(
-        "node up in {:.1} s, pod running {:.1} s after kubectl apply; uncontrolled: a alone {solo:.0} IOPS, both \
+        "node up (and this test's turn) in {:.1} s, pod running {:.1} s after kubectl apply; uncontrolled: a alone {solo:.0} IOPS, both \
          {:.0}+{:.0}; through the agent 2:1 {sa:.0}+{sb:.0} IOPS, ratio {ratio:.2} ({bound}); {} of {} periods both \
          competing, median hweight ratio {hw:.3}, read-limit ratio {lim:.2}; deleted pod forgotten after {:.1} s; \
          load {}",
