@@ -250,11 +250,22 @@ fn prometheus_scrapes_the_pods_series_with_the_packaged_metrics_settings() {
 
     let (agent, _) = Agent::start(packaged.agent_config(dev, &k8s), BackendChoice::Userspace, state.path()).unwrap();
     let addr = agent.metrics_addr().expect("configmap.yaml's [metrics] section serves /metrics");
-    let (ready, figures) = run_agent_during(agent, || {
+    let (first, ready, figures) = run_agent_during(agent, || {
         let both = || pod_controlled(state.path(), &a.pod).is_some() && pod_controlled(state.path(), &b.pod).is_some();
         assert!(wait_for(Duration::from_secs(10), both).is_some(), "{}", Status::read(state.path()).unwrap());
+        // Each at its class's default weight from the ConfigMap.
+        let default = |class: &str| packaged.agent_toml["kubernetes"]["qos"][class]["weight"].as_integer();
+        let weight = |t: &Tenant| pod_controlled(state.path(), &t.pod).map(|(w, _)| i64::from(w));
+        assert_eq!((weight(&a), weight(&b)), (default("besteffort"), default("burstable")));
         let prometheus = Prometheus::start(&[Scrape { job: JOB, port: addr.port(), path: &packaged.path }]);
         let scraping = Instant::now();
+        // Prometheus hands its targets to the scraper only every 5 s (its discovery manager's pace).
+        let up = || prometheus.query(&format!("up{{job=\"{JOB}\"}}")).is_some_and(|s| !s.is_empty());
+        while !up() {
+            assert!(scraping.elapsed() < PANELS_PATIENCE, "Prometheus did not scrape the agent in {PANELS_PATIENCE:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let first = scraping.elapsed();
         let expected = Expected {
             ns: &pods.ns,
             device: rig.dev.path().file_name().unwrap().to_string_lossy().into(),
@@ -265,12 +276,13 @@ fn prometheus_scrapes_the_pods_series_with_the_packaged_metrics_settings() {
         let ready = scraping.elapsed();
         eprintln!("{}", Status::read(state.path()).unwrap());
         variables_offer_the_pods(&prometheus, &expected);
-        (ready, scrape_figures(&prometheus, &pods.ns))
+        (first, ready, scrape_figures(&prometheus, &pods.ns))
     });
     eprintln!(
-        "node and turn {:.1} s; the dashboard's agent panels all showed the pods {:.1} s after Prometheus started; \
-         {figures}; whole test before the pods' deletion {:.1} s",
+        "node and turn {:.1} s; Prometheus's first scrape {:.1} s after it was ready, the dashboard's agent panels all \
+         showed the pods {:.1} s after it was ready; {figures}; whole test before the pods' deletion {:.1} s",
         turn.as_secs_f64(),
+        first.as_secs_f64(),
         ready.as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
