@@ -358,10 +358,10 @@ fn pods_on_a_real_node_share_a_device_by_their_annotations() {
     let bound =
         format!("CPU-bound in {:.0}% / {:.0}% of the samples", split.cpu_bound[0] * 100.0, split.cpu_bound[1] * 100.0);
     eprintln!(
-        "node up (and this test's turn) in {:.1} s, pod running {:.1} s after kubectl apply; uncontrolled: a alone {solo:.0} IOPS, both \
-         {:.0}+{:.0}; through the agent 2:1 {sa:.0}+{sb:.0} IOPS, ratio {ratio:.2} ({bound}); {} of {} periods both \
-         competing, median hweight ratio {hw:.3}, read-limit ratio {lim:.2}; deleted pod forgotten after {:.1} s; \
-         load {}",
+        "node up (and this test's turn) in {:.1} s, pod running {:.1} s after kubectl apply; uncontrolled: a \
+         alone {solo:.0} IOPS, both {:.0}+{:.0}; through the agent 2:1 {sa:.0}+{sb:.0} IOPS, ratio {ratio:.2} \
+         ({bound}); {} of {} periods both competing, median hweight ratio {hw:.3}, read-limit ratio {lim:.2}; \
+         deleted pod forgotten after {:.1} s; load {}",
         node_up.as_secs_f64(),
         pod_running.as_secs_f64(),
         free[0],

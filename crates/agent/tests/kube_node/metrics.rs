@@ -82,7 +82,7 @@ impl Packaged {
         assert_eq!(
             annotations["prometheus.io/port"],
             port.to_string(),
-            "daemonset.yaml's prometheus.io/port is not the port of configmap.yaml's [metrics] listen = {listen:?}"
+            "daemonset.yaml's prometheus.io/port is not the port of configmap.yaml's [metrics] listen {listen:?}"
         );
         let path = annotations["prometheus.io/path"].as_str().expect("daemonset.yaml: prometheus.io/path").to_string();
         assert_ne!(
@@ -95,7 +95,7 @@ impl Packaged {
         let metrics = agent["ports"].as_array().unwrap().iter().find(|p| p["name"] == "metrics").unwrap();
         assert_eq!(
             metrics["containerPort"], port,
-            "daemonset.yaml's container port 'metrics' is not the port of configmap.yaml's [metrics] listen = {listen:?}"
+            "daemonset.yaml's container port 'metrics' is not the port of configmap.yaml's [metrics] listen {listen:?}"
         );
         // That container runs the agent on this ConfigMap's agent.toml.
         let volume = pod["spec"]["volumes"]
