@@ -90,6 +90,16 @@ impl Drop for NodePods<'_> {
     }
 }
 
+/// Creates `pod` (a Pod object with its name and namespace) and waits until it runs.
+fn run_pod(k8s: &K8s, pod: &serde_json::Value) {
+    k8s.apply(&pod.to_string());
+    let (ns, name) = (pod["metadata"]["namespace"].as_str().unwrap(), pod["metadata"]["name"].as_str().unwrap());
+    let timeout = format!("--timeout={}s", POD_PATIENCE.as_secs());
+    let running =
+        k8s.try_kubectl(&["-n", ns, "wait", "--for=jsonpath={.status.phase}=Running", "pod", name, &timeout], None);
+    assert!(running.is_ok(), "pod {name} is not running: {}", k8s.kubectl(&["-n", ns, "describe", "pod", name]));
+}
+
 /// A pod of the node running fio against the device.
 struct Tenant {
     name: String,
@@ -132,12 +142,8 @@ impl Tenant {
                                      "imagePullPolicy": "Never", "command": command, "resources": resources,
                                      "securityContext": {"privileged": true}}]}
         });
-        k8s.apply(&pod.to_string());
+        run_pod(k8s, &pod);
         let get = |path: &str| k8s.kubectl(&["-n", ns, "get", "pod", name, "-o", &format!("jsonpath={path}")]);
-        let timeout = format!("--timeout={}s", POD_PATIENCE.as_secs());
-        let running =
-            k8s.try_kubectl(&["-n", ns, "wait", "--for=jsonpath={.status.phase}=Running", "pod", name, &timeout], None);
-        assert!(running.is_ok(), "pod {name} is not running: {}", k8s.kubectl(&["-n", ns, "describe", "pod", name]));
         let id = get("{.status.containerStatuses[0].containerID}");
         let id = id.strip_prefix("containerd://").unwrap_or_else(|| panic!("a containerd container id: {id}"));
         // kubelet's cgroupfs layout: Guaranteed pods directly under kubepods, the others in their class's.

@@ -27,13 +27,26 @@ use ioshare_agent::{Agent, BackendChoice, Config, Status};
 use ioshare_testkit::skip_unless_root;
 use serde_json::{json, Value};
 
-use super::{node, NodePods, Tenant};
+use super::{node, run_pod, NodePods, Tenant};
 use crate::common::{pod_controlled, run_agent_during, wait_for, Rig};
-use crate::dashboard::{dashboard, substitute, targets, variable_values, Labels, Prometheus, Scrape, Target, V2_ONLY};
+use crate::dashboard::{dashboard, substitute, targets, variable_values, Labels, Prometheus, Target, V2_ONLY};
 use crate::k8s::{manifest, K8s};
 
-/// Prometheus's job: the name of the usual job that scrapes pods by their `prometheus.io/` annotations.
-const JOB: &str = "kubernetes-pods";
+/// The name of the usual job that scrapes pods by their `prometheus.io/` annotations.
+const ANNOTATIONS_JOB: &str = "kubernetes-pods";
+/// What the pod standing in for the DaemonSet's runs: fio's null engine at one IO a second (no block
+/// IO: the agent runs in this test's process).
+const IDLE: [&str; 9] = [
+    "fio",
+    "--name=idle",
+    "--ioengine=null",
+    "--size=1m",
+    "--time_based",
+    "--runtime=600",
+    "--rate_iops=1",
+    "--thread",
+    "--output=/dev/null",
+];
 /// The metric families of `ioshare observe` (the dashboard's block-layer panels), which the DaemonSet
 /// does not run.
 const OBSERVE_ONLY: &str = "ioshare_bio_";
@@ -59,8 +72,12 @@ fn selects(selector: &Value, labels: &Value) -> bool {
 struct Packaged {
     /// The ConfigMap's `agent.toml`.
     agent_toml: toml::Table,
-    /// The path the DaemonSet's `prometheus.io/path` annotation gives.
-    path: String,
+    /// The DaemonSet's pod template.
+    template: Value,
+    /// The name of its container that runs the agent.
+    container: String,
+    /// The PodMonitor.
+    pod_monitor: Value,
 }
 
 impl Packaged {
@@ -138,7 +155,8 @@ impl Packaged {
                 p["port"]
             );
         }
-        Packaged { agent_toml, path }
+        let container = agent["name"].as_str().expect("daemonset.yaml: the agent container's name").to_string();
+        Packaged { agent_toml, template: pod.clone(), container, pod_monitor: pm }
     }
 
     /// The ConfigMap's agent config with only what this test must change:
@@ -171,6 +189,139 @@ impl Packaged {
         let text = toml::to_string(&toml).unwrap();
         Config::parse(&text, Path::new("configmap.yaml:agent.toml")).unwrap_or_else(|e| panic!("{e}\n{text}"))
     }
+}
+
+impl Packaged {
+    /// A pod of the node in `ns` standing in for the DaemonSet's, for Prometheus to discover (the
+    /// agent itself runs in this test's process): the template's labels and annotations and its agent
+    /// container's name and port named `metrics`, with the port the agent listens on here (`port`) in
+    /// the `prometheus.io/port` annotation and that container port (both are the ConfigMap's port in
+    /// the manifests, asserted in [`Packaged::read`]). On the host network, as the test node has no
+    /// pod network: its IP is the node's, 127.0.0.1, where the agent listens.
+    fn stand_in(&self, k8s: &K8s, ns: &str, port: u16) {
+        let mut annotations = self.template["metadata"]["annotations"].clone();
+        annotations["prometheus.io/port"] = port.to_string().into();
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "ioshare-agent", "namespace": ns, "labels": self.template["metadata"]["labels"],
+                         "annotations": annotations},
+            "spec": {"nodeName": k8s.node_file("node"), "hostNetwork": true, "restartPolicy": "Never",
+                     "automountServiceAccountToken": false, "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": self.container, "image": k8s.node_file("tenant_image"),
+                                     "imagePullPolicy": "Never", "command": IDLE,
+                                     "ports": [{"name": "metrics", "containerPort": port, "protocol": "TCP"}]}]}
+        });
+        run_pod(k8s, &pod);
+    }
+
+    /// Prometheus's jobs for the agent, both over the pods [`discover`] wrote to `targets`: the usual
+    /// annotation-driven one, as prometheus-community's chart has it (the annotations' path and port,
+    /// the pod's namespace and name as target labels, `honor_labels`), and the part that matters here
+    /// of what the Prometheus operator makes of podmonitor.yaml (its selector, port, path and
+    /// `honorLabels`; the pod's namespace, name and container as target labels). Returns them and the
+    /// operator job's name.
+    fn scrape_jobs(&self, targets: &Path) -> (String, String) {
+        let sd = format!("    file_sd_configs: [{{files: ['{}']}}]\n", targets.display());
+        let pm = &self.pod_monitor;
+        let operator_job = format!(
+            "podMonitor/{}/{}/0",
+            pm["metadata"]["namespace"].as_str().unwrap(),
+            pm["metadata"]["name"].as_str().unwrap()
+        );
+        let endpoint = &pm["spec"]["podMetricsEndpoints"][0];
+        let selector = pm["spec"]["selector"]["matchLabels"].as_object().unwrap();
+        let labels: Vec<String> =
+            selector.keys().map(|l| format!("__meta_kubernetes_pod_label_{}", label_name(l))).collect();
+        let values: Vec<&str> = selector.values().map(|v| v.as_str().unwrap()).collect();
+        // Each job: its name, `honor_labels`, and any further settings; then its relabelling rules.
+        let job = |head: String, rules: Vec<String>| {
+            let rules: String = rules.iter().map(|r| format!("      - {r}\n")).collect();
+            format!("  - job_name: {head}\n{sd}    relabel_configs:\n{rules}")
+        };
+        let target =
+            |meta: &str, label: &str| format!("{{source_labels: [__meta_kubernetes_{meta}], target_label: {label}}}");
+        let annotation = |a: &str| format!("__meta_kubernetes_pod_annotation_prometheus_io_{a}");
+        let annotations_job = job(
+            format!("{ANNOTATIONS_JOB}\n    honor_labels: true"),
+            vec![
+                format!("{{source_labels: [{}], action: keep, regex: 'true'}}", annotation("scrape")),
+                format!("{{source_labels: [{}], target_label: __metrics_path__, regex: '(.+)'}}", annotation("path")),
+                format!(
+                    "{{source_labels: [__address__, {}], target_label: __address__, regex: '([^:]+)(?::\\d+)?;(\\d+)', \
+                     replacement: '$1:$2'}}",
+                    annotation("port")
+                ),
+                target("namespace", "namespace"),
+                target("pod_name", "pod"),
+            ],
+        );
+        let operator = job(
+            format!(
+                "{operator_job}\n    honor_labels: {}\n    metrics_path: {}",
+                endpoint["honorLabels"].as_bool().unwrap_or(false),
+                endpoint["path"].as_str().unwrap_or("/metrics")
+            ),
+            vec![
+                format!("{{source_labels: [{}], action: keep, regex: '{}'}}", labels.join(", "), values.join(";")),
+                format!(
+                    "{{source_labels: [__meta_kubernetes_pod_container_port_name], action: keep, regex: '{}'}}",
+                    endpoint["port"].as_str().unwrap()
+                ),
+                target("namespace", "namespace"),
+                target("pod_container_name", "container"),
+                target("pod_name", "pod"),
+            ],
+        );
+        let jobs = annotations_job + &operator;
+        (jobs, operator_job)
+    }
+}
+
+/// A pod label's or annotation's name as Prometheus's Kubernetes discovery puts it in a label name:
+/// every character a label name cannot have made `_`.
+fn label_name(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect()
+}
+
+/// Writes to `file`, for `file_sd_configs`, the targets Prometheus's Kubernetes discovery (role
+/// `pod`) gives for the pods of `ns`, with the meta labels the jobs' rules read — as the pod objects
+/// the API server returns say: Debian's prometheus is built without Kubernetes discovery. One target
+/// per container port (`IP:PORT`), one per container without ports (`IP`). The test node's pods have
+/// no IP (kubelet gives a node on loopback no address): its `--node-ip`, 127.0.0.1, stands in, the IP
+/// a host-network pod has on a real node.
+fn discover(k8s: &K8s, ns: &str, file: &Path) {
+    let pods: Value = serde_json::from_str(&k8s.kubectl(&["-n", ns, "get", "pods", "-o", "json"])).unwrap();
+    let mut targets = Vec::new();
+    for pod in pods["items"].as_array().unwrap() {
+        let ip = pod["status"]["podIP"].as_str().unwrap_or("127.0.0.1");
+        let mut meta = serde_json::Map::new();
+        meta.insert("__meta_kubernetes_namespace".into(), ns.into());
+        meta.insert("__meta_kubernetes_pod_name".into(), pod["metadata"]["name"].clone());
+        meta.insert("__meta_kubernetes_pod_ip".into(), ip.into());
+        for kind in ["label", "annotation"] {
+            for (k, v) in pod["metadata"][format!("{kind}s")].as_object().into_iter().flatten() {
+                meta.insert(format!("__meta_kubernetes_pod_{kind}_{}", label_name(k)), v.clone());
+            }
+        }
+        for c in pod["spec"]["containers"].as_array().unwrap() {
+            let mut meta = meta.clone();
+            meta.insert("__meta_kubernetes_pod_container_name".into(), c["name"].clone());
+            let ports = c["ports"].as_array().cloned().unwrap_or_default();
+            if ports.is_empty() {
+                targets.push(json!({"targets": [ip], "labels": meta}));
+            }
+            for p in ports {
+                let mut meta = meta.clone();
+                meta.insert("__meta_kubernetes_pod_container_port_name".into(), p["name"].clone());
+                meta.insert(
+                    "__meta_kubernetes_pod_container_port_number".into(),
+                    p["containerPort"].to_string().into(),
+                );
+                targets.push(json!({"targets": [format!("{ip}:{}", p["containerPort"])], "labels": meta}));
+            }
+        }
+    }
+    std::fs::write(file, serde_json::to_string(&targets).unwrap()).unwrap();
 }
 
 /// What the dashboard's panels must show here: the device, and the pods (name, cgroup) on the IO
@@ -257,12 +408,23 @@ fn prometheus_scrapes_the_pods_series_with_the_packaged_metrics_settings() {
         let default = |class: &str| packaged.agent_toml["kubernetes"]["qos"][class]["weight"].as_integer();
         let weight = |t: &Tenant| pod_controlled(state.path(), &t.pod).map(|(w, _)| i64::from(w));
         assert_eq!((weight(&a), weight(&b)), (default("besteffort"), default("burstable")));
-        let prometheus = Prometheus::start(&[Scrape { job: JOB, port: addr.port(), path: &packaged.path }]);
+        packaged.stand_in(&k8s, &pods.ns, addr.port());
+        let discovered = tempfile::tempdir().unwrap();
+        let targets = discovered.path().join("targets.json");
+        discover(&k8s, &pods.ns, &targets);
+        let (jobs, operator_job) = packaged.scrape_jobs(&targets);
+        let prometheus = Prometheus::start_with(&jobs);
         let scraping = Instant::now();
         // Prometheus hands its targets to the scraper only every 5 s (its discovery manager's pace).
-        let up = || prometheus.query(&format!("up{{job=\"{JOB}\"}}")).is_some_and(|s| !s.is_empty());
+        let up = || prometheus.query("up").is_some_and(|s| s.len() == 2);
         while !up() {
-            assert!(scraping.elapsed() < PANELS_PATIENCE, "Prometheus did not scrape the agent in {PANELS_PATIENCE:?}");
+            assert!(
+                scraping.elapsed() < PANELS_PATIENCE,
+                "Prometheus did not scrape the agent by both jobs in {PANELS_PATIENCE:?}: up {:?}\njobs:\n{jobs}\n{}: {}",
+                prometheus.query("up"),
+                targets.display(),
+                std::fs::read_to_string(&targets).unwrap()
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
         let first = scraping.elapsed();
@@ -276,7 +438,7 @@ fn prometheus_scrapes_the_pods_series_with_the_packaged_metrics_settings() {
         let ready = scraping.elapsed();
         eprintln!("{}", Status::read(state.path()).unwrap());
         variables_offer_the_pods(&prometheus, &expected);
-        (first, ready, scrape_figures(&prometheus, &pods.ns))
+        (first, ready, scrape_figures(&prometheus, &[ANNOTATIONS_JOB, &operator_job], "a|b"))
     });
     eprintln!(
         "node and turn {:.1} s; Prometheus's first scrape {:.1} s after it was ready, the dashboard's agent panels all \
@@ -350,20 +512,24 @@ fn variables_offer_the_pods(prometheus: &Prometheus, expected: &Expected) {
     }
 }
 
-/// Prometheus's own figures of the job: the target up, the last scrape's duration and samples, the
-/// slowest scrape, and how many of the series are the pods'.
-fn scrape_figures(prometheus: &Prometheus, ns: &str) -> String {
+/// Prometheus's own figures: each job's target up; the annotation-driven job's last scrape (its
+/// samples, duration, and how many are the series of the pods whose names match `pods`); the slowest
+/// scrape of either job.
+fn scrape_figures(prometheus: &Prometheus, jobs: &[&str], pods: &str) -> String {
     let value = |q: String| {
         let v = prometheus.query_values(&q).unwrap_or_else(|| panic!("query failed: {q}"));
         v.first().map_or(f64::NAN, |(_, x)| *x)
     };
-    let job = format!("job=\"{JOB}\"");
-    assert_eq!(value(format!("up{{{job}}}")), 1.0, "the target is up");
+    for job in jobs {
+        assert_eq!(value(format!("up{{job=\"{job}\"}}")), 1.0, "job {job}'s target is up");
+    }
+    let job = format!("job=\"{ANNOTATIONS_JOB}\"");
     format!(
-        "scrape of {} samples in {:.1} ms (slowest {:.1} ms), {} of them the pods' series",
+        "{} jobs up; a scrape of {} samples in {:.1} ms, {} of them the pods' series (slowest scrape {:.1} ms)",
+        jobs.len(),
         value(format!("scrape_samples_scraped{{{job}}}")),
         value(format!("scrape_duration_seconds{{{job}}}")) * 1e3,
-        value(format!("max_over_time(scrape_duration_seconds{{{job}}}[5m])")) * 1e3,
-        value(format!("count({{{job},namespace=\"{ns}\"}})"))
+        value(format!("count({{{job},pod=~\"{pods}\"}})")),
+        value("max(max_over_time(scrape_duration_seconds[5m]))".into()) * 1e3,
     )
 }

@@ -72,29 +72,40 @@ pub struct Prometheus {
 impl Prometheus {
     /// Starts one scraping `scrapes` and waits (up to 60 s) until it is ready.
     pub fn start(scrapes: &[Scrape]) -> Prometheus {
+        let jobs: String = scrapes
+            .iter()
+            .map(|s| {
+                format!(
+                    "  - job_name: {}\n    metrics_path: {}\n    static_configs: [{{targets: ['127.0.0.1:{}']}}]\n",
+                    s.job, s.path, s.port
+                )
+            })
+            .collect();
+        Prometheus::start_with(&jobs)
+    }
+
+    /// Starts one with `jobs` (the YAML list under `scrape_configs:`, indented by two) and waits (up
+    /// to 60 s) until it is ready.
+    pub fn start_with(jobs: &str) -> Prometheus {
         let dir = tempfile::Builder::new().prefix("ioshare-dashboard-prometheus-").tempdir().unwrap();
-        let mut config = "global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n".to_string();
-        for s in scrapes {
-            config += &format!(
-                "  - job_name: {}\n    metrics_path: {}\n    static_configs: [{{targets: ['127.0.0.1:{}']}}]\n",
-                s.job, s.path, s.port
-            );
-        }
+        let config = format!("global: {{scrape_interval: 1s, evaluation_interval: 1s}}\nscrape_configs:\n{jobs}");
         std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
         let port = free_port();
-        let server = KillOnDrop(
+        let mut server = KillOnDrop(
             Command::new("prometheus")
                 .arg(format!("--config.file={}", dir.path().join("prometheus.yml").display()))
                 .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
                 .arg(format!("--web.listen-address=127.0.0.1:{port}"))
                 .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stderr(std::fs::File::create(dir.path().join("prometheus.log")).unwrap())
                 .spawn()
                 .unwrap(),
         );
         let deadline = Instant::now() + Duration::from_secs(60);
         while http_get(port, "/-/ready").is_none() {
-            assert!(Instant::now() < deadline, "Prometheus not ready after 60 s");
+            let log = || std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default();
+            assert!(server.alive(), "Prometheus stopped; its log:\n{}", log());
+            assert!(Instant::now() < deadline, "Prometheus not ready after 60 s; its log:\n{}", log());
             std::thread::sleep(Duration::from_millis(200));
         }
         Prometheus { _server: server, _dir: dir, port }
