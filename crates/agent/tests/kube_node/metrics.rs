@@ -1,6 +1,6 @@
 //! The agent on the node with the packaged manifests' metrics settings, scraped by a real Prometheus
-//! (Debian's `prometheus`; skipped, with the reason, where it is not installed), and the Grafana
-//! dashboard's queries answered with the pods' series.
+//! (Debian's `prometheus`; skipped, with the reason, where it is not installed) as the packaged
+//! scrape settings have it, and the Grafana dashboard's queries answered with the pods' series.
 //!
 //! The manifests are read with kubectl's own YAML reader (offline), and what must agree for the
 //! cluster's Prometheus to reach the agent is asserted from them, so that an edit of one file without
@@ -8,15 +8,21 @@
 //! annotation and its container port named `metrics`, which the PodMonitor and the NetworkPolicy name;
 //! the PodMonitor's path is the `prometheus.io/path` annotation; that container runs the agent on the
 //! ConfigMap's `agent.toml`, and the pod is not on the host network (`0.0.0.0` is the pod's IP).
+//!
 //! The agent then runs in this process on the ConfigMap's agent config, changed only where a test
 //! must (listed at [`Packaged::agent_config`]), with two pods of the node — a BestEffort one and a
-//! Burstable one, each taking the ConfigMap's defaults for its class — and Prometheus scrapes it with
-//! the usual annotation-driven job's settings: the annotation's path, every second. Every panel query
-//! of `packaging/grafana/ioshare.json` over the agent's metrics must return series, each labelled
-//! with the pod whose cgroup it is (`namespace`, `pod`, and the `cgroup` inside the pod's), both pods
-//! on the IO panels and the memory-guarded one on the memory panels. The block-layer panels are
-//! `ioshare observe`'s, which the DaemonSet does not run, and the kernel's and PSI panels are cgroup
-//! v2's: those are listed, not required.
+//! Burstable one, each taking the ConfigMap's defaults for its class. A pod made from the DaemonSet's
+//! template stands in for the agent's (its labels, annotations and named port; see
+//! [`Packaged::stand_in`]), and Prometheus finds the agent through it with two jobs: the usual
+//! annotation-driven one, and the one the Prometheus operator makes of podmonitor.yaml (selector,
+//! port, path, `honorLabels`, and the target labels it adds: namespace, pod, container). Both scrape
+//! every second. Every panel query of `packaging/grafana/ioshare.json` over the agent's metrics must
+//! return series, each labelled with the pod whose cgroup it is (`namespace`, `pod`, and the `cgroup`
+//! inside the pod's), both pods on the IO panels and the memory-guarded one on the memory panels —
+//! from both jobs, so a scrape job that renames the agent's labels (the operator's, without
+//! `honorLabels`: `exported_pod`) fails here. The block-layer panels are `ioshare observe`'s, which
+//! the DaemonSet does not run, and the kernel's and PSI panels are cgroup v2's: those are listed, not
+//! required.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -409,36 +415,19 @@ fn prometheus_scrapes_the_pods_series_with_the_packaged_metrics_settings() {
         let weight = |t: &Tenant| pod_controlled(state.path(), &t.pod).map(|(w, _)| i64::from(w));
         assert_eq!((weight(&a), weight(&b)), (default("besteffort"), default("burstable")));
         packaged.stand_in(&k8s, &pods.ns, addr.port());
-        let discovered = tempfile::tempdir().unwrap();
-        let targets = discovered.path().join("targets.json");
-        discover(&k8s, &pods.ns, &targets);
-        let (jobs, operator_job) = packaged.scrape_jobs(&targets);
-        let prometheus = Prometheus::start_with(&jobs);
-        let scraping = Instant::now();
-        // Prometheus hands its targets to the scraper only every 5 s (its discovery manager's pace).
-        let up = || prometheus.query("up").is_some_and(|s| s.len() == 2);
-        while !up() {
-            assert!(
-                scraping.elapsed() < PANELS_PATIENCE,
-                "Prometheus did not scrape the agent by both jobs in {PANELS_PATIENCE:?}: up {:?}\njobs:\n{jobs}\n{}: {}",
-                prometheus.query("up"),
-                targets.display(),
-                std::fs::read_to_string(&targets).unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let first = scraping.elapsed();
+        let scraping = Scraping::start(&k8s, &packaged, &pods.ns);
+        let (prometheus, first) = (&scraping.prometheus, scraping.ready.elapsed());
         let expected = Expected {
             ns: &pods.ns,
             device: rig.dev.path().file_name().unwrap().to_string_lossy().into(),
             io: vec![&a, &b],
             memory: vec![&b],
         };
-        panels_show_the_pods(&prometheus, &expected);
-        let ready = scraping.elapsed();
+        panels_show_the_pods(prometheus, &expected);
+        let ready = scraping.ready.elapsed();
         eprintln!("{}", Status::read(state.path()).unwrap());
-        variables_offer_the_pods(&prometheus, &expected);
-        (first, ready, scrape_figures(&prometheus, &[ANNOTATIONS_JOB, &operator_job], "a|b"))
+        variables_offer_the_pods(prometheus, &expected);
+        (first, ready, scrape_figures(prometheus, &[ANNOTATIONS_JOB, &scraping.operator_job], "a|b"))
     });
     eprintln!(
         "node and turn {:.1} s; Prometheus's first scrape {:.1} s after it was ready, the dashboard's agent panels all \
@@ -448,6 +437,43 @@ fn prometheus_scrapes_the_pods_series_with_the_packaged_metrics_settings() {
         ready.as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
+}
+
+/// Prometheus running the packaged scrape jobs over the pods of the test's namespace.
+struct Scraping {
+    prometheus: Prometheus,
+    /// The operator job's name.
+    operator_job: String,
+    /// When Prometheus was ready.
+    ready: Instant,
+    /// Where the discovered targets are (Prometheus reads the file again while it runs).
+    _discovered: tempfile::TempDir,
+}
+
+impl Scraping {
+    /// Starts Prometheus with [`Packaged::scrape_jobs`] over the pods of `ns` as [`discover`] finds
+    /// them, and waits (bounded) until both jobs scraped the agent once: its discovery hands targets
+    /// to the scraper only every 5 s.
+    fn start(k8s: &K8s, packaged: &Packaged, ns: &str) -> Scraping {
+        let discovered = tempfile::tempdir().unwrap();
+        let targets = discovered.path().join("targets.json");
+        discover(k8s, ns, &targets);
+        let (jobs, operator_job) = packaged.scrape_jobs(&targets);
+        let prometheus = Prometheus::start_with(&jobs);
+        let ready = Instant::now();
+        let both_up = || prometheus.query("up").is_some_and(|s| s.len() == 2);
+        while !both_up() {
+            assert!(
+                ready.elapsed() < PANELS_PATIENCE,
+                "Prometheus did not scrape the agent by both jobs in {PANELS_PATIENCE:?}: up {:?}\n{jobs}\n{}: {}",
+                prometheus.query("up"),
+                targets.display(),
+                std::fs::read_to_string(&targets).unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Scraping { prometheus, operator_job, ready, _discovered: discovered }
+    }
 }
 
 /// Waits (bounded) until every panel query over the agent's metrics returns what `expected` says;
