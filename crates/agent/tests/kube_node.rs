@@ -5,15 +5,25 @@
 //! follows the pods through the API server and shares a loop device (over a file the test creates)
 //! between two of them by their annotations with its userspace backend (this host's blkio is cgroup
 //! v1). Skipped, with the reason, when not root or when the node cannot run (`scripts/setup.sh`
-//! builds kubelet and installs containerd and runc). Everything is removed also when the test fails:
-//! the script deletes the node's pods and stops every process it started (the `K8s` guard), the
-//! agent reverts what it wrote (`run_agent_during`), and the loop device goes last (the `Rig`).
+//! builds kubelet and installs containerd and runc). Everything is removed also when a test fails:
+//! its pods are deleted (the `NodePods` guard), the agent reverts what it wrote
+//! (`run_agent_during`), the loop device goes after the pods (the `Rig`), and the script deletes
+//! whatever pods are left and stops every process it started (the `K8s` guard).
+//!
+//! The tests take turns on one node ([`node`]), each with its own device and pods in a namespace of
+//! its own. The second (`kube_node/metrics.rs`) runs the agent on the packaged manifests' metrics
+//! settings and has a real Prometheus scrape it.
 
 mod common;
+#[path = "../../cli/tests/dashboard/queries.rs"]
+mod dashboard;
 #[path = "../../kube/tests/common/mod.rs"]
 mod k8s;
+#[path = "kube_node/metrics.rs"]
+mod metrics;
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use common::{fio_args, median, pod_controlled, run_agent_during, wait_for, Rig};
@@ -34,6 +44,62 @@ const CPU_BOUND_SAMPLES: f64 = 0.2;
 /// How long a pod may take to start or go on this loaded machine (measured: 1–3 s each).
 const POD_PATIENCE: Duration = Duration::from_secs(60);
 
+/// The node, shared by the tests of this binary that run at once (started by the first, stopped
+/// when the last drops it), and this test's turn on it: the tests measure IO on the node one at a
+/// time. `None` when it cannot start (the reason printed). A test run alone starts its own.
+fn node() -> Option<(Arc<K8s>, MutexGuard<'static, ()>)> {
+    static NODE: Mutex<Weak<K8s>> = Mutex::new(Weak::new());
+    static TURN: Mutex<()> = Mutex::new(());
+    let k8s = {
+        let mut shared = NODE.lock().unwrap_or_else(PoisonError::into_inner);
+        match shared.upgrade() {
+            Some(k8s) => k8s,
+            None => {
+                let k8s = Arc::new(K8s::start_node()?);
+                *shared = Arc::downgrade(&k8s);
+                k8s
+            }
+        }
+    };
+    Some((k8s, TURN.lock().unwrap_or_else(PoisonError::into_inner)))
+}
+
+/// A namespace of the node for one test's pods; its pods are deleted (and waited for: no fio of
+/// theirs holds the test's device then) on drop. Declare it after the device and the agent's state.
+struct NodePods<'a> {
+    k8s: &'a K8s,
+    ns: String,
+}
+
+impl<'a> NodePods<'a> {
+    /// A new namespace named after `prefix`.
+    fn new(k8s: &'a K8s, prefix: &str) -> NodePods<'a> {
+        let ns = unique(prefix);
+        k8s.namespace(&ns, &[], &[]);
+        NodePods { k8s, ns }
+    }
+}
+
+impl Drop for NodePods<'_> {
+    fn drop(&mut self) {
+        let timeout = format!("--timeout={}s", POD_PATIENCE.as_secs());
+        let args = ["-n", &self.ns, "delete", "pods", "--all", "--wait=true", &timeout];
+        if let Err(e) = self.k8s.try_kubectl(&args, None) {
+            eprintln!("deleting the pods of {}: {e}", self.ns);
+        }
+    }
+}
+
+/// Creates `pod` (a Pod object with its name and namespace) and waits until it runs.
+fn run_pod(k8s: &K8s, pod: &serde_json::Value) {
+    k8s.apply(&pod.to_string());
+    let (ns, name) = (pod["metadata"]["namespace"].as_str().unwrap(), pod["metadata"]["name"].as_str().unwrap());
+    let timeout = format!("--timeout={}s", POD_PATIENCE.as_secs());
+    let running =
+        k8s.try_kubectl(&["-n", ns, "wait", "--for=jsonpath={.status.phase}=Running", "pod", name, &timeout], None);
+    assert!(running.is_ok(), "pod {name} is not running: {}", k8s.kubectl(&["-n", ns, "describe", "pod", name]));
+}
+
 /// A pod of the node running fio against the device.
 struct Tenant {
     name: String,
@@ -47,28 +113,49 @@ impl Tenant {
     /// Creates pod `name` (privileged, hostNetwork, BestEffort) with IO weight `weight`, running fio on
     /// `device`; waits until it runs and returns its cgroups.
     fn start(k8s: &K8s, ns: &str, name: &str, weight: u32, device: &Path) -> Tenant {
+        let weight = weight.to_string();
+        let t = Tenant::start_with(k8s, ns, name, &[("io.ioshare.dev/weight", &weight)], serde_json::json!({}), device);
+        assert!(t.pod.contains("/kubepods/besteffort/"), "{name} is BestEffort: {}", t.pod);
+        t
+    }
+
+    /// [`Tenant::start`] with `annotations` and the container's `resources` (which set the pod's
+    /// QoS class, and so where kubelet puts its cgroup).
+    fn start_with(
+        k8s: &K8s,
+        ns: &str,
+        name: &str,
+        annotations: &[(&str, &str)],
+        resources: serde_json::Value,
+        device: &Path,
+    ) -> Tenant {
         let mut command = vec!["fio".to_string()];
         command.extend(fio_args(device, DEPTH, 600, SATURATING));
+        let annotations: serde_json::Map<String, serde_json::Value> =
+            annotations.iter().map(|(k, v)| (k.to_string(), serde_json::Value::from(*v))).collect();
         let pod = serde_json::json!({
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns, "annotations": {"io.ioshare.dev/weight": weight.to_string()}},
+            "metadata": {"name": name, "namespace": ns, "annotations": annotations},
             "spec": {"nodeName": k8s.node_file("node"), "hostNetwork": true, "restartPolicy": "Never",
                      "automountServiceAccountToken": false, "terminationGracePeriodSeconds": 1,
                      "containers": [{"name": "fio", "image": k8s.node_file("tenant_image"),
-                                     "imagePullPolicy": "Never", "command": command,
+                                     "imagePullPolicy": "Never", "command": command, "resources": resources,
                                      "securityContext": {"privileged": true}}]}
         });
-        k8s.apply(&pod.to_string());
+        run_pod(k8s, &pod);
         let get = |path: &str| k8s.kubectl(&["-n", ns, "get", "pod", name, "-o", &format!("jsonpath={path}")]);
-        let timeout = format!("--timeout={}s", POD_PATIENCE.as_secs());
-        let running =
-            k8s.try_kubectl(&["-n", ns, "wait", "--for=jsonpath={.status.phase}=Running", "pod", name, &timeout], None);
-        assert!(running.is_ok(), "pod {name} is not running: {}", k8s.kubectl(&["-n", ns, "describe", "pod", name]));
-        assert_eq!(get("{.status.qosClass}"), "BestEffort");
         let id = get("{.status.containerStatuses[0].containerID}");
         let id = id.strip_prefix("containerd://").unwrap_or_else(|| panic!("a containerd container id: {id}"));
-        let pod = format!("{}/kubepods/besteffort/pod{}", k8s.node_file("cgroup_root"), get("{.metadata.uid}"));
+        // kubelet's cgroupfs layout: Guaranteed pods directly under kubepods, the others in their class's.
+        let class = get("{.status.qosClass}").to_lowercase();
+        let class = if class == "guaranteed" { String::new() } else { format!("{class}/") };
+        let pod = format!("{}/kubepods/{class}pod{}", k8s.node_file("cgroup_root"), get("{.metadata.uid}"));
         Tenant { name: name.to_string(), container: format!("{pod}/{id}"), pod }
+    }
+
+    /// The pod's UID (the end of its cgroup's name).
+    fn uid(&self) -> &str {
+        self.pod.rsplit_once("/pod").unwrap().1
     }
 }
 
@@ -160,14 +247,14 @@ fn pods_on_a_real_node_share_a_device_by_their_annotations() {
         return;
     }
     let started = Instant::now();
-    // Declared before the node, so dropped after it: no pod's fio holds the device when it goes.
+    // Declared before the pods, so dropped after them: no pod's fio holds the device when it goes.
     let rig = Rig::new("kube-node", &["probe"]);
-    let k8s = K8s::start_node().expect("scripts/k8s --node starts (its check passed)");
-    let node_up = started.elapsed();
-    let ns = unique("node");
-    k8s.namespace(&ns, &[], &[]);
-    let dev = rig.dev.path();
     let state = tempfile::tempdir().unwrap();
+    let (k8s, _turn) = node().expect("scripts/k8s --node starts (its check passed)");
+    let node_up = started.elapsed();
+    let pods = NodePods::new(&k8s, "node");
+    let ns = pods.ns.clone();
+    let dev = rig.dev.path();
 
     // Uncontrolled: a alone (what it can do by itself), then both; the model is the device's
     // measured random-read rate with both (what `ioshare profile` would measure).
@@ -245,10 +332,9 @@ fn pods_on_a_real_node_share_a_device_by_their_annotations() {
         // and the agent forgets it — nothing of it left in its state.
         let t = Instant::now();
         k8s.kubectl(&["-n", &ns, "delete", "pod", &b.name, "--wait=false"]);
-        let uid = b.pod.rsplit_once("/pod").unwrap().1.to_string();
         let gone = wait_for(POD_PATIENCE, || {
             !rig.root.join(&b.pod).exists()
-                && std::fs::read_to_string(state.path().join("status.json")).is_ok_and(|s| !s.contains(&uid))
+                && std::fs::read_to_string(state.path().join("status.json")).is_ok_and(|s| !s.contains(b.uid()))
         });
         let forgotten = t.elapsed();
         assert!(gone.is_some(), "pod b forgotten and its cgroups gone: {}", Status::read(state.path()).unwrap());
@@ -260,8 +346,7 @@ fn pods_on_a_real_node_share_a_device_by_their_annotations() {
         .flatten()
         .filter_map(|e| std::fs::read_to_string(e.path()).ok())
         .collect();
-    let uid_b = b.pod.rsplit_once("/pod").unwrap().1;
-    assert!(state_files.iter().all(|s| !s.contains(uid_b)), "pod b left in the agent's state directory");
+    assert!(state_files.iter().all(|s| !s.contains(b.uid())), "pod b left in the agent's state directory");
 
     // The agent's decisions, judged as the userspace backend's test judges its 2:1 rules (see there
     // for the reasons): in the periods neither tenant donated, the hweights are the annotations' 2:1
@@ -279,10 +364,10 @@ fn pods_on_a_real_node_share_a_device_by_their_annotations() {
     let bound =
         format!("CPU-bound in {:.0}% / {:.0}% of the samples", split.cpu_bound[0] * 100.0, split.cpu_bound[1] * 100.0);
     eprintln!(
-        "node up in {:.1} s, pod running {:.1} s after kubectl apply; uncontrolled: a alone {solo:.0} IOPS, both \
-         {:.0}+{:.0}; through the agent 2:1 {sa:.0}+{sb:.0} IOPS, ratio {ratio:.2} ({bound}); {} of {} periods both \
-         competing, median hweight ratio {hw:.3}, read-limit ratio {lim:.2}; deleted pod forgotten after {:.1} s; \
-         load {}",
+        "node up (and this test's turn) in {:.1} s, pod running {:.1} s after kubectl apply; uncontrolled: a \
+         alone {solo:.0} IOPS, both {:.0}+{:.0}; through the agent 2:1 {sa:.0}+{sb:.0} IOPS, ratio {ratio:.2} \
+         ({bound}); {} of {} periods both competing, median hweight ratio {hw:.3}, read-limit ratio {lim:.2}; \
+         deleted pod forgotten after {:.1} s; load {}",
         node_up.as_secs_f64(),
         pod_running.as_secs_f64(),
         free[0],

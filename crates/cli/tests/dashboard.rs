@@ -6,10 +6,12 @@
 //! that carry every label its legend names — so a renamed metric or label breaks this test, not
 //! the dashboard. The template variables' own queries must offer the device and the cgroups.
 
+#[path = "dashboard/queries.rs"]
+mod queries;
+
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,84 +19,8 @@ use ioshare_agent::memory::MemoryGuard;
 use ioshare_host::memcg::AnyMemCgroup;
 use ioshare_host::{BlkioCgroup, Capabilities, LoopDevice};
 use ioshare_testkit::KillOnDrop;
+use queries::{dashboard, free_port, substitute, targets, variable_values, Prometheus, Scrape, Target, V2_ONLY};
 use serde_json::Value;
-
-/// Metrics the kernel gives only on cgroup v2: their panels may be empty on a v1 host. The kernel
-/// IOCost's (`ioshare_iocost_*`, the agent's kernel backend) are checked in the lab guest instead
-/// (`lab_agent.rs`).
-const V2_ONLY: &[&str] = &[
-    "ioshare_memory_pressure_ratio",
-    "ioshare_iocost_vrate_ratio",
-    "ioshare_iocost_busy_level",
-    "ioshare_iocost_rq_wait_ratio",
-    "ioshare_iocost_hweight_ratio",
-    "ioshare_iocost_debt_seconds",
-    "ioshare_iocost_delay_seconds",
-    "ioshare_iocost_wait_seconds_total",
-];
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// GET `path` from `port` on localhost: the body of a 200 reply. HTTP/1.0, so that the body is not
-/// chunked and ends with the connection.
-fn http_get(port: u16, path: &str) -> Option<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
-    let mut reply = String::new();
-    s.read_to_string(&mut reply).ok()?;
-    let (head, body) = reply.split_once("\r\n\r\n")?;
-    head.split(' ').nth(1).is_some_and(|code| code == "200").then(|| body.to_string())
-}
-
-/// A Prometheus server on a free 127.0.0.1 port with its data in a temporary directory, scraping
-/// `targets` (job name, port) every second; stopped and its directory removed on drop.
-struct Prometheus {
-    _server: KillOnDrop,
-    _dir: tempfile::TempDir,
-    port: u16,
-}
-
-impl Prometheus {
-    fn start(targets: &[(&str, u16)]) -> Prometheus {
-        let dir = tempfile::Builder::new().prefix("ioshare-dashboard-prometheus-").tempdir().unwrap();
-        let mut config = "global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n".to_string();
-        for (job, port) in targets {
-            config += &format!("  - job_name: {job}\n    static_configs: [{{targets: ['127.0.0.1:{port}']}}]\n");
-        }
-        std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
-        let port = free_port();
-        let server = KillOnDrop(
-            Command::new("prometheus")
-                .arg(format!("--config.file={}", dir.path().join("prometheus.yml").display()))
-                .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
-                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while http_get(port, "/-/ready").is_none() {
-            assert!(Instant::now() < deadline, "Prometheus not ready after 60 s");
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        Prometheus { _server: server, _dir: dir, port }
-    }
-
-    /// The series an instant query returns: each one's labels (`None` if the query failed).
-    fn query(&self, promql: &str) -> Option<Vec<serde_json::Map<String, Value>>> {
-        let encoded: String = promql
-            .bytes()
-            .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
-            .collect();
-        let body = http_get(self.port, &format!("/api/v1/query?query={encoded}"))?;
-        let v: Value = serde_json::from_str(&body).ok()?;
-        let result = v["data"]["result"].as_array()?;
-        Some(result.iter().filter_map(|r| r["metric"].as_object().cloned()).collect())
-    }
-}
 
 /// A child that is asked to stop with SIGTERM on drop (the agent reverts what it wrote), killed if
 /// it has not within 10 s.
@@ -108,50 +34,6 @@ impl Drop for Terminated {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-}
-
-/// One panel query of the dashboard.
-struct Target {
-    panel: String,
-    expr: String,
-    /// Labels the legend shows (`{{cgroup}}`).
-    legend_labels: Vec<String>,
-}
-
-/// Every target of every panel (rows' nested panels included).
-fn targets(dashboard: &Value) -> Vec<Target> {
-    fn walk(panels: &Value, out: &mut Vec<Target>) {
-        for p in panels.as_array().into_iter().flatten() {
-            walk(&p["panels"], out);
-            for t in p["targets"].as_array().into_iter().flatten() {
-                let legend = t["legendFormat"].as_str().unwrap_or("");
-                let legend_labels =
-                    legend.split("{{").skip(1).filter_map(|s| s.split_once("}}")).map(|(l, _)| l.trim().to_string());
-                out.push(Target {
-                    panel: p["title"].as_str().unwrap().to_string(),
-                    expr: t["expr"].as_str().expect("every target has PromQL").to_string(),
-                    legend_labels: legend_labels.collect(),
-                });
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(&dashboard["panels"], &mut out);
-    out
-}
-
-/// `expr` with the dashboard's variables as Grafana would fill them for this test's device and
-/// cgroups (a 1 s scrape interval gives `$__rate_interval` = 4 s; 5 s here).
-fn substitute(expr: &str, device: &str, cgroups: &str) -> String {
-    let s = expr
-        .replace("$__rate_interval", "5s")
-        .replace("$__interval", "1s")
-        .replace("${device}", device)
-        .replace("$device", device)
-        .replace("${cgroup}", cgroups)
-        .replace("$cgroup", cgroups);
-    assert!(!s.contains('$'), "a variable the test does not know in: {expr}");
-    s
 }
 
 /// A loop device over a written 128 MiB file in CARGO_TARGET_TMPDIR (detached, file removed on drop).
@@ -197,8 +79,7 @@ fn every_dashboard_panel_returns_series_from_a_real_agent_and_observer() {
     if skip("every_dashboard_panel_returns_series_from_a_real_agent_and_observer") {
         return;
     }
-    let dashboard_file = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../packaging/grafana/ioshare.json");
-    let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(&dashboard_file).unwrap()).unwrap();
+    let (dashboard, dashboard_file) = dashboard();
     let targets = targets(&dashboard);
     assert!(targets.len() >= 20, "the dashboard's panels: {}", targets.len());
 
@@ -261,7 +142,10 @@ fn every_dashboard_panel_returns_series_from_a_real_agent_and_observer() {
             .spawn()
             .unwrap(),
     );
-    let prometheus = Prometheus::start(&[("agent", agent_port), ("observe", observe_port)]);
+    let prometheus = Prometheus::start(&[
+        Scrape { job: "agent", port: agent_port, path: "/metrics" },
+        Scrape { job: "observe", port: observe_port, path: "/metrics" },
+    ]);
 
     // The cgroups each panel must show: the IO ones, the memory ones.
     let io_cgroups: BTreeSet<String> = blkio.iter().map(|c| rel(c.path(), &blkio_root)).collect();
@@ -288,13 +172,7 @@ fn every_dashboard_panel_returns_series_from_a_real_agent_and_observer() {
                 failed.push(format!("{}: no series: {q}", t.panel));
                 continue;
             }
-            for s in &series {
-                for l in &t.legend_labels {
-                    if s.get(l).and_then(Value::as_str).is_none_or(str::is_empty) {
-                        failed.push(format!("{}: a series without the legend's label '{l}': {s:?}", t.panel));
-                    }
-                }
-            }
+            failed.extend(t.unlabelled(&series));
             // The agent's per-cgroup panels show both of this test's cgroups.
             let shown: BTreeSet<String> =
                 series.iter().filter_map(|s| s.get("cgroup").and_then(Value::as_str).map(String::from)).collect();
@@ -330,20 +208,13 @@ fn every_dashboard_panel_returns_series_from_a_real_agent_and_observer() {
     assert!(failures(true).is_empty());
 
     // The template variables offer this device and these cgroups.
-    for var in dashboard["templating"]["list"].as_array().unwrap().iter().filter(|v| v["type"] == "query") {
-        let definition = var["definition"].as_str().unwrap();
-        let inner = definition.strip_prefix("label_values(").and_then(|s| s.strip_suffix(')')).unwrap();
-        let (selector, label) = inner.rsplit_once(',').unwrap();
-        let label = label.trim();
-        let series = prometheus.query(&format!("count by ({label}) ({selector})")).unwrap();
-        let values: BTreeSet<String> =
-            series.iter().filter_map(|s| s.get(label).and_then(Value::as_str).map(String::from)).collect();
-        let expected: BTreeSet<String> = match label {
+    for (label, values) in variable_values(&dashboard, &prometheus) {
+        let expected: BTreeSet<String> = match label.as_str() {
             "device" => [name.clone()].into(),
             "cgroup" => io_cgroups.union(&memory_cgroups).cloned().collect(),
             other => panic!("a variable over '{other}' the test does not know"),
         };
-        assert!(expected.is_subset(&values), "variable {}: {values:?}, expected {expected:?}", var["name"]);
+        assert!(expected.is_subset(&values), "variable over {label}: {values:?}, expected {expected:?}");
     }
     eprintln!(
         "{} panel queries of {}: each returned series with its legend's labels (v2-only ones excepted on v1)",
