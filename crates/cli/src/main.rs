@@ -9,6 +9,7 @@ mod bench;
 mod model;
 mod observe;
 mod profile;
+mod replay;
 mod sim;
 mod tune;
 

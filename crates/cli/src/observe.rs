@@ -52,6 +52,15 @@ pub struct Args {
     /// usage, wait, debt and delay (cgroup v2 with io.cost.qos enabled; from its tracepoints).
     #[arg(long, conflicts_with_all = ["svg", "detail", "cost"])]
     iocost: bool,
+    /// With --iocost: also write every period the kernel reports (its vrate event: the period's
+    /// inputs and the busy level and vrate it decided) to this new file, one JSON object per line,
+    /// for --replay.
+    #[arg(long, value_name = "FILE", requires = "iocost")]
+    record: Option<PathBuf>,
+    /// Replay a --record file through ioshare's planner rules instead of watching: per device the
+    /// periods compared, those decided identically, and each difference (no root needed).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["iocost", "svg", "prometheus", "cost", "duration"])]
+    replay: Option<PathBuf>,
     /// Also measure the observer's own CPU time per event (kernel BPF run-time statistics, which cost
     /// two clock reads per event while on).
     #[arg(long)]
@@ -121,6 +130,9 @@ fn series(detail: Detail) -> Vec<Series> {
 
 /// Runs `ioshare observe`.
 pub fn run(args: Args) -> anyhow::Result<Found> {
+    if let Some(file) = &args.replay {
+        return crate::replay::run(file, args.json);
+    }
     if !(args.interval.is_finite() && args.interval > 0.0) {
         bail!("--interval {}: give a positive number of seconds, like 1 or 0.5", args.interval);
     }
@@ -214,6 +226,16 @@ fn watch_iocost(
     device: Option<(u32, u32)>,
     prom_addr: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<Found> {
+    let mut record = match &args.record {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)
+                .with_context(|| format!("--record {}: give a new file's path", path.display()))?,
+        )),
+        None => None,
+    };
     let mut observer = IocostObserver::start()?;
     let device_filter = device.map(|(major, minor)| format!("{major}:{minor}"));
     let read = |observer: &mut IocostObserver| -> anyhow::Result<IocostSnapshot> {
@@ -250,6 +272,19 @@ fn watch_iocost(
         sleep_until(started + Duration::from_secs_f64(end), stop);
         let snap = read(&mut observer)?;
         let t = started.elapsed().as_secs_f64();
+        if let Some(file) = record.as_mut() {
+            let (periods, lost) = observer.take_periods()?;
+            let wanted = |dev: u32| device.is_none_or(|(major, minor)| dev == major << 20 | minor);
+            for p in periods.iter().filter(|p| wanted(p.dev)) {
+                writeln!(file, "{}", serde_json::to_string(p)?)?;
+            }
+            file.flush()?;
+            if lost > 0 {
+                eprintln!(
+                    "ioshare observe: {lost} periods lost so far: the kernel reported them faster than they were read"
+                );
+            }
+        }
         if args.json {
             writeln!(out, "{}", serde_json::json!({ "t_s": t, "iocost": snap }))?;
         } else {

@@ -274,3 +274,35 @@ fn bench_observe_records_each_run() {
         assert!(count(&seen["latency"][2]) > 0, "no D2C latencies: {seen}");
     }
 }
+
+/// `--replay` on a recording of the kernel's periods (the one core's replay test keeps): every
+/// period identical, exit 0; a period edited to a level the rules cannot give: listed, exit 3; a
+/// file that is not a recording, or holds none: one line, exit 1.
+#[test]
+fn replay_judges_a_recording_of_the_kernel() {
+    let recorded =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/tests/data/kernel-6.1-periods/bench-donation.jsonl");
+    let out = ioshare(&["observe", "--replay", recorded.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("32         32   100.00%"), "{text}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let edited = dir.path().join("edited.jsonl");
+    let lines: Vec<String> = std::fs::read_to_string(&recorded).unwrap().lines().map(String::from).collect();
+    let mut first: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    first["busy_level"] = serde_json::json!(first["busy_level"].as_i64().unwrap() + 7);
+    std::fs::write(&edited, format!("{first}\n{}\n", lines[1..].join("\n"))).unwrap();
+    let out = ioshare(&["observe", "--replay", edited.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let differences = report[0]["replay"]["differences"].as_array().unwrap();
+    assert_eq!(differences[0]["kernel"]["period"], first["period"], "{report}");
+
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "{\"dev\": 1}\n").unwrap();
+    one_line_failure(&ioshare(&["observe", "--replay", bad.to_str().unwrap()]), "bad.jsonl:1: not a period");
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "\n").unwrap();
+    one_line_failure(&ioshare(&["observe", "--replay", empty.to_str().unwrap()]), "no periods");
+}

@@ -102,7 +102,9 @@ fn group<'a>(snap: &'a IocostSnapshot, path: &str) -> Option<&'a IocGroup> {
 /// 3 s; once both went idle (their statistics final), every figure the programs kept for them and
 /// their parent equals the one the kernel's io.stat shows (cost.usage, and with `blkcg_debug_stats`
 /// on for this test only, cost.wait, cost.indebt, cost.indelay), the weights are io.weight's, and the
-/// device's vrate is io.stat's cost.vrate (which rounds it to 0.01%).
+/// device's vrate is io.stat's cost.vrate (which rounds it to 0.01%). And every period the kernel
+/// reported, replayed through ioshare's planner rules, is decided as the kernel decided it (busy
+/// level and vrate; none lost).
 #[test]
 fn v2_iocost_figures_match_io_stat() {
     let Ok(disk) = std::env::var("LAB_DISK") else {
@@ -179,5 +181,10 @@ fn v2_iocost_figures_match_io_stat() {
     // io.stat rounds to 0.01%.
     assert!((device.vrate_pct - vrate).abs() <= 0.005 + 1e-9, "vrate {} vs io.stat {vrate}", device.vrate_pct);
     eprintln!("{}", ioshare_observe::iocost::render::table(&snap));
+    let (periods, lost) = observer.take_periods().unwrap();
+    let replay = ioshare_core::iocost::replay::replay(&periods);
+    eprintln!("replay: {} periods, {} identical, lost {lost}", replay.periods, replay.identical);
+    assert!(lost == 0 && replay.periods > 0, "{lost} periods lost, {} read", replay.periods);
+    assert!(replay.differences.is_empty(), "decided otherwise than the kernel: {:#?}", replay.differences);
     drop((low, high));
 }

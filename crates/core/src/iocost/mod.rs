@@ -72,6 +72,7 @@ pub mod line;
 pub mod model;
 pub mod planner;
 pub mod qos;
+pub mod replay;
 pub mod tree;
 
 #[cfg(test)]

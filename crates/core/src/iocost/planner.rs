@@ -51,6 +51,55 @@ pub fn adjust_vrate(vrate: u64, busy_level: i32, vrate_min: u64, vrate_max: u64)
     }
 }
 
+/// What a period tells the busy level (kernel `ioc_timer_fn`'s inputs to it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeriodSignals {
+    /// Reads and writes that missed their latency target, ppm.
+    pub missed_ppm: [u32; 2],
+    /// Share of the period IOs waited for a device slot, %.
+    pub rq_wait_pct: u32,
+    /// Most reads / writes that may miss, ppm (one million less the QoS's `rpct` / `wpct` in ppm).
+    pub ppm_rthr: u64,
+    /// See `ppm_rthr`.
+    pub ppm_wthr: u64,
+    /// Groups short of budget.
+    pub nr_shortages: u32,
+    /// Groups with IOs in flight since before the period.
+    pub nr_lagging: u32,
+    /// IOs completed in the period.
+    pub nr_done: u64,
+}
+
+/// The busy level after a period that showed `s`, from `prev` (kernel `ioc_timer_fn`): up while
+/// targets are missed, down while groups are short of budget and targets met with margin, 0 in the
+/// hysteresis band or when nobody is short; kept when no IO completed while IOs lag.
+pub fn next_busy_level(prev: i32, s: &PeriodSignals) -> i32 {
+    let (mr, mw, rq) = (s.missed_ppm[0] as u64, s.missed_ppm[1] as u64, s.rq_wait_pct as u64);
+    let level = if s.nr_done == 0 && s.nr_lagging > 0 {
+        // No completion to judge by while IOs lag: keep the level (kernel f91ffe89b201).
+        prev
+    } else if rq > RQ_WAIT_BUSY_PCT || mr > s.ppm_rthr || mw > s.ppm_wthr {
+        prev.max(0) + 1
+    } else if rq <= RQ_WAIT_BUSY_PCT * UNBUSY_THR_PCT / 100
+        && mr <= s.ppm_rthr * UNBUSY_THR_PCT / 100
+        && mw <= s.ppm_wthr * UNBUSY_THR_PCT / 100
+    {
+        match (s.nr_shortages > 0, s.nr_lagging == 0) {
+            (true, true) => prev.min(0) - 1,
+            (true, false) => prev.min(0),
+            (false, _) => 0,
+        }
+    } else {
+        0
+    };
+    level.clamp(-1000, 1000)
+}
+
+/// Whether the kernel moves vrate at `busy_level` (it does not at 0, nor below 0 while IOs lag).
+pub fn adjusts_vrate(busy_level: i32, nr_lagging: u32) -> bool {
+    busy_level != 0 && !(busy_level < 0 && nr_lagging > 0)
+}
+
 /// The fewest planning periods in which vrate can move from `from_pct` to within `tolerance` (0.2 =
 /// 20%) of `to_pct` under the step table: the busy level moving one step per period the right way,
 /// starting from 0, vrate unbounded. The floor for any controller that follows the kernel.
@@ -174,9 +223,10 @@ impl<M: CostModel> IoCost<M> {
         self.donors = donors;
         self.tree.commit();
 
-        self.update_busy_level(missed_ppm, rq_wait_pct, ppm_rthr, ppm_wthr, nr_shortages, nr_lagging, nr_done);
+        let signals = PeriodSignals { missed_ppm, rq_wait_pct, ppm_rthr, ppm_wthr, nr_shortages, nr_lagging, nr_done };
+        self.busy_level = next_busy_level(self.busy_level, &signals);
         self.plan_slots(&lat, missed_ppm, ppm_rthr, ppm_wthr);
-        if self.busy_level != 0 && !(self.busy_level < 0 && nr_lagging > 0) {
+        if adjusts_vrate(self.busy_level, nr_lagging) {
             let old = self.vtime_base_rate;
             self.vtime_base_rate = adjust_vrate(old, self.busy_level, self.vrate_min, self.vrate_max);
             self.refresh_margins();
@@ -236,40 +286,6 @@ impl<M: CostModel> IoCost<M> {
         }
         self.tree.commit();
         nr_debtors
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn update_busy_level(
-        &mut self,
-        missed_ppm: [u32; 2],
-        rq_wait_pct: u32,
-        ppm_rthr: u64,
-        ppm_wthr: u64,
-        nr_shortages: u32,
-        nr_lagging: u32,
-        nr_done: u64,
-    ) {
-        let (mr, mw, rq) = (missed_ppm[0] as u64, missed_ppm[1] as u64, rq_wait_pct as u64);
-        if nr_done == 0 && nr_lagging > 0 {
-            // No completion to judge by while IOs lag: keep the level (kernel f91ffe89b201).
-        } else if rq > RQ_WAIT_BUSY_PCT || mr > ppm_rthr || mw > ppm_wthr {
-            self.busy_level = self.busy_level.max(0) + 1;
-        } else if rq <= RQ_WAIT_BUSY_PCT * UNBUSY_THR_PCT / 100
-            && mr <= ppm_rthr * UNBUSY_THR_PCT / 100
-            && mw <= ppm_wthr * UNBUSY_THR_PCT / 100
-        {
-            if nr_shortages > 0 {
-                self.busy_level = self.busy_level.min(0);
-                if nr_lagging == 0 {
-                    self.busy_level -= 1;
-                }
-            } else {
-                self.busy_level = 0;
-            }
-        } else {
-            self.busy_level = 0;
-        }
-        self.busy_level = self.busy_level.clamp(-1000, 1000);
     }
 
     /// The device-depth option's part of the period (see [`super::depth`]). The slot limit answers

@@ -9,7 +9,8 @@
  * program reads the fields it needs with CO-RE (offsets from the running kernel's BTF, so a kernel
  * whose structs moved still reads right, and one whose fields are gone refuses to load) and keeps the
  * latest state per device in `devices` and per (device, cgroup) in `groups`; user space reads the
- * maps when it wants a snapshot. Nothing is sent per event.
+ * maps when it wants a snapshot. Only the vrate event is also sent, whole, to the `periods` ring
+ * buffer (a few per period, never per IO), for a reader that records the kernel's decisions.
  *
  * When it runs: `iocost_ioc_vrate_adj` fires in the period timer when vrate moves, when the busy level
  * changes, or when IOs lag; it carries that period's missed-latency ppm, request-wait %, lagging and
@@ -50,8 +51,18 @@ struct {
 	__type(value, struct ioc_group);
 } groups SEC(".maps");
 
+/* Every vrate event, for a reader that records the kernel's decisions (see struct ioc_period). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} periods SEC(".maps");
+
 /* Events that could not be kept (a full map), for user space to report. */
 __u64 dropped = 0;
+/* Period records lost to a full ring buffer (nobody reading, or reading too late). */
+__u64 periods_lost = 0;
+/* Never written: it only makes the skeleton carry struct ioc_period, the ring buffer's record. */
+struct ioc_period period_layout = {};
 
 static __always_inline __u32 ioc_dev(struct ioc *ioc)
 {
@@ -217,6 +228,30 @@ static __always_inline int on_vrate_adj(struct ioc *ioc, __u64 new_vrate, __u32 
 	bpf_loop(MAX_WALK, walk_one, &w, 0);
 	d->nr_active = w.active;
 	d->nr_surpluses = w.surplus;
+
+	struct ioc_period *p = bpf_ringbuf_reserve(&periods, sizeof(*p), 0);
+	if (p) {
+		p->at_ns = d->at_ns;
+		p->period = d->period;
+		/* touch_device read vtime_base_rate before the kernel stores the new rate. */
+		p->vrate = BPF_CORE_READ(ioc, vtime_base_rate);
+		p->new_vrate = new_vrate;
+		p->vrate_min = BPF_CORE_READ(ioc, vrate_min);
+		p->vrate_max = BPF_CORE_READ(ioc, vrate_max);
+		p->dev = ioc_dev(ioc);
+		p->busy_level = d->busy_level;
+		p->missed_ppm[0] = d->missed_ppm[0];
+		p->missed_ppm[1] = d->missed_ppm[1];
+		p->rq_wait_pct = rq_wait_pct;
+		p->nr_lagging = nr_lagging;
+		p->nr_shortages = nr_shortages;
+		p->rppm = BPF_CORE_READ(ioc, params.qos[0]);
+		p->wppm = BPF_CORE_READ(ioc, params.qos[2]);
+		p->nr_active = w.active;
+		bpf_ringbuf_submit(p, 0);
+	} else {
+		__sync_fetch_and_add(&periods_lost, 1);
+	}
 	return 0;
 }
 

@@ -36,6 +36,28 @@ struct ioc_device {
 	__u32 pad;
 };
 
+/* One `iocost_ioc_vrate_adj` event, for the decision replay (the `periods` ring buffer): the
+ * period's inputs and what the kernel decided. The busy level before it is the previous period's
+ * record's, or 0 when the previous period has none (the kernel emits the event whenever the level
+ * is not 0, changed, or IOs lag) or ended with no active cgroup (the timer then resets it). */
+struct ioc_period {
+	__u64 at_ns;
+	__u64 period;        /* cur_period */
+	__u64 vrate;         /* vtime_base_rate before the decision */
+	__u64 new_vrate;     /* the event's new_vrate: the decision when the level asks to adjust */
+	__u64 vrate_min;     /* in vtime_base_rate's units */
+	__u64 vrate_max;
+	__u32 dev;
+	__s32 busy_level;    /* after the decision */
+	__u32 missed_ppm[2];
+	__u32 rq_wait_pct;
+	__s32 nr_lagging;
+	__s32 nr_shortages;
+	__u32 rppm;          /* qos[QOS_RPPM], qos[QOS_WPPM]: targets' share, ppm */
+	__u32 wppm;
+	__u32 nr_active;     /* active cgroups at the event: none left means the timer resets the level */
+};
+
 struct ioc_group_key {
 	__u64 cgroup; /* kernfs id of the cgroup */
 	__u32 dev;    /* MAJOR << 20 | MINOR */

@@ -33,6 +33,7 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_ARRAY = 2,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 	BPF_MAP_TYPE_LRU_HASH = 9,
+	BPF_MAP_TYPE_RINGBUF = 27,
 };
 
 enum {
@@ -112,9 +113,18 @@ struct rq_qos {
 	struct gendisk *disk;    /* from Linux 6.2 */
 };
 
+/* The QoS parameters in force (QOS_RPPM = 0, QOS_WPPM = 2: the share of IOs that must meet the
+ * latency targets, ppm). */
+struct ioc_params {
+	__u32 qos[6];
+};
+
 struct ioc {
 	struct rq_qos rqos;
+	struct ioc_params params;
 	__u32 period_us;
+	__u64 vrate_min;
+	__u64 vrate_max;
 	struct list_head active_iocgs;
 	__u64 vtime_base_rate;
 	atomic64_t cur_period;

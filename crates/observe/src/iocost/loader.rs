@@ -9,12 +9,13 @@ use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::time::Duration;
 
+use ioshare_core::iocost::replay::KernelPeriod;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
+use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBufferBuilder};
 
 use super::snapshot::{debt_ms, vrate_pct, weight, IocDevice, IocEvents, IocGroup, IocostSnapshot};
 use crate::error::{Error, Result};
-use crate::iocost_skel::types::{ioc_device, ioc_group, ioc_group_key};
+use crate::iocost_skel::types::{ioc_device, ioc_group, ioc_group_key, ioc_period};
 use crate::iocost_skel::{IocostSkel, IocostSkelBuilder};
 use crate::loader::{can_trace, from_bytes, DEBUG_ENV};
 use crate::names::{device_name, CgroupNames};
@@ -52,6 +53,49 @@ impl IocostObserver {
             .collect::<libbpf_rs::Result<Vec<Link>>>()
             .map_err(|e| Error::NoIocost(e.to_string()))?;
         Ok(IocostObserver { _links: links, skel, names: CgroupNames::discover() })
+    }
+
+    /// Takes the periods the kernel reported since the last call (every `iocost_ioc_vrate_adj` event,
+    /// for [`ioshare_core::iocost::replay`]), oldest first, and how many were lost to a full buffer
+    /// since the observer started (256 KiB: about 2 700 periods; call it at least every second).
+    pub fn take_periods(&mut self) -> Result<(Vec<KernelPeriod>, u64)> {
+        let mut periods = Vec::new();
+        let mut bad = None;
+        let mut builder = RingBufferBuilder::new();
+        let map_error = |e: libbpf_rs::Error| Error::Map { map: "periods", reason: e.to_string() };
+        builder
+            .add(&self.skel.maps.periods, |raw: &[u8]| match from_bytes::<ioc_period>(raw, "periods") {
+                Ok(p) => {
+                    periods.push(KernelPeriod {
+                        dev: p.dev,
+                        period: p.period,
+                        vrate: p.vrate,
+                        new_vrate: p.new_vrate,
+                        vrate_min: p.vrate_min,
+                        vrate_max: p.vrate_max,
+                        busy_level: p.busy_level,
+                        missed_ppm: p.missed_ppm,
+                        rq_wait_pct: p.rq_wait_pct,
+                        nr_lagging: p.nr_lagging,
+                        nr_shortages: p.nr_shortages,
+                        rppm: p.rppm,
+                        wppm: p.wppm,
+                        nr_active: p.nr_active,
+                    });
+                    0
+                }
+                Err(e) => {
+                    bad = Some(e);
+                    -1
+                }
+            })
+            .map_err(map_error)?;
+        builder.build().map_err(map_error)?.consume().map_err(map_error)?;
+        if let Some(e) = bad {
+            return Err(e);
+        }
+        let lost = self.skel.maps.bss_data.as_deref().map_or(0, |b| b.periods_lost);
+        Ok((periods, lost))
     }
 
     /// Reads the latest state of every device and (device, cgroup) the kernel reported.
