@@ -42,6 +42,7 @@ use ioshare_engine::target::{Target, TargetKind};
 use ioshare_engine::Error as EngineError;
 
 use crate::calibrate::Calibration;
+use crate::decisions::DecisionRecorder;
 use crate::error::{Error, Result};
 
 /// How the kernel controls a kernel-peer run.
@@ -171,6 +172,8 @@ pub struct Peers {
     io_cost: bool,
     worker: Vec<String>,
     runs: u32,
+    /// The last kernel-iocost run's decisions, replayed (a note for its scenario).
+    decisions: Option<String>,
 }
 
 fn peer_error(what: &str, e: impl std::fmt::Display) -> Error {
@@ -192,7 +195,8 @@ impl Peers {
         }
         let caps = Capabilities::probe();
         let skipped = |e: ioshare_host::Error| format!("kernel peers skipped: {e}");
-        let peers = |dev, v2| Peers { dev, v2, io_cost: v2 && caps.io_cost, worker: worker.to_vec(), runs: 0 };
+        let peers =
+            |dev, v2| Peers { dev, v2, io_cost: v2 && caps.io_cost, worker: worker.to_vec(), runs: 0, decisions: None };
         if caps.io_v2() {
             let block = Target::open_shared(target, 0).is_ok_and(|t| t.kind() == TargetKind::BlockDevice);
             let dev = if block {
@@ -226,6 +230,11 @@ impl Peers {
             KernelSetup::Agent { .. } if self.v2 => Some("its peer drives blk-throttle through cgroup v1 blkio"),
             _ => None,
         }
+    }
+
+    /// What the last kernel-iocost run's decisions were against ioshare's rules (taken once).
+    pub fn take_decisions(&mut self) -> Option<String> {
+        self.decisions.take()
     }
 
     /// The device the peers run on (a loop device over the target, or the target itself).
@@ -300,6 +309,7 @@ impl Peers {
             }
             _ => None,
         };
+        let recorder = (*setup == KernelSetup::IoCost).then(|| DecisionRecorder::start(self.dev.dev()));
         let stop = AtomicBool::new(false);
         let vrate_from = (*setup == KernelSetup::IoCost).then(|| Capabilities::probe().cgroup_v2).flatten();
         let dev = self.dev.dev().to_string();
@@ -316,6 +326,7 @@ impl Peers {
                 _ => (reports, vrates),
             }
         });
+        self.decisions = recorder.map(DecisionRecorder::finish);
         let reports = reports?;
         // Empty once the agent stopped (it removes its state and status files).
         let _ = std::fs::remove_dir(&state);

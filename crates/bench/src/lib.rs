@@ -28,6 +28,7 @@
 
 pub mod calibrate;
 pub mod controllers;
+pub mod decisions;
 pub mod error;
 pub mod fidelity;
 pub mod frontier;

@@ -236,6 +236,7 @@ pub fn run_plan(
             let go = || peers.run(setup, &plan.tenants, &opts, ctx.calibration);
             let report = ctx.observed(Side::Kernel, setup.name(), Some(&device), go)?;
             runs.push(RunEntry { side: Side::Kernel, report, verdict: None });
+            notes.extend(peers.take_decisions());
         }
     }
     judge_all(sc, ctx.opts, ctx.calibration, &plan.tenants, &paired, &mut runs);
