@@ -1,9 +1,10 @@
 //! The agent's userspace backend on cgroup v2 without iocost — its limits written to `io.max` — holds
 //! weights 2:1, in the cgroup-v2 lab guest (`scripts/lab`: Debian's Linux 6.1, an emulated NVMe disk
-//! throttled by QEMU to 2000 IOPS so that the TCG guest's CPU is not the limit). One boot: two tenants
-//! weighted 200:100, each two fio jobs of 4 KiB random reads at QD32 (the precision matrix's "two
-//! jobs" case), `ioshare agent run --backend userspace --trace` over them; the script prints each
-//! tenant's IOPS, its `io.max` line while they read, how many times the agent wrote each tenant's
+//! throttled by QEMU to 1200 IOPS so that the TCG guest's CPU is not the limit: at 2000 it delivered
+//! 69–79% of the disk while this 2-core host was loaded). One boot: two tenants weighted 200:100,
+//! each two fio jobs of 4 KiB random reads at QD32 (the precision matrix's "two jobs" case),
+//! `ioshare agent run --backend userspace --trace` over them; the script prints each tenant's IOPS,
+//! its `io.max` line every 0.5 s while they read, how many times the agent wrote each tenant's
 //! limits, and both `io.max` files after the agent stopped. The assertions are made here.
 //!
 //! Linux 6.1's blk-throttle lets a group whose `io.max` is rewritten while it is backlogged over its
@@ -19,7 +20,7 @@ use common::{field, lab};
 use ioshare_testkit::skip_unless_lab;
 
 /// QEMU's throttle on the guest's disk, IOPS: the device's capacity and the agent's model.
-const DEVICE_IOPS: &str = "2000";
+const DEVICE_IOPS: &str = "1200";
 
 const SCRIPT: &str = r#"
     set -u
@@ -48,8 +49,10 @@ EOF
             --ramp_time=2 --time_based --eta=never --output-format=terse --terse-version=3 --output=/tmp/$g.out" &
         readers="$readers $!"
     done
-    sleep 5
-    for g in hi lo; do echo "running_$g $(cat $cg/tenants/$g/io.max)"; done
+    for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do
+        usleep 500000
+        for g in hi lo; do echo "running_$g $(cat $cg/tenants/$g/io.max)"; done
+    done
     wait $readers
     for g in hi lo; do
         echo "iops_$g $(awk -F';' '{print $8}' /tmp/$g.out)"
@@ -78,10 +81,11 @@ fn userspace_backend_over_io_max_holds_two_to_one() {
     assert_eq!(field(&stdout, "started"), "yes", "the agent wrote its status file\n{stdout}");
     assert!(field(&stdout, "status").contains(r#""backend":"userspace""#), "{stdout}");
 
-    // While they read: IOPS limits only, the bytes knobs lifted.
+    // While they read (a look every 0.5 s): IOPS limits only, the bytes knobs lifted.
     for g in ["hi", "lo"] {
-        let line = field(&stdout, &format!("running_{g}"));
-        assert!(line.contains("rbps=max wbps=max riops=") && !line.contains("riops=max"), "{g}: {line}");
+        let looks: Vec<&str> = stdout.lines().filter_map(|l| l.strip_prefix(&format!("running_{g} "))).collect();
+        assert!(looks.iter().all(|l| l.is_empty() || l.contains("rbps=max wbps=max riops=")), "{g}: {looks:?}");
+        assert!(looks.iter().any(|l| !l.is_empty() && !l.contains("riops=max")), "{g} limited: {looks:?}");
     }
 
     // The split: within 10% of 2:1, the precision matrix's acceptance. The disk is QEMU's FIFO
@@ -97,7 +101,7 @@ fn userspace_backend_over_io_max_holds_two_to_one() {
     eprintln!("ratio {ratio:.2} (hi {hi:.0}, lo {lo:.0} IOPS; {:.0}% of the disk)", 100.0 * (hi + lo) / device);
     assert!((ratio / 2.0 - 1.0).abs() <= 0.10, "hi:lo {ratio:.2}, not within 10% of 2 (hi {hi}, lo {lo})");
 
-    // About one write a second per tenant (setting and lifting come on top), not one every other
+    // A write a second per tenant at most (setting and lifting come on top), not one every other
     // period: each write is what 6.1 gets wrong.
     let periods: f64 = field(&stdout, "periods").parse().unwrap();
     for g in ["hi", "lo"] {

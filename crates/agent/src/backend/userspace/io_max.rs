@@ -146,7 +146,7 @@ mod tests {
         // Written at the start, and once the gap since then has passed and the median moved.
         assert_eq!(writes, 2, "{after:?}");
         let changed = after.iter().position(|t| t.riops == 1500).unwrap();
-        assert_eq!(changed, 10, "ten periods (a second) after the first write");
+        assert_eq!(changed, 10, "ten periods (MIN_WRITE_GAP) after the first write");
     }
 
     #[test]
