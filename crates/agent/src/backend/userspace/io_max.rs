@@ -16,19 +16,19 @@
 //! single periods) and its 2:1 split at 0.95–1.91. Newer kernels (this host's 6.18, cgroup v1 files)
 //! hold limits rewritten that way.
 //!
-//! So on v2 the writer ([`IoMaxWrites::shape`]):
-//! - writes the IOPS knobs only: the planner's bytes limits bind at the same point as its IOPS
+//! So on v2 the writer:
+//! - writes the IOPS knobs only ([`iops_only`]): the planner's bytes limits bind at the same point as its IOPS
 //!   limits for the mix just seen ([`crate::backend::throttle`]), so they are lifted (`max`) and
 //!   only fixed bytes caps from the configuration stay — written once, never rewritten;
 //! - follows the median of the last [`SMOOTH_PERIODS`] planned limits, so a period's jitter (a
 //!   period whose counters showed a group idle halves its budget) is not written, nor undone a
 //!   period later;
-//! - keeps the limits in force within [`KEEP_WITHIN`] of that median, and rewrites a group's limits
+//! - keeps the limits in force within [`KEEP_WITHIN`] of that median ([`IoMaxWrites::shape`]), and rewrites a group's limits
 //!   at most once per [`MIN_WRITE_GAP`] — unless a limit is set or lifted: a group that becomes the
 //!   only one active gets its limit lifted at once, a group that starts competing gets one at once.
 //!
 //! With these the guest's two-job case held 2:1 (see `docs/agent.md`, "userspace backend on cgroup
-//! v2"), with about one write per second per group instead of four or five.
+//! v2"), with about one write per second per group instead of four to seven.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -50,13 +50,17 @@ pub struct IoMaxWrites {
     since_write: u32,
 }
 
+/// `planned` with its bytes knobs replaced by those of the fixed caps alone (`caps`; 0: none).
+pub fn iops_only(planned: Throttle, caps: &Throttle) -> Throttle {
+    Throttle { rbps: caps.rbps, wbps: caps.wbps, ..planned }
+}
+
 impl IoMaxWrites {
-    /// The limits to write for a group with `in_force` limits, given this period's `planned`
-    /// limits and the bytes limits of its fixed caps alone (`caps`; 0: none), planning every
-    /// `period`. Call once per period; [`IoMaxWrites::wrote`] after each write.
-    pub fn shape(&mut self, in_force: &Throttle, planned: Throttle, caps: &Throttle, period: Duration) -> Throttle {
+    /// The limits to write for a group with `in_force` limits, given this period's `planned` limits
+    /// ([`iops_only`]), planning every `period`. Call once per period; [`IoMaxWrites::wrote`] after
+    /// each write.
+    pub fn shape(&mut self, in_force: &Throttle, planned: Throttle, period: Duration) -> Throttle {
         self.since_write = self.since_write.saturating_add(1);
-        let planned = Throttle { rbps: caps.rbps, wbps: caps.wbps, ..planned };
         if planned.riops == 0 && planned.wiops == 0 {
             // No limit from the budget (alone, or idle): lifted now, and the window starts afresh.
             self.recent.clear();
@@ -67,9 +71,8 @@ impl IoMaxWrites {
         }
         self.recent.push_back(planned);
         let smoothed = Throttle { riops: self.median(|t| t.riops), wiops: self.median(|t| t.wiops), ..planned };
-        let setting = in_force.riops == 0 && in_force.wiops == 0;
         let gap = (MIN_WRITE_GAP.as_secs_f64() / period.as_secs_f64().max(1e-3)).ceil() as u32;
-        if setting {
+        if in_force.riops == 0 && in_force.wiops == 0 {
             smoothed
         } else if self.since_write < gap {
             *in_force
@@ -108,7 +111,7 @@ mod tests {
         let (mut w, mut in_force, mut writes) = (IoMaxWrites::default(), Throttle::default(), 0);
         let mut after = Vec::new();
         for p in plans {
-            let next = w.shape(&in_force, *p, caps, PERIOD);
+            let next = w.shape(&in_force, iops_only(*p, caps), PERIOD);
             if next != in_force {
                 w.wrote();
                 writes += 1;

@@ -15,6 +15,7 @@ use super::budget::budget;
 use super::classify::{Classified, COMPETES_AT_FAIR_SHARE};
 use super::device::DevicePlanner;
 use super::donor::donating;
+use super::io_max::iops_only;
 use crate::backend::throttle::{settle, throttle_for, KEEP_WITHIN};
 use crate::cgroups::hierarchy::{Flavor, Hierarchy};
 use crate::cgroups::reapply::Overwrites;
@@ -58,11 +59,12 @@ impl DevicePlanner {
             let allowed = budget(&mut self.ctl, now, horizon, t, g, stats);
             t.allowed = allowed;
             let planned = throttle_for(allowed, &t.usage, &model, self.period, &t.caps);
-            let throttle = match h.flavor {
-                Flavor::V1 => settle(&t.throttle, planned, KEEP_WITHIN),
+            let (planned, throttle) = match h.flavor {
+                Flavor::V1 => (planned, settle(&t.throttle, planned, KEEP_WITHIN)),
                 Flavor::V2 => {
                     let caps = throttle_for(None, &t.usage, &model, self.period, &t.caps);
-                    t.io_max.shape(&t.throttle, planned, &caps, self.period)
+                    let planned = iops_only(planned, &caps);
+                    (planned, t.io_max.shape(&t.throttle, planned, self.period))
                 }
             };
             let state = classified.states.get(rel).copied().unwrap_or_default();
