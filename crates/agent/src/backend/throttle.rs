@@ -34,10 +34,11 @@ pub const MIN_IOPS: u64 = 10;
 pub const KEEP_WITHIN: f64 = 0.04;
 
 /// The limits to write when `current` are in force and `planned` are wanted: `current` if every
-/// value of `planned` is within [`KEEP_WITHIN`] of it (a value going to or from "no limit" is always
-/// a change, so an unlimited `current` is kept only for an unlimited `planned`), else `planned`.
-pub fn settle(current: &Throttle, planned: Throttle) -> Throttle {
-    let near = |c: u64, p: u64| (c == 0) == (p == 0) && (c as f64 - p as f64).abs() <= KEEP_WITHIN * c as f64;
+/// value of `planned` is within `keep` (a fraction, [`KEEP_WITHIN`] on cgroup v1) of it (a value
+/// going to or from "no limit" is always a change, so an unlimited `current` is kept only for an
+/// unlimited `planned`), else `planned`.
+pub fn settle(current: &Throttle, planned: Throttle, keep: f64) -> Throttle {
+    let near = |c: u64, p: u64| (c == 0) == (p == 0) && (c as f64 - p as f64).abs() <= keep * c as f64;
     let all = near(current.riops, planned.riops)
         && near(current.wiops, planned.wiops)
         && near(current.rbps, planned.rbps)
@@ -168,12 +169,12 @@ mod tests {
     fn small_changes_keep_the_limits_in_force() {
         let current = Throttle { riops: 10_000, wiops: 2_000, rbps: 40_000_000, wbps: 8_000_000 };
         let close = Throttle { riops: 10_300, wiops: 1_950, ..current };
-        assert_eq!(settle(&current, close), current);
+        assert_eq!(settle(&current, close, KEEP_WITHIN), current);
         let far = Throttle { riops: 10_500, ..current };
-        assert_eq!(settle(&current, far), far, "5% is a change");
+        assert_eq!(settle(&current, far, KEEP_WITHIN), far, "5% is a change");
         let lifted = Throttle { rbps: 0, ..current };
-        assert_eq!(settle(&current, lifted), lifted, "lifting a limit is a change");
-        assert_eq!(settle(&Throttle::default(), current), current, "no limit in force: write");
+        assert_eq!(settle(&current, lifted, KEEP_WITHIN), lifted, "lifting a limit is a change");
+        assert_eq!(settle(&Throttle::default(), current, KEEP_WITHIN), current, "no limit in force: write");
     }
 
     #[test]

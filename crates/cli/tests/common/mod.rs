@@ -24,18 +24,21 @@ pub fn cgroup_exists(name: &str) -> bool {
 /// other.
 static ONE_GUEST: Mutex<()> = Mutex::new(());
 
-/// Shell functions every guest script can call: `start_kernel_agent` starts `ioshare agent run
-/// --backend kernel` on `/tmp/agent.toml` in the background (its pid in `$pid`, its log in
-/// `/tmp/agent.log`), waits up to 10 s for its status file in `/tmp/state` and prints `started yes` or
-/// `started no`.
+/// Shell functions every guest script can call: `start_agent BACKEND [ARGS]` starts `ioshare agent
+/// run --backend BACKEND` on `/tmp/agent.toml` (and ARGS) in the background (its pid in `$pid`, its
+/// log in `/tmp/agent.log`), waits up to 10 s for its status file in `/tmp/state` and prints
+/// `started yes` or `started no`; `start_kernel_agent` is `start_agent kernel`.
 const GUEST_FUNCTIONS: &str = r#"
-start_kernel_agent() {
-    ioshare agent run --config /tmp/agent.toml --backend kernel --state-dir /tmp/state 2> /tmp/agent.log &
+start_agent() {
+    backend=$1
+    shift
+    ioshare agent run --config /tmp/agent.toml --backend $backend --state-dir /tmp/state "$@" 2> /tmp/agent.log &
     pid=$!
     i=0
     while [ ! -f /tmp/state/status.json ] && [ $i -lt 200 ]; do usleep 50000; i=$((i + 1)); done
     echo "started $([ -f /tmp/state/status.json ] && echo yes || echo no)"
 }
+start_kernel_agent() { start_agent kernel; }
 "#;
 
 /// Runs `sh -c script` in a guest with this build's `ioshare` and `options` (the script may call

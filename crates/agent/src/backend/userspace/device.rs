@@ -25,6 +25,7 @@ use ioshare_host::{DevNum, DiskStats, Recorder, Written};
 
 use super::counters::{Counters, DeviceQuiet};
 use super::donor::donating;
+use super::io_max::IoMaxWrites;
 use super::io_mix::IoMix;
 use super::latency::Verdicts;
 use super::throttle_writes::ThrottleWrites;
@@ -80,6 +81,8 @@ pub(super) struct Tracked {
     /// ([`super::budget::DONOR_HEADROOM`]), so a paced tenant catching up after a stall of the device
     /// does not reach it.
     pub(super) recent: VecDeque<f64>,
+    /// cgroup v2: its recent planned limits and writes ([`super::io_max`]).
+    pub(super) io_max: IoMaxWrites,
     /// Last period: the only group doing IO that no fixed cap of its own held ([`super::classify`]).
     pub(super) sole_uncapped: bool,
     /// Periods since it was last held at its limit, up to [`super::classify::WAITING_PERIODS`]; `None` after that,
@@ -252,6 +255,7 @@ impl DevicePlanner {
             competed: false,
             pace: None,
             recent: VecDeque::new(),
+            io_max: IoMaxWrites::default(),
             sole_uncapped: false,
             since_held: None,
             since_capped: None,

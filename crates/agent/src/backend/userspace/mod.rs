@@ -13,7 +13,7 @@
 //! 4. the planner's own period ([`IoCost::end_period`](ioshare_core::IoCost::end_period): hweights,
 //!    donation, vrate), then [`budget`]: what each group may use over the next period;
 //! 5. [`write`]: each budget turned into blk-throttle limits ([`crate::backend::throttle`]), written
-//!    where they changed.
+//!    where they changed (on cgroup v2 shaped for Linux 6.1's blk-throttle first, [`io_max`]).
 //!
 //! With `--trace` each period also leaves a [`PeriodRecord`] of all this, and the status notes a
 //! group below its share that no limit held back, with its threads' CPU ([`cpu`]). How each
@@ -31,6 +31,7 @@ mod counters;
 mod device;
 pub mod donor;
 mod follow;
+pub mod io_max;
 pub mod io_mix;
 mod latency;
 mod read;

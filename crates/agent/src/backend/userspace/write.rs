@@ -1,5 +1,6 @@
 //! Step 5, write: each group's budget turned into blk-throttle limits ([`crate::backend::throttle`]),
-//! the limits in force kept when the new ones are within a few percent ([`settle`]); the recorder
+//! the limits in force kept when the new ones are within a few percent ([`settle`]; on cgroup v2
+//! shaped by [`super::io_max`]: IOPS knobs only, smoothed, at most one write a second); the recorder
 //! writes only values that changed, and limits the same as last period's are looked at again (a
 //! file someone else changed is set back, [`crate::cgroups::reapply`]) in the period after a write
 //! to the cgroup's limit files ([`super::throttle_writes`]; where inotify cannot serve, when
@@ -14,8 +15,9 @@ use super::budget::budget;
 use super::classify::{Classified, COMPETES_AT_FAIR_SHARE};
 use super::device::DevicePlanner;
 use super::donor::donating;
-use crate::backend::throttle::{settle, throttle_for};
-use crate::cgroups::hierarchy::Hierarchy;
+use super::io_max::iops_only;
+use crate::backend::throttle::{settle, throttle_for, KEEP_WITHIN};
+use crate::cgroups::hierarchy::{Flavor, Hierarchy};
 use crate::cgroups::reapply::Overwrites;
 use crate::error::Result;
 use crate::report::trace::{GroupRecord, LimitAction};
@@ -57,7 +59,14 @@ impl DevicePlanner {
             let allowed = budget(&mut self.ctl, now, horizon, t, g, stats);
             t.allowed = allowed;
             let planned = throttle_for(allowed, &t.usage, &model, self.period, &t.caps);
-            let throttle = settle(&t.throttle, planned);
+            let (planned, throttle) = match h.flavor {
+                Flavor::V1 => (planned, settle(&t.throttle, planned, KEEP_WITHIN)),
+                Flavor::V2 => {
+                    let caps = throttle_for(None, &t.usage, &model, self.period, &t.caps);
+                    let planned = iops_only(planned, &caps);
+                    (planned, t.io_max.shape(&t.throttle, planned, self.period))
+                }
+            };
             let state = classified.states.get(rel).copied().unwrap_or_default();
             let cost = t.usage[0].cost + t.usage[1].cost;
             let target = before.groups.get(t.id.index()).map_or(0.0, |g| g.hweight_active);
@@ -84,6 +93,7 @@ impl DevicePlanner {
                         tracing::trace!(cgroup = %rel, dev = %dev, limits = %throttle, "limits written");
                         written += 1;
                         t.throttle = throttle;
+                        t.io_max.wrote();
                     }
                     Written::Unchanged => t.throttle = throttle,
                 }
