@@ -36,7 +36,8 @@
 
 use std::sync::atomic::AtomicBool;
 
-use ioshare_core::iocost::qos::QosParams;
+use ioshare_core::iocost::line::Ctrl;
+use ioshare_core::iocost::qos::{QosConfig, QosParams};
 use ioshare_core::{ModelConfig, ModelParams, NSEC_PER_MSEC};
 use serde::Serialize;
 
@@ -74,6 +75,25 @@ pub struct Calibration {
     pub round_s: f64,
     /// How long the calibration took, s.
     pub took_s: f64,
+}
+
+impl Calibration {
+    /// The calibration with IOCost's model and QoS replaced by the ones the user gave (the bench's
+    /// `--model`, `--qos`), and a note per replacement saying what the calibration had measured.
+    pub fn with_given(mut self, model: Option<ModelParams>, qos: Option<QosParams>) -> (Calibration, Vec<String>) {
+        let mut notes = Vec::new();
+        if let Some(model) = model {
+            notes.push(format!("IOCost's model as given (--model); the calibration measured {}", self.model_line));
+            self.model = model;
+            self.model_line = ModelConfig { device: None, ctrl: Ctrl::User, params: model }.to_string();
+        }
+        if let Some(qos) = qos {
+            let line = |q| QosConfig { device: None, ctrl: Ctrl::User, params: q }.to_string();
+            notes.push(format!("IOCost's QoS as given (--qos); the calibration's: {}", line(self.qos)));
+            self.qos = qos;
+        }
+        (self, notes)
+    }
 }
 
 /// A device that serves faster for a moment after a lull: the probe's figures.
@@ -139,8 +159,7 @@ pub fn measure(target: &Target, stop: &AtomicBool) -> Result<Calibration> {
         wlat_us: p50(Step::Wrandiops).unwrap_or(rlat_us),
         ..QosParams::default()
     };
-    let model_line =
-        ModelConfig { device: None, ctrl: ioshare_core::iocost::line::Ctrl::User, params: m.model }.to_string();
+    let model_line = ModelConfig { device: None, ctrl: Ctrl::User, params: m.model }.to_string();
     Ok(Calibration {
         max_iops,
         device_depth: DEPTH,

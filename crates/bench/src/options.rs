@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use ioshare_core::{Nanos, NSEC_PER_SEC};
+use ioshare_core::{ModelParams, Nanos, QosParams, NSEC_PER_SEC};
 
 /// Size of the temporary target: every byte is written first, so reads reach the device; large
 /// enough that random 4 KiB reads do not stay in a device-side cache of a few hundred MiB.
@@ -37,6 +37,11 @@ pub struct BenchOptions {
     pub worker: Vec<String>,
     /// Watch each run with the eBPF observer ([`crate::observe`]; needs root and BTF).
     pub observe: bool,
+    /// IOCost's cost model instead of the calibration's (the calibration still measures the IOPS the
+    /// verdicts refer to).
+    pub model: Option<ModelParams>,
+    /// IOCost's QoS instead of the calibration's p50 line.
+    pub qos: Option<QosParams>,
 }
 
 impl Default for BenchOptions {
@@ -52,6 +57,8 @@ impl Default for BenchOptions {
             kernel_peers: true,
             worker: Vec::new(),
             observe: false,
+            model: None,
+            qos: None,
         }
     }
 }

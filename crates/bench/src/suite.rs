@@ -150,7 +150,8 @@ pub fn run_suite(opts: &BenchOptions, stop: &AtomicBool, watcher: &mut dyn Suite
     };
     let observations = opts.observe.then(|| Observations::new(&path));
     watcher.progress("measuring the device (cost model and latency targets for IOCost)");
-    let calibration = calibrate::measure(&target, stop)?;
+    let measured = calibrate::measure(&target, stop)?;
+    let (calibration, given) = measured.with_given(opts.model, opts.qos);
     watcher.calibrated(&info, &calibration);
     let mut suite = SuiteReport {
         target: info,
@@ -167,6 +168,7 @@ pub fn run_suite(opts: &BenchOptions, stop: &AtomicBool, watcher: &mut dyn Suite
             path.display()
         ));
     }
+    suite.notes.extend(given);
     if !suite.calibration.writes_measured {
         suite.notes.push(format!(
             "the target was only read: the model's write coefficients are the measured reads × the write:read \

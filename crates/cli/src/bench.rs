@@ -9,6 +9,7 @@ use anyhow::{bail, Context};
 use crate::Found;
 use ioshare_bench::calibrate::Calibration;
 use ioshare_bench::{self as bench, kernel, svg, table, BenchOptions, ScenarioReport, SuiteWatcher, TargetInfo};
+use ioshare_core::{ModelConfig, QosConfig};
 use ioshare_engine::interrupt;
 
 /// Arguments of `ioshare bench`.
@@ -39,6 +40,15 @@ pub struct Args {
     /// it is opened exclusively, which the kernel refuses while it is mounted).
     #[arg(long, requires = "target")]
     destructive: bool,
+    /// Give IOCost this cost model (an `io.cost.model` line, as `ioshare profile` or `ioshare tune`
+    /// print it; a leading MAJ:MIN is ignored) instead of the one the calibration measures. The
+    /// calibration still measures the device's IOPS, which the verdicts refer to.
+    #[arg(long, value_name = "LINE", value_parser = parse_model)]
+    model: Option<ModelConfig>,
+    /// Give IOCost this QoS (an `io.cost.qos` line, such as a solution of `ioshare tune`) instead of the
+    /// calibration's p50 line. The work-conserving scenario's p99 rows keep their own targets.
+    #[arg(long, value_name = "LINE", value_parser = parse_qos)]
+    qos: Option<QosConfig>,
     /// Print the results as JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -57,6 +67,15 @@ pub struct Args {
     /// Internal: run one kernel-peer tenant as told on stdin.
     #[arg(long, hide = true)]
     worker: bool,
+}
+
+fn parse_model(s: &str) -> Result<ModelConfig, String> {
+    s.parse()
+        .map_err(|e: ioshare_core::Error| format!("{e}; give a line like 'ctrl=user model=linear rbps=… rrandiops=…'"))
+}
+
+fn parse_qos(s: &str) -> Result<QosConfig, String> {
+    s.parse().map_err(|e: ioshare_core::Error| format!("{e}; give a line like 'enable=1 ctrl=user rpct=95 rlat=5000'"))
 }
 
 fn parse_weights(s: &str) -> Result<(u32, u32), String> {
@@ -118,6 +137,8 @@ pub fn run(args: Args) -> anyhow::Result<Found> {
         kernel_peers: !args.no_kernel,
         worker: vec![exe.display().to_string(), "bench".into(), "--worker".into()],
         observe: args.observe,
+        model: args.model.map(|m| m.params),
+        qos: args.qos.map(|q| q.params),
     };
     if let Err(msg) = bench::validate(&opts) {
         bail!(msg);

@@ -72,6 +72,8 @@ fn bad_targets_fail_with_one_line_and_nothing_left_behind() {
         (vec!["--scenario", "nope"], "unknown scenario 'nope'"),
         (vec!["--weights", "0,100"], "weight 0 is out of range"),
         (vec!["--duration", "0.1"], "duration must be between"),
+        (vec!["--qos", "rpct=abc"], "--qos"),
+        (vec!["--model", "rbps=-1"], "--model"),
     ] {
         let err = String::from_utf8_lossy(&bench(&args).stderr).to_string();
         assert!(err.contains(needle), "{args:?}: {err}");
@@ -195,7 +197,7 @@ fn ctrl_c_prints_what_finished_and_cleans_up() {
 }
 
 /// (root) `--scenario agent` runs every peer this host has, each tenant a worker process in its own
-/// cgroup (~35 s: four 8 s runs).
+/// cgroup, the ceiling in two rounds among them (~50 s: six 8 s runs).
 #[test]
 fn bench_scenario_agent_runs_every_peer_on_separate_processes_and_judges_the_agent() {
     if ioshare_testkit::skip_unless_root(
@@ -223,7 +225,7 @@ fn bench_scenario_agent_runs_every_peer_on_separate_processes_and_judges_the_age
     let runs = sc["runs"].as_array().unwrap();
     let names: Vec<&str> = runs.iter().map(|r| r["controller"].as_str().unwrap()).collect();
     // This host: cgroup v1 blkio, so the agent's userspace backend (the kernel backend runs in the lab).
-    assert_eq!(names, ["kernel-none", "bfq", "blk-throttle", "agent"], "{sc}");
+    assert_eq!(names, ["kernel-none", "bfq", "blk-throttle", "ceiling", "ceiling", "agent"], "{sc}");
     for r in runs {
         assert_eq!(r["side"], "kernel", "each tenant in its own worker process and cgroup");
         let tenants = r["tenants"].as_array().unwrap();
@@ -231,7 +233,8 @@ fn bench_scenario_agent_runs_every_peer_on_separate_processes_and_judges_the_age
         let summary = r["verdict"]["summary"].as_str().unwrap();
         assert!(summary.contains("before the drop: ratio") && summary.contains("after: high"), "{summary}");
     }
-    assert!(sc["verdict"]["summary"].as_str().unwrap().starts_with("agent: "), "{sc}");
+    let verdict = sc["verdict"]["summary"].as_str().unwrap();
+    assert!(verdict.starts_with("agent: ") && verdict.contains("% of the ceiling"), "{sc}");
     // Below this process's own blkio cgroup (where the bench makes its tenants), not only the top.
     assert!(!cgroup_exists(&format!("ioshare-bench-{pid}")), "cgroups removed");
 }
