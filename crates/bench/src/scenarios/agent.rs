@@ -28,8 +28,8 @@
 //!   controller that writes limits gets at A:B on this device. In the ceiling runs the high-weight
 //!   tenant is never throttled and the other is held to its share of the uncontrolled total, then
 //!   (a second round) to a B/A-th of what the high one did in the first; a round's total at
-//!   exactly A:B is the high one's IOPS plus the low one's, or a B/A-th of the high one's if that
-//!   is less, and the ceiling is the better round's. Why not the uncontrolled total: on a loop device 128 IOs in flight from two
+//!   exactly A:B counts the low one's IOPS up to a B/A-th of the high one's and the high one's up to
+//!   A/B times the low one's, and the ceiling is the better round's. Why not the uncontrolled total: on a loop device 128 IOs in flight from two
 //!   readers get more than any split that holds one of them back (limits at 2:1 got below 90% of
 //!   it in half of the runs of the agent's precision matrix, with the high one free), so a share of
 //!   the uncontrolled total judges the device as much as the controller;
@@ -262,11 +262,12 @@ fn phases(entry: &RunEntry, duration: Nanos) -> [(f64, f64); 2] {
     [w(SETTLE_S, d / 2.0), w(after, d)]
 }
 
-/// The ceiling's total before the drop at exactly `target` = high/low: the high tenant's IOPS
-/// plus the low one's, or the high one's / `target` if the low one did more than that.
+/// The ceiling's total before the drop at exactly `target` = high/low: of what each tenant did,
+/// only what a split at `target` could keep — the low one's IOPS up to the high one's ÷ `target`,
+/// and the high one's up to the low one's × `target` (a round far from the ratio counts for little).
 fn ceiling_total(entry: &RunEntry, duration: Nanos, target: f64) -> f64 {
     let [(h, l), _] = phases(entry, duration);
-    h + l.min(h / target)
+    h.min(l * target) + l.min(h / target)
 }
 
 /// The most total at `target` of the ceiling rounds (NaN without one).
@@ -351,11 +352,13 @@ mod tests {
             name: NAME.into(),
             description: DESCRIPTION.into(),
             // Uncontrolled: 30k in all before the drop, 28k after (the high one at 2k). The
-            // ceiling's rounds: 18k + 10k, of which 9k count at 2:1 → 27k; then 20k + 9k → 29k.
+            // ceiling's rounds: 18k + 10k, of which 9k count at 2:1 → 27k; then 20k + 9k, of which
+            // 18k count → 27k; a round far from 2:1 (30k + 5k: 10k + 5k count) counts for little.
             runs: vec![
                 run("kernel-none", (15_000.0, 2_000.0), (15_000.0, 26_000.0)),
                 run("ceiling", (18_000.0, 2_000.0), (10_000.0, 26_000.0)),
                 run("ceiling", (20_000.0, 2_000.0), (9_000.0, 26_000.0)),
+                run("ceiling", (30_000.0, 2_000.0), (5_000.0, 26_000.0)),
                 agent,
             ],
             verdict: Verdict::not_judged(),
@@ -369,7 +372,7 @@ mod tests {
 
     #[test]
     fn the_agent_is_judged_on_ratio_total_and_what_it_leaves() {
-        // 2:1 at 28.5k (98% of the ceiling), then the low one takes 25k of the 26k left.
+        // 2:1 at 28.5k (106% of the ceiling), then the low one takes 25k of the 26k left.
         let good = judged(run("agent", (19_000.0, 2_000.0), (9_500.0, 25_000.0)));
         assert!(good.verdict.pass, "{:?}", good.verdict);
         assert!((good.verdict.value - 2.0).abs() < 1e-9);
@@ -377,7 +380,7 @@ mod tests {
         assert!(!good.runs[0].verdict.as_ref().unwrap().pass, "none does not split 2:1");
         for (agent, why) in [
             (run("agent", (17_000.0, 2_000.0), (11_000.0, 25_000.0)), "ratio 1.55"),
-            (run("agent", (16_000.0, 2_000.0), (8_000.0, 25_000.0)), "total 83% of the ceiling"),
+            (run("agent", (16_000.0, 2_000.0), (8_000.0, 25_000.0)), "total 89% of the ceiling"),
             (run("agent", (19_000.0, 2_000.0), (9_500.0, 20_000.0)), "took 77%"),
         ] {
             let v = judged(agent).verdict;
