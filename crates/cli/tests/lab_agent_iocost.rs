@@ -21,18 +21,13 @@ const SCRIPT: &str = r#"
     dev=$(cat /sys/block/nvme0n1/dev)
     echo "dev $dev"
     ifconfig lo 127.0.0.1 up
-    mkdir $cg/tenants && echo +io > $cg/tenants/cgroup.subtree_control && mkdir $cg/tenants/hi $cg/tenants/lo || exit 20
+    hi_lo_tenants
     cat > /tmp/agent.toml <<EOF
 [[devices]]
 path = "/dev/nvme0n1"
 model = "ssd_dfl rrandiops=2000 rseqiops=2000"
 qos = "rpct=90 rlat=3000 wpct=0 wlat=0 min=10 max=500"
-[[groups]]
-cgroup = "tenants/hi"
-weight = 200
-[[groups]]
-cgroup = "tenants/lo"
-weight = 100
+$HI_LO_GROUPS
 [metrics]
 listen = "127.0.0.1:9436"
 EOF

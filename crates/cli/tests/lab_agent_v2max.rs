@@ -27,18 +27,13 @@ const SCRIPT: &str = r#"
     cg=/sys/fs/cgroup
     dev=$(cat /sys/block/nvme0n1/dev)
     echo "iocost $(grep -c "^$dev .*enable=1" $cg/io.cost.qos)"
-    mkdir $cg/tenants && echo +io > $cg/tenants/cgroup.subtree_control && mkdir $cg/tenants/hi $cg/tenants/lo || exit 20
+    hi_lo_tenants
     cat > /tmp/agent.toml <<EOF
 period_ms = 100
 [[devices]]
 path = "/dev/nvme0n1"
 model = "ssd_dfl rrandiops=$DEVICE_IOPS rseqiops=$DEVICE_IOPS"
-[[groups]]
-cgroup = "tenants/hi"
-weight = 200
-[[groups]]
-cgroup = "tenants/lo"
-weight = 100
+$HI_LO_GROUPS
 EOF
     start_agent userspace --trace /tmp/trace.jsonl
     echo "status $(ioshare agent status --state-dir /tmp/state --json | tr -d '\n ')"

@@ -27,8 +27,20 @@ static ONE_GUEST: Mutex<()> = Mutex::new(());
 /// Shell functions every guest script can call: `start_agent BACKEND [ARGS]` starts `ioshare agent
 /// run --backend BACKEND` on `/tmp/agent.toml` (and ARGS) in the background (its pid in `$pid`, its
 /// log in `/tmp/agent.log`), waits up to 10 s for its status file in `/tmp/state` and prints
-/// `started yes` or `started no`; `start_kernel_agent` is `start_agent kernel`.
+/// `started yes` or `started no`; `start_kernel_agent` is `start_agent kernel`. `hi_lo_tenants`
+/// makes `tenants/hi` and `tenants/lo` under the v2 root with `io` enabled (exit 20 if it cannot),
+/// and `$HI_LO_GROUPS` is their `[[groups]]` lines for the agent's config, weights 200 and 100.
 const GUEST_FUNCTIONS: &str = r#"
+hi_lo_tenants() {
+    t=/sys/fs/cgroup/tenants
+    mkdir $t && echo +io > $t/cgroup.subtree_control && mkdir $t/hi $t/lo || exit 20
+}
+HI_LO_GROUPS='[[groups]]
+cgroup = "tenants/hi"
+weight = 200
+[[groups]]
+cgroup = "tenants/lo"
+weight = 100'
 start_agent() {
     backend=$1
     shift
