@@ -415,7 +415,11 @@ fn fits_and_solutions(s: &mut String, r: &TuneResult, solved: &Solved) {
 /// The solutions and what the fits predict at each (a trace: IOPS and read latency only).
 fn solution_rows(s: &mut String, r: &TuneResult, solved: &Solved) {
     if r.from_trace.is_some() {
-        let _ = writeln!(s, "\n{:<20} {:>7} {:>9} {:>12}   (predicted by the fits)", "solution", "vrate%", "IOPS", "lat p99 us");
+        let _ = writeln!(
+            s,
+            "\n{:<20} {:>7} {:>9} {:>12}   (predicted by the fits)",
+            "solution", "vrate%", "IOPS", "lat p99 us"
+        );
         for sol in &solved.solutions {
             let p = &sol.predicted;
             let _ = writeln!(s, "{:<20} {:>7.1} {:>9.0} {:>12.0}", sol.name, sol.vrate_pct, p.mof_iops, p.lat_p99_us);

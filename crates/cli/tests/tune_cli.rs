@@ -168,7 +168,10 @@ fn from_trace_refuses_too_little_load_another_device_and_no_model() {
     let out = dir.path().join("r.json");
     let (t, o) = (trace.to_str().unwrap(), out.to_str().unwrap());
     write_trace(&trace, "loop9", 30);
-    refused(&ioshare(&["tune", "--from-trace", t, "--model", MODEL, "-o", o]), &["too little load on loop9", "need 50+"]);
+    refused(
+        &ioshare(&["tune", "--from-trace", t, "--model", MODEL, "-o", o]),
+        &["too little load on loop9", "need 50+"],
+    );
     write_trace(&trace, "loop9", 320);
     let other = ["tune", "--from-trace", t, "--device", "nvme0n1", "--model", MODEL, "-o", o];
     refused(&ioshare(&other), &["no periods of device nvme0n1", "loop9"]);

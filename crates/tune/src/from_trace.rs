@@ -252,8 +252,7 @@ pub fn solve(r: &TuneResult, source: &TraceSource, target_p99_us: Option<u64>) -
         .collect();
     let get = |name: &str| series.iter().find(|s| s.name == name).and_then(|s| s.fit);
     let mut notes = Vec::new();
-    let (Some(work), Some(iops), Some(lat), Some(p99)) = (get("work"), get("iops"), get("lat"), get("lat-p99"))
-    else {
+    let (Some(work), Some(iops), Some(lat), Some(p99)) = (get("work"), get("iops"), get("lat"), get("lat-p99")) else {
         notes.push(format!("{} vrate bin(s): solutions need at least {MIN_POINTS}", source.bins.len()));
         return Solved { series, solutions: Vec::new(), notes };
     };

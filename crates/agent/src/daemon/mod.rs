@@ -55,10 +55,10 @@ use crate::desired::pods::Pods;
 use crate::desired::targets::{targets, CgroupSettings, Owner, PodRef};
 use crate::error::Result;
 use crate::memory::MemoryGuard;
+use crate::report::drift::DriftWatch;
 use crate::report::metrics::Metrics;
 use crate::report::share::watch::{Host, ShareWatch};
 use crate::report::status::Status;
-use crate::report::drift::DriftWatch;
 use crate::report::trace::TraceWriter;
 
 /// How often the group patterns are matched again.
