@@ -48,7 +48,8 @@ pub struct Args {
     #[arg(long, value_name = "A,B", default_value = "100,100")]
     weights: String,
     /// The latency-sensitive tenant's p95 target (2ms, 800us) [default: the profile's suggested
-    /// read target].
+    /// read target]; with --from-trace, the read and write targets of the solutions' QoS (they set
+    /// its planning period) [default: the kernel's 25ms].
     #[arg(long, value_name = "LATENCY")]
     lat_target: Option<String>,
     /// Add a solution: the highest vrate whose p99 beside the antagonist is within this (2ms).
@@ -65,15 +66,11 @@ pub struct Args {
     #[arg(short = 'o', long, value_name = "FILE")]
     out: Option<PathBuf>,
     /// Fit an agent trace (`ioshare agent run --trace FILE`) instead of sweeping; needs --model.
-    #[arg(long, value_name = "TRACE", conflicts_with_all = ["target", "vrate", "dither", "weights", "lat_target", "quick", "resume", "merge", "destructive", "loop_device", "size"])]
+    #[arg(long, value_name = "TRACE", conflicts_with_all = ["target", "vrate", "dither", "weights", "quick", "resume", "merge", "destructive", "loop_device", "size"])]
     from_trace: Option<PathBuf>,
     /// The trace's device to fit (needed when the trace has several).
     #[arg(long, value_name = "DEV", requires = "from_trace")]
     device: Option<String>,
-    /// With --from-trace: the io.cost.qos line in force (its targets set the solutions' planning
-    /// period) [default: the kernel's defaults].
-    #[arg(long, value_name = "LINE", requires = "from_trace")]
-    qos: Option<String>,
     /// Continue the sweep in FILE (same device; its settings are kept).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["vrate", "dither", "weights", "lat_target", "model", "quick", "out", "merge"])]
     resume: Option<PathBuf>,
@@ -138,7 +135,10 @@ fn from_trace(trace: &std::path::Path, args: &Args) -> anyhow::Result<TuneResult
     if let Some(out) = args.out.as_deref().filter(|o| o.exists()) {
         bail!("'{}' exists: give -o a new file for the result", out.display());
     }
-    let opts = TraceOptions { device: args.device.clone(), model_line, qos_line: args.qos.clone() };
+    // The latency target sets the solutions' planning period, as in a sweep.
+    let lat = args.lat_target.as_deref().map(|t| parse_latency("--lat-target", t)).transpose()?;
+    let qos_line = lat.map(|t| format!("enable=1 ctrl=user rlat={t} wlat={t}"));
+    let opts = TraceOptions { device: args.device.clone(), model_line, qos_line };
     let result = ioshare_tune::from_trace::read(trace, &opts)?;
     if let Some(out) = &args.out {
         result.save(out)?;

@@ -139,10 +139,11 @@ fn from_trace_finds_the_knee_and_writes_a_result_the_agent_takes() {
     write_trace(&trace, &name, 320);
     let out = dir.path().join("tuned.json");
     let (t, o) = (trace.to_str().unwrap(), out.to_str().unwrap());
-    let run = ioshare(&["tune", "--from-trace", t, "--model", MODEL, "-o", o, "--json"]);
+    let run = ioshare(&["tune", "--from-trace", t, "--model", MODEL, "--lat-target", "2ms", "-o", o, "--json"]);
     assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
     let v: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
     assert_eq!(v["result"]["from_trace"]["periods"], 320);
+    assert!(v["result"]["settings"]["qos_line"].as_str().unwrap().contains("rlat=2000"), "{v}");
     let knee = v["solutions"].as_array().unwrap().iter().find(|s| s["name"] == "latency-knee").unwrap();
     // The knee is at 110%; bins are 5% wide (their vrate the mean of their periods): within one bin.
     let at = knee["vrate_pct"].as_f64().unwrap();

@@ -126,7 +126,7 @@ pub fn read(path: &Path, opts: &TraceOptions) -> Result<TuneResult> {
         settings: Settings {
             grid: Grid { min_pct: lo.max(1.0), max_pct: hi, step_pct: BIN_PCT, dither_pct: 0.0 },
             weights: (0, 0),
-            lat_target_us: u64::from(qos.params.rlat_us),
+            lat_target_us: qos.params.rlat_us,
             quick: false,
             model_line: ModelConfig { device: None, ..model }.to_string(),
             qos_line: QosConfig { device: None, ..qos }.to_string(),
