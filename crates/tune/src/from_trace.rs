@@ -263,6 +263,13 @@ pub fn solve(r: &TuneResult, source: &TraceSource, target_p99_us: Option<u64>) -
         lat_p99_us: p99.at(v),
         work_conserved: f64::NAN,
     };
+    if lat.right.is_flat() {
+        notes.push(format!(
+            "the median read latency does not rise within the traced vrates ({:.0}..{:.0}%): latency-knee and \
+             rlat-q* are the top of that range, not a knee; trace under more load for one",
+            lat.lo, lat.hi
+        ));
+    }
     let at = |name: &str, v: f64| pinned(r, name, v, predict(v));
     let mut solutions = vec![at("bandwidth", work.reaches_level()), at("latency-knee", lat.leaves_level())];
     for q in 1..=4 {
