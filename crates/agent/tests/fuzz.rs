@@ -231,6 +231,7 @@ fn status() -> impl Strategy<Value = Status> {
             shares: None,
             kubernetes: None,
             overwritten: 0,
+            drift: Vec::new(),
         },
     )
 }

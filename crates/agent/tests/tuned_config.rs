@@ -52,6 +52,7 @@ fn swept(dev: &str, measured_at: u64) -> TuneResult {
         baseline: Baseline { mof_iops: 1000.0, asked_iops: 400.0, ..Default::default() },
         points,
         notes: Vec::new(),
+        from_trace: None,
     }
 }
 

@@ -1,5 +1,6 @@
 //! `ioshare tune`: parses the options, runs ioshare-tune's sweep (or resumes or merges result
-//! files), prints the points, tables, fits and solutions (or JSON), and writes one SVG per series.
+//! files, or fits an agent trace with `--from-trace`), prints the points, tables, fits and
+//! solutions (or JSON), and writes one SVG per series.
 
 use std::fmt::Write as _;
 use std::io::IsTerminal;
@@ -9,6 +10,8 @@ use anyhow::{bail, Context};
 use ioshare_engine::interrupt;
 use ioshare_engine::profile::measure::Plan;
 use ioshare_engine::profile::ProfileOptions;
+use ioshare_tune::data::TraceSource;
+use ioshare_tune::from_trace::TraceOptions;
 use ioshare_tune::solve::Solved;
 use ioshare_tune::{export, svg, Grid, TuneOptions, TuneResult};
 
@@ -26,7 +29,9 @@ impact and the work the antagonist still got. Each series is fitted against vrat
 io.cost.model + io.cost.qos lines, agent [[devices]] entries and a systemd hwdb fragment.
 
 The result file (--out) is rewritten after every point: after Ctrl-C or a crash, --resume FILE
-continues it. Writing destroys data: as profile, tune writes only to a file it created (TARGET a
+continues it. --from-trace TRACE --model LINE fits the same series from an agent trace (`ioshare
+agent run --trace`) instead, without a sweep: the busy periods binned by vrate (no MOF, aMOF or
+isolation: a trace does not record what a tenant asked for); the result is written only with -o. Writing destroys data: as profile, tune writes only to a file it created (TARGET a
 directory) or to a file or unmounted device given with --destructive.")]
 pub struct Args {
     /// A directory (a temporary file is created there and removed), a file or a block device
@@ -43,7 +48,8 @@ pub struct Args {
     #[arg(long, value_name = "A,B", default_value = "100,100")]
     weights: String,
     /// The latency-sensitive tenant's p95 target (2ms, 800us) [default: the profile's suggested
-    /// read target].
+    /// read target]; with --from-trace, the read and write targets of the solutions' QoS (they set
+    /// its planning period) [default: the kernel's 25ms].
     #[arg(long, value_name = "LATENCY")]
     lat_target: Option<String>,
     /// Add a solution: the highest vrate whose p99 beside the antagonist is within this (2ms).
@@ -55,9 +61,16 @@ pub struct Args {
     /// The short sweep: a coarser grid (8 points), shorter runs, a quick profile (under 3 minutes).
     #[arg(long)]
     quick: bool,
-    /// The result file, rewritten after every point [default: ./ioshare-tune.json].
-    #[arg(long, value_name = "FILE")]
+    /// The result file, rewritten after every point [default: ./ioshare-tune.json; with
+    /// --from-trace, written only when given].
+    #[arg(short = 'o', long, value_name = "FILE")]
     out: Option<PathBuf>,
+    /// Fit an agent trace (`ioshare agent run --trace FILE`) instead of sweeping; needs --model.
+    #[arg(long, value_name = "TRACE", conflicts_with_all = ["target", "vrate", "dither", "weights", "quick", "resume", "merge", "destructive", "loop_device", "size"])]
+    from_trace: Option<PathBuf>,
+    /// The trace's device to fit (needed when the trace has several).
+    #[arg(long, value_name = "DEV", requires = "from_trace")]
+    device: Option<String>,
     /// Continue the sweep in FILE (same device; its settings are kept).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["vrate", "dither", "weights", "lat_target", "model", "quick", "out", "merge"])]
     resume: Option<PathBuf>,
@@ -87,7 +100,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(dir) = &args.svg {
         crate::chart_dir(dir)?;
     }
-    let result = if !args.merge.is_empty() { merge(&args)? } else { sweep(&args)? };
+    let result = if let Some(trace) = &args.from_trace {
+        from_trace(trace, &args)?
+    } else if !args.merge.is_empty() {
+        merge(&args)?
+    } else {
+        sweep(&args)?
+    };
     let solved = result.solutions(target_p99);
     if let Some(dir) = &args.svg {
         for s in &solved.series {
@@ -104,6 +123,27 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         print!("{}", table(&result, &solved));
     }
     Ok(())
+}
+
+fn from_trace(trace: &std::path::Path, args: &Args) -> anyhow::Result<TuneResult> {
+    let Some(model_line) = args.model.clone() else {
+        bail!(
+            "--from-trace needs --model: the io.cost.model line in force while the trace was recorded (the trace's \
+             vrate scales it)"
+        );
+    };
+    if let Some(out) = args.out.as_deref().filter(|o| o.exists()) {
+        bail!("'{}' exists: give -o a new file for the result", out.display());
+    }
+    // The latency target sets the solutions' planning period, as in a sweep.
+    let lat = args.lat_target.as_deref().map(|t| parse_latency("--lat-target", t)).transpose()?;
+    let qos_line = lat.map(|t| format!("enable=1 ctrl=user rlat={t} wlat={t}"));
+    let opts = TraceOptions { device: args.device.clone(), model_line, qos_line };
+    let result = ioshare_tune::from_trace::read(trace, &opts)?;
+    if let Some(out) = &args.out {
+        result.save(out)?;
+    }
+    Ok(result)
 }
 
 fn merge(args: &Args) -> anyhow::Result<TuneResult> {
@@ -201,15 +241,59 @@ fn parse_latency(flag: &str, s: &str) -> anyhow::Result<u64> {
 }
 
 fn table(r: &TuneResult, solved: &Solved) -> String {
-    let mut s = String::new();
+    let mut s = match &r.from_trace {
+        Some(source) => trace_header(r, source),
+        None => sweep_header(r),
+    };
+    fits_and_solutions(&mut s, r, solved);
+    s
+}
+
+/// The device line of a result.
+fn device_line(r: &TuneResult) -> String {
     let d = &r.device;
     let dev = match (&d.name, &d.dev) {
         (Some(n), Some(dev)) => format!("{n} ({dev})"),
         _ => "no block device (lines without MAJ:MIN)".into(),
     };
+    format!("device:   {dev}: {}, {} MiB, model '{}'\n", d.kind, d.size >> 20, d.model)
+}
+
+/// A trace result's source and its vrate bins.
+fn trace_header(r: &TuneResult, t: &TraceSource) -> String {
+    let mut s = device_line(r);
+    let _ = writeln!(
+        s,
+        "trace:    {} ({}): {:.0}..{:.0} s, {} periods, {} informative (busy, with reads) in {} vrate bins",
+        t.trace,
+        t.device,
+        t.span_s.0,
+        t.span_s.1,
+        t.periods,
+        t.informative,
+        t.bins.len()
+    );
+    let _ = writeln!(s, "model:    {}\nqos:      {}", r.settings.model_line, r.settings.qos_line);
+    let _ = writeln!(
+        s,
+        "\n{:>7} {:>8} {:>9} {:>7} {:>12} {:>12}   (read latency: the periods' mean, net of size)",
+        "vrate%", "periods", "IOPS", "work%", "lat p50 us", "lat p99 us"
+    );
+    for b in &t.bins {
+        let _ = writeln!(
+            s,
+            "{:>7.1} {:>8} {:>9.0} {:>7.1} {:>12.0} {:>12.0}",
+            b.vrate_pct, b.periods, b.iops, b.delivered_pct, b.lat_p50_us, b.lat_p99_us
+        );
+    }
+    s
+}
+
+/// A sweep's settings, baseline and points.
+fn sweep_header(r: &TuneResult) -> String {
+    let mut s = device_line(r);
     let st = &r.settings;
     let g = &st.grid;
-    let _ = writeln!(s, "device:   {dev}: {}, {} MiB, model '{}'", d.kind, d.size >> 20, d.model);
     let _ = writeln!(
         s,
         "sweep:    measured {}; vrate {}..{} step {} (dither {:.2}){}; weights {}:{} (latency-sensitive:antagonist); p95 \
@@ -279,6 +363,12 @@ fn table(r: &TuneResult, solved: &Solved) -> String {
             cell(&l.max)
         );
     }
+    s
+}
+
+/// The fits, the solutions and their lines, and the notes.
+fn fits_and_solutions(s: &mut String, r: &TuneResult, solved: &Solved) {
+    let d = &r.device;
     let _ = writeln!(s, "\nfits against vrate (left side up to the split, right side after; bends in vrate %):");
     for f in &solved.series {
         match &f.fit {
@@ -306,21 +396,13 @@ fn table(r: &TuneResult, solved: &Solved) -> String {
         }
     }
     if !solved.solutions.is_empty() {
-        let _ = writeln!(
-            s,
-            "\n{:<20} {:>7} {:>8} {:>8} {:>6} {:>8} {:>6}   (predicted by the fits)",
-            "solution", "vrate%", "MOF", "aMOF", "isol", "p99 us", "work"
-        );
-        for sol in &solved.solutions {
-            let p = &sol.predicted;
-            let _ = writeln!(
-                s,
-                "{:<20} {:>7.1} {:>8.0} {:>8.0} {:>6.2} {:>8.0} {:>6.2}",
-                sol.name, sol.vrate_pct, p.mof_iops, p.amof_iops, p.isolation, p.lat_p99_us, p.work_conserved
-            );
-        }
+        solution_rows(s, r, solved);
         let _ = writeln!(s, "\n{}", export::kernel_lines(&solved.solutions));
-        if let Some(sol) = solved.solutions.iter().find(|x| x.name == ioshare_tune::DEFAULT_SOLUTION) {
+        // A trace gives no isolation, so no isolated-bandwidth: its latency knee is shown instead.
+        let shown = [ioshare_tune::DEFAULT_SOLUTION, "latency-knee"]
+            .iter()
+            .find_map(|name| solved.solutions.iter().find(|x| x.name == *name));
+        if let Some(sol) = shown {
             let _ = writeln!(s, "agent configuration:\n{}", export::agent_devices(d, sol));
         }
         let _ = writeln!(s, "systemd hwdb:\n{}", export::hwdb(d, &solved.solutions));
@@ -328,7 +410,35 @@ fn table(r: &TuneResult, solved: &Solved) -> String {
     for n in r.notes.iter().chain(&solved.notes) {
         let _ = writeln!(s, "note: {n}");
     }
-    s
+}
+
+/// The solutions and what the fits predict at each (a trace: IOPS and read latency only).
+fn solution_rows(s: &mut String, r: &TuneResult, solved: &Solved) {
+    if r.from_trace.is_some() {
+        let _ = writeln!(
+            s,
+            "\n{:<20} {:>7} {:>9} {:>12}   (predicted by the fits)",
+            "solution", "vrate%", "IOPS", "lat p99 us"
+        );
+        for sol in &solved.solutions {
+            let p = &sol.predicted;
+            let _ = writeln!(s, "{:<20} {:>7.1} {:>9.0} {:>12.0}", sol.name, sol.vrate_pct, p.mof_iops, p.lat_p99_us);
+        }
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n{:<20} {:>7} {:>8} {:>8} {:>6} {:>8} {:>6}   (predicted by the fits)",
+        "solution", "vrate%", "MOF", "aMOF", "isol", "p99 us", "work"
+    );
+    for sol in &solved.solutions {
+        let p = &sol.predicted;
+        let _ = writeln!(
+            s,
+            "{:<20} {:>7.1} {:>8.0} {:>8.0} {:>6.2} {:>8.0} {:>6.2}",
+            sol.name, sol.vrate_pct, p.mof_iops, p.amof_iops, p.isolation, p.lat_p99_us, p.work_conserved
+        );
+    }
 }
 
 /// `2026-11-28 17:50 UTC` from seconds since the epoch.

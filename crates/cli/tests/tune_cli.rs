@@ -105,3 +105,77 @@ fn a_result_of_another_version_or_device_is_not_resumed_nor_merged() {
     assert_eq!(v["result"]["device"]["model"], "vda");
     assert!(v["notes"][0].as_str().unwrap().contains("solutions need at least 3"), "{v}");
 }
+
+const MODEL: &str = "ctrl=user model=linear rbps=1000000000 rseqiops=50000 rrandiops=40000 wbps=1000000000 \
+                     wseqiops=50000 wrandiops=40000";
+
+/// An agent trace (the record `ioshare agent run --trace` writes) of `n` periods of 0.1 s on
+/// `device`: vrate sweeping 60–140% and back, read latency flat at 300 µs up to 110%, then 25 µs
+/// more per percent (synthetic: the knee is known).
+fn write_trace(path: &Path, device: &str, n: usize) {
+    let mut text = String::new();
+    for i in 0..n {
+        let phase = (i % 160) as f64 / 80.0;
+        let v = 60.0 + 80.0 * if phase <= 1.0 { phase } else { 2.0 - phase };
+        let lat = 300.0 + 25.0 * (v - 110.0).max(0.0);
+        let rec = json!({
+            "t_s": i as f64 * 0.1, "device": device, "elapsed_s": 0.1, "util": 1.0, "inflight": 4.0, "busy": true,
+            "lat_us": [lat, 0.0], "rq_wait": false, "delivered_pct": v.min(100.0), "vrate_pct": v, "busy_level": 0,
+            "groups": [{ "cgroup": "t/a", "ios": [(v * 20.0) as u64, 0] }]
+        });
+        text.push_str(&format!("{rec}\n"));
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn from_trace_finds_the_knee_and_writes_a_result_the_agent_takes() {
+    let dir = scratch();
+    // A block device every Linux host has (the first of /sys/block): the lines carry its MAJ:MIN.
+    let entry = std::fs::read_dir("/sys/block").unwrap().flatten().next().expect("a block device");
+    let name = entry.file_name().to_string_lossy().into_owned();
+    let dev = std::fs::read_to_string(entry.path().join("dev")).unwrap().trim().to_string();
+    let trace = dir.path().join("trace.jsonl");
+    write_trace(&trace, &name, 320);
+    let out = dir.path().join("tuned.json");
+    let (t, o) = (trace.to_str().unwrap(), out.to_str().unwrap());
+    let run = ioshare(&["tune", "--from-trace", t, "--model", MODEL, "--lat-target", "2ms", "-o", o, "--json"]);
+    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(v["result"]["from_trace"]["periods"], 320);
+    assert!(v["result"]["settings"]["qos_line"].as_str().unwrap().contains("rlat=2000"), "{v}");
+    let knee = v["solutions"].as_array().unwrap().iter().find(|s| s["name"] == "latency-knee").unwrap();
+    // The knee is at 110%; bins are 5% wide (their vrate the mean of their periods): within one bin.
+    let at = knee["vrate_pct"].as_f64().unwrap();
+    assert!((at - 110.0).abs() <= 5.0, "knee at {at}: {v}");
+    assert!(knee["model_line"].as_str().unwrap().starts_with(&format!("{dev} ")), "{knee}");
+    // The agent's configuration takes the result like a sweep's.
+    let config = dir.path().join("agent.toml");
+    let devices = format!("[[devices]]\npath = \"{dev}\"\nmodel = \"tune:tuned.json#latency-knee\"\n");
+    std::fs::write(&config, format!("{devices}[[groups]]\ncgroup = \"t/*\"\n")).unwrap();
+    let c = ioshare_agent::Config::load(&config).unwrap();
+    let tuned = c.devices[0].tuned.as_ref().unwrap();
+    assert_eq!(tuned.solution, "latency-knee");
+    // The table names what a trace cannot give.
+    let table = ioshare(&["tune", "--from-trace", t, "--model", MODEL]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("informative") && text.contains("no MOF, aMOF, isolation"), "{text}");
+}
+
+#[test]
+fn from_trace_refuses_too_little_load_another_device_and_no_model() {
+    let dir = scratch();
+    let trace = dir.path().join("trace.jsonl");
+    let out = dir.path().join("r.json");
+    let (t, o) = (trace.to_str().unwrap(), out.to_str().unwrap());
+    write_trace(&trace, "loop9", 30);
+    refused(
+        &ioshare(&["tune", "--from-trace", t, "--model", MODEL, "-o", o]),
+        &["too little load on loop9", "need 50+"],
+    );
+    write_trace(&trace, "loop9", 320);
+    let other = ["tune", "--from-trace", t, "--device", "nvme0n1", "--model", MODEL, "-o", o];
+    refused(&ioshare(&other), &["no periods of device nvme0n1", "loop9"]);
+    refused(&ioshare(&["tune", "--from-trace", t, "-o", o]), &["--from-trace needs --model"]);
+    assert_eq!(entries(dir.path()), ["trace.jsonl"], "nothing written");
+}

@@ -1,6 +1,10 @@
 //! The plain data of a tune: the device, the settings, the uncontrolled baseline, the points, and
 //! the whole result they make ([`TuneResult`]; reading, writing and solving it live in
-//! [`crate::result`]).
+//! [`crate::result`]); a result fitted from an agent trace instead of a sweep carries its
+//! [`TraceSource`] (built by [`crate::from_trace`]).
+
+use std::fs;
+use std::path::Path;
 
 use ioshare_core::{ModelParams, QosParams};
 use serde::{Deserialize, Serialize};
@@ -25,6 +29,21 @@ pub struct DeviceId {
 }
 
 impl DeviceId {
+    /// The model of the disk behind `target` (for a file, or a loop device over one, the disk
+    /// holding the file): sysfs `device/model`, else the disk's name; `unknown` without a disk.
+    pub fn model_of(target: &Path) -> String {
+        ioshare_engine::profile::disk::disk_of(target).map_or_else(
+            || "unknown".into(),
+            |d| {
+                fs::read_to_string(Path::new("/sys/block").join(&d.name).join("device/model"))
+                    .map(|m| m.trim().to_string())
+                    .ok()
+                    .filter(|m| !m.is_empty())
+                    .unwrap_or(d.name)
+            },
+        )
+    }
+
     /// Why a result for `other` cannot continue or join one for `self`, if it cannot.
     pub fn mismatch(&self, other: &DeviceId) -> Option<String> {
         if self.model != other.model || self.kind != other.kind {
@@ -145,4 +164,42 @@ pub struct TuneResult {
     pub points: Vec<Point>,
     /// Remarks (the profile's notes, what the sweep skipped).
     pub notes: Vec<String>,
+    /// Set when the result was fitted from an agent trace (`--from-trace`), not swept: then
+    /// `points` and `baseline` are empty and the series are the trace's vrate bins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_trace: Option<TraceSource>,
+}
+
+/// The agent trace a result was fitted from ([`crate::from_trace`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceSource {
+    /// The trace file, as given.
+    pub trace: String,
+    /// The device whose periods were read.
+    pub device: String,
+    /// First and last period's time, seconds since the agent started.
+    pub span_s: (f64, f64),
+    /// The device's periods in the trace.
+    pub periods: usize,
+    /// Those that count (busy, with reads completed).
+    pub informative: usize,
+    /// The vrate bins with enough informative periods, lowest first.
+    pub bins: Vec<TraceBin>,
+}
+
+/// The informative periods of one vrate bin.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceBin {
+    /// Mean vrate of its periods, percent.
+    pub vrate_pct: f64,
+    /// Its periods.
+    pub periods: usize,
+    /// IOs per second the cgroups completed over them.
+    pub iops: f64,
+    /// Mean work done, percent of the model's capacity.
+    pub delivered_pct: f64,
+    /// Median of the periods' mean read latency (net of size), µs.
+    pub lat_p50_us: f64,
+    /// 99th percentile of the same, µs.
+    pub lat_p99_us: f64,
 }

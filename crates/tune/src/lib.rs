@@ -8,16 +8,18 @@
 //! [`result`] after each point (the checkpoint `--resume` continues). The series are fitted against
 //! vrate ([`fit`]) and the anchor's solutions read off the fits ([`solve`]), each printed as kernel
 //! lines, agent `[[devices]]` entries and a systemd hwdb fragment ([`export`]), and drawn ([`svg`]).
-//! Statistics shared by the point and the tables live in [`stats`].
+//! Statistics shared by the point and the tables live in [`stats`]. Tuning in place
+//! ([`from_trace`]) builds the same result from an agent trace instead of a sweep.
 //!
 //! Modules, each importing only those before it: `error`, `grid`, `stats`, `fit`, `data` (the
-//! result's plain types), `point`, `solve`, `result` (reading, writing and solving a result),
-//! `export`, `svg`, `sweep`.
+//! result's plain types), `point`, `solve`, `from_trace`, `result` (reading, writing and solving a
+//! result), `export`, `svg`, `sweep`.
 
 pub mod data;
 pub mod error;
 pub mod export;
 pub mod fit;
+pub mod from_trace;
 pub mod grid;
 pub mod point;
 pub mod result;

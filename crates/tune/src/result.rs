@@ -13,6 +13,8 @@ use std::path::Path;
 
 use crate::data::{DeviceId, TuneResult};
 use crate::error::{Error, Result};
+use crate::fit::Fit;
+use crate::from_trace;
 use crate::solve::{self, Solution, Solved};
 
 /// Version of the result format and of the method; a file of another version is refused.
@@ -93,7 +95,21 @@ impl TuneResult {
 
     /// The fits and solutions of the points so far.
     pub fn solutions(&self, target_p99_us: Option<u64>) -> Solved {
-        solve::solve(self, target_p99_us)
+        match &self.from_trace {
+            Some(source) => from_trace::solve(self, source, target_p99_us),
+            None => solve::solve(self, target_p99_us),
+        }
+    }
+
+    /// The fitted latency against vrate the agent's drift check compares with (a sweep's `lat-p99`,
+    /// the tenant's p99 beside the antagonist; a trace's `lat`, the median of the periods' mean read
+    /// latency), and the solution's vrate on its axis; `None` without such a fit or solution.
+    pub fn latency_curve(&self, solution: &str) -> Option<(Fit, f64)> {
+        let solved = self.solutions(None);
+        let name = if self.from_trace.is_some() { "lat" } else { "lat-p99" };
+        let fit = solved.series.iter().find(|s| s.name == name)?.fit?;
+        let vrate = solved.solutions.iter().find(|s| s.name == solution)?.vrate_pct;
+        Some((fit, vrate))
     }
 
     /// The solution called `name` (`None`: [`DEFAULT_SOLUTION`]) as lines to apply; an error naming

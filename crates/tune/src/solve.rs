@@ -118,17 +118,7 @@ pub fn solve(r: &TuneResult, target_p99_us: Option<u64>) -> Solved {
     };
     let device = r.device.dev.as_deref().and_then(|d| d.parse::<DevNum>().ok());
     let base = r.settings.qos();
-    let pinned = |name: &str, v: f64| {
-        let model = ModelConfig { device, ctrl: Ctrl::User, params: r.settings.model().scaled(v / 100.0) };
-        let qos = QosParams { enable: true, rppm: 0, wppm: 0, min_ppm: 1_000_000, max_ppm: 1_000_000, ..base };
-        Solution {
-            name: name.to_string(),
-            vrate_pct: round2(v),
-            model_line: model.to_string(),
-            qos_line: QosConfig { device, ctrl: Ctrl::User, params: qos }.to_string(),
-            predicted: predict(v),
-        }
-    };
+    let pinned = |name: &str, v: f64| pinned(r, name, v, predict(v));
     let isolation_v = iso.leaves_level();
     let mut solutions = vec![
         pinned("bandwidth", mof.reaches_level()),
@@ -168,6 +158,21 @@ pub fn solve(r: &TuneResult, target_p99_us: Option<u64>) -> Solved {
         }
     }
     Solved { series, solutions, notes }
+}
+
+/// Solution `name` at vrate `v` of result `r`: the model scaled by `v` with vrate pinned at 100%
+/// (latency targets only set the planning period), with what the fits predict there.
+pub fn pinned(r: &TuneResult, name: &str, v: f64, predicted: Predicted) -> Solution {
+    let device = r.device.dev.as_deref().and_then(|d| d.parse::<DevNum>().ok());
+    let model = ModelConfig { device, ctrl: Ctrl::User, params: r.settings.model().scaled(v / 100.0) };
+    let qos = QosParams { enable: true, rppm: 0, wppm: 0, min_ppm: 1_000_000, max_ppm: 1_000_000, ..r.settings.qos() };
+    Solution {
+        name: name.to_string(),
+        vrate_pct: round2(v),
+        model_line: model.to_string(),
+        qos_line: QosConfig { device, ctrl: Ctrl::User, params: qos }.to_string(),
+        predicted,
+    }
 }
 
 fn round2(v: f64) -> f64 {

@@ -11,7 +11,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use ioshare_core::iocost::line::Ctrl;
 use ioshare_core::{ModelConfig, QosConfig, QosParams, NSEC_PER_SEC};
-use ioshare_engine::profile::{self, disk, prepare, ProfileOptions};
+use ioshare_engine::profile::{self, prepare, ProfileOptions};
 
 use crate::data::{DeviceId, Settings, TuneResult};
 use crate::error::{Error, Result};
@@ -112,7 +112,7 @@ pub fn tune(
         // is created.
         profile_opts.temp_size = r.device.size;
         profile_opts.loop_device = r.device.kind == LOOP_KIND;
-        let (model, kind) = (device_model(target), kind_of(target, &profile_opts));
+        let (model, kind) = (DeviceId::model_of(target), kind_of(target, &profile_opts));
         if (model.as_str(), kind) != (r.device.model.as_str(), r.device.kind.as_str()) {
             return Err(cannot_resume(format!(
                 "it was measured on {} ({}), not on {model} ({kind})",
@@ -139,6 +139,7 @@ pub fn tune(
                 baseline: Default::default(),
                 points: Vec::new(),
                 notes: Vec::new(),
+                from_trace: None,
             }
         }
     };
@@ -249,24 +250,9 @@ fn identify(target: &Path, prepared: &prepare::Prepared) -> DeviceId {
         name: prepared.disk.as_ref().map(|d| d.name.clone()),
         dev: prepared.disk.as_ref().map(|d| d.dev.to_string()),
         kind: prepared.kind.to_string(),
-        model: device_model(target),
+        model: DeviceId::model_of(target),
         size: prepared.dev.size(),
     }
-}
-
-/// The model of the disk behind `target` (for a file, or a loop device over one, the disk holding
-/// the file): sysfs `device/model`, else the disk's name; `unknown` without a disk.
-fn device_model(target: &Path) -> String {
-    disk::disk_of(target).map_or_else(
-        || "unknown".into(),
-        |d| {
-            fs::read_to_string(Path::new("/sys/block").join(&d.name).join("device/model"))
-                .map(|m| m.trim().to_string())
-                .ok()
-                .filter(|m| !m.is_empty())
-                .unwrap_or(d.name)
-        },
-    )
 }
 
 /// What `prepare` will call the target, known before it runs.

@@ -55,6 +55,7 @@ use crate::desired::pods::Pods;
 use crate::desired::targets::{targets, CgroupSettings, Owner, PodRef};
 use crate::error::Result;
 use crate::memory::MemoryGuard;
+use crate::report::drift::DriftWatch;
 use crate::report::metrics::Metrics;
 use crate::report::share::watch::{Host, ShareWatch};
 use crate::report::status::Status;
@@ -101,6 +102,8 @@ pub struct Agent {
     metrics: Option<Metrics>,
     /// The period trace (`--trace`), when asked for.
     trace: Option<TraceWriter>,
+    /// Tuned devices watched for drift from their tune result's curve.
+    drift: DriftWatch,
     /// Values someone else overwrote, written back.
     overwrites: Overwrites,
     /// When the discovery must run ([`crate::daemon::tree_watch`]).
@@ -165,6 +168,7 @@ impl Agent {
             claim,
             metrics,
             trace: None,
+            drift: DriftWatch::default(),
             overwrites: Overwrites::default(),
             discovery: Discovery::default(),
             status_dirty: false,
@@ -378,12 +382,14 @@ impl Agent {
             shares: self.shares.report().cloned(),
             kubernetes: self.pods.as_ref().map(|p| p.status(&self.named, &|rel| self.targets.contains_key(rel))),
             overwritten: self.overwrites.count(),
+            drift: Vec::new(),
         }
     }
 
     fn write_status(&mut self) -> Result<()> {
         self.status_written = Some(Instant::now());
-        let status = self.status();
+        let mut status = self.status();
+        self.drift.observe(&self.config, &mut status);
         status.write(&self.state_dir)?;
         if let Some(m) = &self.metrics {
             m.publish(status);

@@ -130,5 +130,6 @@ pub fn status(devices: Vec<DeviceLine>, memory: Vec<MemoryLine>) -> Status {
         shares: None,
         kubernetes: None,
         overwritten: 0,
+        drift: Vec::new(),
     }
 }

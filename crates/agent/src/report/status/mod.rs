@@ -7,6 +7,7 @@
 //! status must be younger than [`Status::stale_after`] — [`STALE_PERIODS`] periods, at least
 //! [`STALE_MIN`]. [`Liveness`] says which of running, exited and stale holds.
 
+pub mod drift;
 #[cfg(any(test, feature = "fixture"))]
 pub mod fixture;
 pub mod kernel;
@@ -128,6 +129,9 @@ pub struct Status {
     /// Values someone else overwrote that the agent wrote back so far ([`crate::cgroups::reapply`]).
     #[serde(default)]
     pub overwritten: u64,
+    /// Devices whose lines came from a tune result, watched for drift from its curve.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drift: Vec<drift::DriftLine>,
 }
 
 impl Status {
@@ -347,6 +351,9 @@ impl fmt::Display for Status {
         }
         for d in &self.devices {
             self.fmt_device(f, d)?;
+        }
+        for d in &self.drift {
+            writeln!(f, "\ntuned: {d}")?;
         }
         if !self.memory.is_empty() {
             self.fmt_memory(f)?;
