@@ -30,7 +30,7 @@ fn swept(dev: &str, measured_at: u64) -> TuneResult {
         })
         .collect();
     TuneResult {
-        version: ioshare_tune::result::FORMAT_VERSION,
+        version: ioshare_tune::data::FORMAT_VERSION,
         measured_at,
         device: DeviceId {
             name: Some("loop9".into()),

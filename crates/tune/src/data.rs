@@ -147,10 +147,13 @@ pub struct Point {
     pub took_s: f64,
 }
 
+/// Version of the result format and of the method; a file of another version is refused.
+pub const FORMAT_VERSION: u32 = 1;
+
 /// A whole tune: device, settings, baseline and points.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TuneResult {
-    /// [`crate::result::FORMAT_VERSION`].
+    /// [`FORMAT_VERSION`].
     pub version: u32,
     /// When the sweep started, seconds since the Unix epoch.
     pub measured_at: u64,

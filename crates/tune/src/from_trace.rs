@@ -34,7 +34,7 @@ use ioshare_core::iocost::line::Ctrl;
 use ioshare_core::{ModelConfig, QosConfig, QosParams};
 use serde::Deserialize;
 
-use crate::data::{Baseline, DeviceId, Settings, TraceBin, TraceSource, TuneResult};
+use crate::data::{Baseline, DeviceId, Settings, TraceBin, TraceSource, TuneResult, FORMAT_VERSION};
 use crate::error::{Error, Result};
 use crate::fit::{fit, Shape};
 use crate::grid::Grid;
@@ -114,7 +114,7 @@ pub fn read(path: &Path, opts: &TraceOptions) -> Result<TuneResult> {
         .and_then(|s| s.trim().parse::<u64>().ok())
         .map_or(0, |sectors| sectors * 512);
     Ok(TuneResult {
-        version: crate::result::FORMAT_VERSION,
+        version: FORMAT_VERSION,
         measured_at,
         device: DeviceId {
             name: Some(device.clone()),

@@ -11,14 +11,12 @@ use std::fs;
 use std::io::Write;
 use std::path::Path;
 
-use crate::data::{DeviceId, TuneResult};
+use crate::data::{DeviceId, TuneResult, FORMAT_VERSION};
 use crate::error::{Error, Result};
 use crate::fit::Fit;
 use crate::from_trace;
 use crate::solve::{self, Solution, Solved};
 
-/// Version of the result format and of the method; a file of another version is refused.
-pub const FORMAT_VERSION: u32 = 1;
 /// The solution the agent and systemd's `iocost` use when none is named.
 pub const DEFAULT_SOLUTION: &str = "isolated-bandwidth";
 

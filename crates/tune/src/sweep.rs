@@ -13,11 +13,10 @@ use ioshare_core::iocost::line::Ctrl;
 use ioshare_core::{ModelConfig, QosConfig, QosParams, NSEC_PER_SEC};
 use ioshare_engine::profile::{self, prepare, ProfileOptions};
 
-use crate::data::{DeviceId, Settings, TuneResult};
+use crate::data::{DeviceId, Settings, TuneResult, FORMAT_VERSION};
 use crate::error::{Error, Result};
 use crate::grid::Grid;
 use crate::point::{Rig, Timing};
-use crate::result::FORMAT_VERSION;
 
 /// What `prepare` calls a loop device over a file (a resumed sweep of one makes one again).
 const LOOP_KIND: &str = "loop device over a file";
