@@ -155,7 +155,11 @@ fn kernel_backend_writes_iocost_controls_late_cgroups_and_reverts_after_kill() {
     let suite: serde_json::Value = serde_json::from_str(field(&stdout, "bench_json")).expect("bench printed JSON");
     let runs = suite["scenarios"][0]["runs"].as_array().expect("runs");
     let names: Vec<&str> = runs.iter().map(|r| r["controller"].as_str().unwrap()).collect();
-    assert_eq!(names, ["kernel-none", "bfq", "blk-throttle", "agent-kernel"], "every v2 peer ran");
+    assert_eq!(
+        names,
+        ["kernel-none", "bfq", "blk-throttle", "ceiling", "ceiling", "agent-kernel"],
+        "every v2 peer ran"
+    );
     for run in runs {
         for t in run["tenants"].as_array().unwrap() {
             assert!(t["iops"].as_f64().unwrap() > 0.0, "{} tenant {} did IO", run["controller"], t["name"]);

@@ -14,12 +14,6 @@ use crate::error::Result;
 use crate::group::GroupSettings;
 use crate::io::{GroupId, Io, Nanos};
 
-/// IOs each of a controller's queues (a group's wait queue or lanes, IOCost's released-IO queue
-/// and timer heap, the limit stage's due heap) holds before it first grows: queues are reserved
-/// when their group or controller is made, so the issue path allocates nothing until a queue holds
-/// more (then it doubles, once per new high-water mark).
-pub const QUEUE_RESERVE: usize = 128;
-
 /// Outcome of [`Controller::submit`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[must_use]

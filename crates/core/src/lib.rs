@@ -13,9 +13,7 @@ pub mod iocost;
 pub mod limit;
 pub mod none;
 
-pub use controller::{
-    earliest, Completion, Controller, DeviceStats, Dispatch, Event, GroupStats, Stats, Submit, QUEUE_RESERVE,
-};
+pub use controller::{earliest, Completion, Controller, DeviceStats, Dispatch, Event, GroupStats, Stats, Submit};
 pub use error::{Error, Result};
 pub use group::{GroupSettings, WEIGHT_DEFAULT, WEIGHT_MAX, WEIGHT_MIN};
 pub use io::{GroupId, Io, IoFlags, Nanos, Op, NSEC_PER_MSEC, NSEC_PER_SEC, NSEC_PER_USEC};

@@ -38,6 +38,10 @@ fn model(text: &str) -> Result<LinearModel, Failure> {
     Ok(LinearModel::new(text.parse::<ModelConfig>()?.params))
 }
 
+/// IOs each of a controller's queues is reserved for when made (a group's wait queue and lanes,
+/// the released-IO queue, the heaps): the issue path allocates nothing until a queue holds more.
+pub const QUEUE_RESERVE: usize = 128;
+
 /// Builds the controller of `kind`.
 fn build(
     kind: u32,
@@ -50,7 +54,7 @@ fn build(
             model_text.ok_or_else(|| Failure::null("model (an io.cost.model line or a preset such as ssd_dfl)"))?,
         )?;
         let qos = qos_text.map(str::parse::<QosConfig>).transpose()?.unwrap_or_default().params;
-        let ctl = IoCost::new(model, qos).without_events();
+        let ctl = IoCost::new(model, qos).without_events().reserving(QUEUE_RESERVE);
         Ok(if depth_max > 0 { ctl.with_depth_limit(DepthLimit { max: depth_max }) } else { ctl })
     };
     let bucket_only = || {
@@ -63,10 +67,10 @@ fn build(
         Ok(NoControl::default())
     };
     Ok(match kind {
-        IOSHARE_KIND_IOCOST => Box::new(Limited::<_, TokenGate>::new(iocost()?)),
-        IOSHARE_KIND_IOCOST_LEAKY => Box::new(Limited::<_, LeakyGate>::new(iocost()?)),
-        IOSHARE_KIND_TOKEN_BUCKET => Box::new(Limited::<_, TokenGate>::new(bucket_only()?)),
-        IOSHARE_KIND_LEAKY_BUCKET => Box::new(Limited::<_, LeakyGate>::new(bucket_only()?)),
+        IOSHARE_KIND_IOCOST => Box::new(Limited::<_, TokenGate>::new(iocost()?).reserving(QUEUE_RESERVE)),
+        IOSHARE_KIND_IOCOST_LEAKY => Box::new(Limited::<_, LeakyGate>::new(iocost()?).reserving(QUEUE_RESERVE)),
+        IOSHARE_KIND_TOKEN_BUCKET => Box::new(Limited::<_, TokenGate>::new(bucket_only()?).reserving(QUEUE_RESERVE)),
+        IOSHARE_KIND_LEAKY_BUCKET => Box::new(Limited::<_, LeakyGate>::new(bucket_only()?).reserving(QUEUE_RESERVE)),
         other => {
             return Err(Failure::new(
                 IOSHARE_E_INVALID,

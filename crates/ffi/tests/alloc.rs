@@ -1,8 +1,8 @@
 //! The issue path through the ABI does not allocate: a counting global allocator around
 //! `ioshare_submit`, `ioshare_dispatch`, `ioshare_complete` and `ioshare_next_tick`, on every
 //! controller kind, while one group goes idle and comes back (deactivation and activation) and the
-//! others keep their queues busy. Core reserves its queues when it makes them (`QUEUE_RESERVE` IOs
-//! each), and the ABI's controllers keep no event log, so nothing grows.
+//! others keep their queues busy. The ABI's controllers reserve their queues when they make them
+//! (`QUEUE_RESERVE` IOs each) and keep no event log, so nothing grows.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr;

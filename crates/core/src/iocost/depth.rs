@@ -129,6 +129,8 @@ pub(crate) struct Slots {
     inflight: u32,
     /// Per tree node, its IOs waiting for a slot in charge order.
     queues: Vec<VecDeque<Waiter>>,
+    /// IOs each node's queue is reserved for when made ([`super::IoCost::reserving`]).
+    pub reserve: usize,
     /// Nodes with waiting IOs.
     busy_nodes: Vec<u32>,
     /// Per tree node, since when its queue has been non-empty (meaningful while it is).
@@ -176,6 +178,7 @@ impl Slots {
             limit: max,
             inflight: 0,
             queues: Vec::new(),
+            reserve: 0,
             busy_nodes: Vec::new(),
             waiting_since: Vec::new(),
             wait_ns: Vec::new(),
@@ -244,7 +247,8 @@ impl Slots {
     fn grow(&mut self, node: u32) {
         let i = node as usize;
         if i >= self.queues.len() {
-            self.queues.resize_with(i + 1, || VecDeque::with_capacity(crate::controller::QUEUE_RESERVE));
+            let reserve = self.reserve;
+            self.queues.resize_with(i + 1, || VecDeque::with_capacity(reserve));
             self.waiting_since.resize(i + 1, 0);
             self.wait_ns.resize(i + 1, 0);
             self.short.resize(i + 1, false);

@@ -83,9 +83,7 @@ mod tests;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-use crate::controller::{
-    Completion, Controller, DeviceStats, Dispatch, Event, GroupStats, Stats, Submit, QUEUE_RESERVE,
-};
+use crate::controller::{Completion, Controller, DeviceStats, Dispatch, Event, GroupStats, Stats, Submit};
 use crate::error::{Error, Result};
 use crate::group::{path_components, GroupNames, GroupSettings};
 use crate::io::{GroupId, Io, Nanos, NSEC_PER_USEC};
@@ -172,6 +170,8 @@ pub struct IoCost<M: CostModel = LinearModel> {
     events: Vec<Event>,
     /// Whether events are logged (see [`IoCost::without_events`]).
     logging: bool,
+    /// IOs each queue is reserved for when made (see [`IoCost::reserving`]).
+    queue_reserve: usize,
     /// Planner scratch: donors of the period, and the inner nodes above them (pre-order).
     donors: Vec<u32>,
     walk: Vec<u32>,
@@ -211,10 +211,11 @@ impl<M: CostModel> IoCost<M> {
             dfgv_period_at: 0,
             dfgv_period_rem: 0,
             dfgv_usage_us_sum: 0,
-            ready: VecDeque::with_capacity(QUEUE_RESERVE),
-            timers: BinaryHeap::with_capacity(QUEUE_RESERVE),
+            ready: VecDeque::new(),
+            timers: BinaryHeap::new(),
             events: Vec::new(),
             logging: true,
+            queue_reserve: 0,
             donors: Vec::new(),
             walk: Vec::new(),
             slots: None,
@@ -227,6 +228,7 @@ impl<M: CostModel> IoCost<M> {
     /// device, handed out in vtime order and sized by the latency target.
     pub fn with_depth_limit(mut self, limit: DepthLimit) -> Self {
         let mut slots = Slots::new(limit);
+        slots.reserve = self.queue_reserve;
         slots.judging = self.qos.rppm != 0 || self.qos.wppm != 0;
         self.slots = Some(slots);
         self
@@ -283,6 +285,20 @@ impl<M: CostModel> IoCost<M> {
         }
     }
 
+    /// The same controller with every queue reserved for `ios` IOs when it is made (each group's
+    /// wait queue, the released-IO queue, the timer heap, the device-depth option's slot queues), so
+    /// that the issue path allocates nothing until a queue holds more (then it doubles, once per new
+    /// high-water mark). Off by default: a planner-only driver (the agent) queues nothing.
+    pub fn reserving(mut self, ios: usize) -> Self {
+        self.queue_reserve = ios;
+        self.ready.reserve(ios);
+        self.timers.reserve(ios);
+        if let Some(slots) = &mut self.slots {
+            slots.reserve = ios;
+        }
+        self
+    }
+
     /// The same controller without an event log: [`Controller::take_events`] stays empty, and the
     /// issue path never allocates for one (a driver that does not read the events wants this).
     pub fn without_events(mut self) -> Self {
@@ -330,6 +346,7 @@ impl<M: CostModel> IoCost<M> {
                 self.tree.add(parent, weight)
             }
         };
+        self.tree.nodes[node as usize].waitq.reserve(self.queue_reserve);
         // Every node may be active at once: activation never grows the list on the issue path.
         self.active_list.reserve(self.tree.nodes.len().saturating_sub(self.active_list.len()));
         if let Some(slots) = &mut self.slots {

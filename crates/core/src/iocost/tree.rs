@@ -190,7 +190,7 @@ impl Tree {
         self.nodes[idx as usize] = self.fresh(idx, parent, weight);
     }
 
-    /// A node of index `idx` under `parent`, never active, its wait queue reserved.
+    /// A node of index `idx` under `parent`, never active.
     fn fresh(&self, idx: u32, parent: u32, weight: u64) -> Node {
         let p = &self.nodes[parent as usize];
         let mut ancestors = p.ancestors.to_vec();
@@ -200,7 +200,6 @@ impl Tree {
             ancestors: ancestors.into_boxed_slice(),
             weight,
             hweight_gen: self.gen.wrapping_sub(1),
-            waitq: VecDeque::with_capacity(crate::controller::QUEUE_RESERVE),
             ..Node::default()
         }
     }

@@ -40,6 +40,14 @@ impl<C: Controller, G: Gate> Limited<C, G> {
         Limited { inner, stage: LimitStage::default() }
     }
 
+    /// The same limits with each limited group's lanes reserved for `ios` IOs when its limits are
+    /// set, so that holding IO back allocates nothing until a lane holds more (the inner controller
+    /// reserves its own queues, e.g. [`crate::IoCost::reserving`]).
+    pub fn reserving(mut self, ios: usize) -> Self {
+        self.stage.reserve = ios;
+        self
+    }
+
     /// The inner controller.
     pub fn inner(&self) -> &C {
         &self.inner

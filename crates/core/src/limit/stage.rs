@@ -13,7 +13,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::controller::{Dispatch, QUEUE_RESERVE};
+use crate::controller::Dispatch;
 use crate::error::{Error, Result};
 use crate::io::{GroupId, Io, Nanos, Op};
 use crate::limit::gate::{Gate, Next};
@@ -56,11 +56,13 @@ impl<G> Default for GroupLimit<G> {
 pub struct LimitStage<G> {
     groups: Vec<GroupLimit<G>>,
     due: BinaryHeap<Reverse<(Nanos, u32, u64)>>,
+    /// IOs a limited group's lanes (and the due heap) are reserved for ([`crate::Limited::reserving`]).
+    pub reserve: usize,
 }
 
 impl<G> Default for LimitStage<G> {
     fn default() -> Self {
-        LimitStage { groups: Vec::new(), due: BinaryHeap::new() }
+        LimitStage { groups: Vec::new(), due: BinaryHeap::new(), reserve: 0 }
     }
 }
 
@@ -76,8 +78,8 @@ impl<G: Gate> LimitStage<G> {
         if group.gate.is_some() {
             // Room for a queue's worth of IO in the group's lanes and of due times (superseded
             // ones included) in the heap: admitting and scheduling allocate nothing below it.
-            group.lanes.reserve(QUEUE_RESERVE);
-            self.due.reserve(QUEUE_RESERVE);
+            group.lanes.reserve(self.reserve);
+            self.due.reserve(self.reserve);
         }
         group.released = None;
         if !group.lanes.is_empty() {
