@@ -40,7 +40,7 @@ fn model(text: &str) -> Result<LinearModel, Failure> {
 
 /// IOs each of a controller's queues is reserved for when made (a group's wait queue and lanes,
 /// the released-IO queue, the heaps): the issue path allocates nothing until a queue holds more.
-pub const QUEUE_RESERVE: usize = 128;
+const QUEUE_RESERVE: usize = 128;
 
 /// Builds the controller of `kind`.
 fn build(
