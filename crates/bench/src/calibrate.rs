@@ -25,7 +25,7 @@
 //! step.
 //!
 //! A device with a burst allowance (QEMU's throttle lets a tenth of a second's IOs through at once
-//! after a lull, issue 20) serves faster than its rate for the first fraction of a second of every
+//! after a lull) serves faster than its rate for the first fraction of a second of every
 //! run, and a 0.3 s round can lie wholly inside it: the lab guest's 3000 IOPS disk calibrated at
 //! 3582–4061 IOPS, and every IOCost given that model over-committed the device. So a 1 s probe of
 //! random reads, sampled every 0.1 s, comes first: when its first samples run well above its last

@@ -9,7 +9,7 @@
 //! tenant IOPS, share of the total, p50 and p99, and the scenario's own figure (IOPS ratio, share of
 //! the leftover taken) for each side, with the relative differences to the target and between sides.
 //!
-//! Drift (issue 20): on a device whose saturation hides behind a burst allowance (QEMU's throttle)
+//! Drift: on a device whose saturation hides behind a burst allowance (QEMU's throttle)
 //! both IOCosts swing between the weights' split and the device FIFO's over a period of seconds, so
 //! a whole-run ratio depends on where in the swing the run fell. For the proportional cases each side
 //! therefore also shows the ratio over the second half of the measured window, the ratio and vrate

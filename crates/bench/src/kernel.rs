@@ -420,7 +420,7 @@ impl Peers {
         let (mut agent, _) =
             ioshare_agent::Agent::start(config, backend, state).map_err(|e| peer_error("starting the agent", e))?;
         // The agent's period trace on request (`ioshare agent trace PATH.<run>.jsonl` reads it): why a
-        // run's ratio or total is what it is (docs/agent.md, issue 22).
+        // run's ratio or total is what it is (docs/agent.md).
         if let Some(path) = std::env::var_os(AGENT_TRACE_ENV) {
             let path = std::path::PathBuf::from(path).with_extension(format!("{}.jsonl", self.runs));
             agent.trace_to(

@@ -34,7 +34,7 @@ use ioshare_engine::report::RunReport;
 const NO_DISK: &str = "its target is on no block device";
 /// Name of the overhead scenario's extra run: no control, observer attached.
 pub const OBSERVED_NONE: &str = "none+observe";
-/// The observer's overhead target: IOPS with it attached at least this share of IOPS without (issue 10).
+/// The observer's overhead target: IOPS with it attached at least this share of IOPS without.
 pub const OBSERVE_OVERHEAD_MIN: f64 = 0.97;
 /// How long the observer stays attached, then detached, in the [`OBSERVED_NONE`] run. Shorter windows
 /// pair closer neighbours: on this machine's disk the attached-to-detached ratio of one window (no

@@ -1,7 +1,7 @@
 //! Cost per IO of the limiters, against the pass-through controller.
 //!
 //! - `fast_path`: an IO that passes at once (limits set far above the offered rate): the path every IO
-//!   of a group under its limit takes. Target ≤ 50 ns per IO (issue 3).
+//!   of a group under its limit takes. Target ≤ 50 ns per IO.
 //! - `held_back`: a group running at its limit, every IO held and released later: submit plus the
 //!   dispatch that releases it.
 

@@ -1,4 +1,4 @@
-//! Simulated IOs per second of wall-clock time (issue 5's speed target: ≥ 1M/s on one core for the
+//! Simulated IOs per second of wall-clock time (the speed target: ≥ 1M/s on one core for the
 //! proportional scenario): two saturating 4 KiB random readers at 2:1 on an ssd_dfl linear device
 //! (8 servers), with no controller and with IOCost. Criterion reports elements/s = simulated IOs/s.
 #![allow(missing_docs)] // criterion's macros generate undocumented functions

@@ -57,7 +57,7 @@ fn vrate_finds_the_device_when_the_model_is_2x_wrong() {
     let out = run("vrate", Args::default());
     let (optimistic, pessimistic) = (&out.runs[0], &out.runs[1]);
     // The right answer is 50% and 200%: the device is half / twice what the model says. ±20% of the
-    // answer (40–60%) is the settling band issue 5 uses; the mean includes the descent from 100%.
+    // answer (40–60%) is the settling band the acceptance uses; the mean includes the descent from 100%.
     assert!((40.0..=60.0).contains(&optimistic.device.vrate_pct_mean), "{}", optimistic.device.vrate_pct_mean);
     assert!(optimistic.group("reader").dev_lat_us.p90 <= 2000.0);
     assert!(pessimistic.device.vrate_pct_mean > 150.0, "{}", pessimistic.device.vrate_pct_mean);

@@ -45,7 +45,7 @@ fn fixed_limits_waste_what_iocost_gives_away() {
 fn fig13_vrate_follows_the_model_change() {
     let out = run("paper-fig13");
     // Asserted in every phase: vrate's mean over the last 5 s within 20% of the new equilibrium, and
-    // the device's p90 read latency under the 5 ms target. Settling: issue 5 asks for 30 periods, but
+    // the device's p90 read latency under the 5 ms target. Settling: the acceptance asks for 30 periods, but
     // the kernel's step table cannot move vrate that fast (≥ 35 periods to double, ≥ 48 to quarter);
     // asserted instead: within 5 periods of that floor.
     for c in &out.comparisons {

@@ -61,7 +61,7 @@ pub const DESCRIPTION: &str = "two saturating 4 KiB random readers (QD64) as sep
      weights A:B; mid-run the high-weight one drops to 10% of the device -> with the agent (userspace backend; kernel \
      backend where cgroup v2 has iocost): ratio A/B ±10% and total >= 93% of the ceiling (the high one free, the other \
      held to its share) before the drop, the other takes >= 85% of what is left from 2 periods after it";
-/// IOPS ratio tolerance before the drop (issue 8 acceptance: ±10%, goal ±5%).
+/// IOPS ratio tolerance before the drop (acceptance ±10%, goal ±5%).
 pub const RATIO_TOLERANCE: f64 = 0.10;
 /// Total before the drop, share of the ceiling's total at the same ratio (see the module comment).
 pub const CEILING_MIN: f64 = 0.93;

@@ -1,6 +1,6 @@
 //! `proportional`: two saturating 4 KiB random readers with weights A:B; judged by their IOPS ratio
 //! against A/B (±[`RATIO_TOLERANCE`]). The subject is IOCost with its device-depth option; the
-//! kernel-faithful IOCost still splits part of the device by queue depth (issue 13) and is shown
+//! kernel-faithful IOCost still splits part of the device by queue depth and is shown
 //! beside it.
 
 use ioshare_engine::job::TenantSpec;

@@ -1,5 +1,5 @@
 //! Behaviour of the limiters in virtual time: rates, bursts, iops_size, the tightest bucket, FIFO,
-//! the QD128 acceptance of issue 3, composition, and a property test that no IO is lost or duplicated.
+//! the QD128 acceptance, composition, and a property test that no IO is lost or duplicated.
 //!
 //! The open-loop tests offer IOs at a fixed rate and release whatever the controller lets go, jumping
 //! to the times it names; the closed-loop tests keep a fixed queue depth against a device with a
@@ -368,7 +368,7 @@ fn a_read_never_waits_for_a_write_bucket() {
     }
 }
 
-// ---- QD128 at 5000 IOPS (issue 3 acceptance, SPEC §4) ----
+// ---- QD128 at 5000 IOPS (the acceptance) ----
 
 #[derive(Debug)]
 struct Latency {

@@ -134,7 +134,7 @@ const FIG13_PHASES: [(f64, f64, f64); 3] = [(0.0, 1.0, 100.0), (10.0, 2.0, 200.0
 /// model doubled = the device half as fast (50%). A latency-seeking reader (p90 under 8 ms) on the
 /// ssd_dfl linear device taking as many IOs at once as it serves (so overload shows as rq-wait; see
 /// the `vrate` scenario), IOCost with a p90 5 ms read target (planning period 10 ms), sampled every
-/// period. Per phase: when vrate comes within 20% of the new equilibrium (issue 5: within 30
+/// period. Per phase: when vrate comes within 20% of the new equilibrium (the target: within 30
 /// periods; printed beside the fastest the kernel's step table allows), its mean over the phase's
 /// last 5 s, and the device's p90 read latency then.
 ///
