@@ -36,9 +36,9 @@ use serde::Deserialize;
 
 use crate::data::{Baseline, DeviceId, Settings, TraceBin, TraceSource, TuneResult, FORMAT_VERSION};
 use crate::error::{Error, Result};
-use crate::fit::{fit, Shape};
+use crate::fit::Shape;
 use crate::grid::Grid;
-use crate::solve::{pinned, Predicted, SeriesFit, Solved, MIN_POINTS};
+use crate::solve::{fit_series, pinned, Predicted, SeriesSpec, Solved, MIN_POINTS};
 
 /// Width of a vrate bin, percent.
 pub const BIN_PCT: f64 = 5.0;
@@ -232,8 +232,7 @@ fn too_little(device: &str, mine: &[&Period], informative: &[&Period], bins: usi
 }
 
 /// The series a trace gives: name, label, value of a bin, expected shape, outliers dropped.
-type Extract = fn(&TraceBin) -> f64;
-const SERIES: [(&str, &str, Extract, Shape, bool); 4] = [
+const SERIES: [SeriesSpec<TraceBin>; 4] = [
     ("work", "work done, % of the model's capacity", |b| b.delivered_pct, Shape::Rising, false),
     ("iops", "IOPS of the cgroups", |b| b.iops, Shape::Rising, false),
     ("lat", "median of the periods' mean read latency, us", |b| b.lat_p50_us, Shape::Valley, true),
@@ -242,14 +241,7 @@ const SERIES: [(&str, &str, Extract, Shape, bool); 4] = [
 
 /// The fits and solutions of a result fitted from a trace (`source`: its bins).
 pub fn solve(r: &TuneResult, source: &TraceSource, target_p99_us: Option<u64>) -> Solved {
-    let series: Vec<SeriesFit> = SERIES
-        .iter()
-        .map(|&(name, label, value, shape, outliers)| {
-            let points: Vec<(f64, f64)> = source.bins.iter().map(|b| (b.vrate_pct, value(b))).collect();
-            let fit = (points.len() >= MIN_POINTS).then(|| fit(&points, shape, outliers)).flatten();
-            SeriesFit { name, label, points, fit }
-        })
-        .collect();
+    let series = fit_series(&SERIES, &source.bins, |b| b.vrate_pct);
     let get = |name: &str| series.iter().find(|s| s.name == name).and_then(|s| s.fit);
     let mut notes = Vec::new();
     let (Some(work), Some(iops), Some(lat), Some(p99)) = (get("work"), get("iops"), get("lat"), get("lat-p99")) else {

@@ -78,10 +78,8 @@ pub struct Solved {
     pub notes: Vec<String>,
 }
 
-type Extract = fn(&Point) -> f64;
-
 /// The series: name, label, value, expected shape, whether outliers are dropped (latencies).
-const SERIES: [(&str, &str, Extract, Shape, bool); 7] = [
+const SERIES: [SeriesSpec<Point>; 7] = [
     ("mof", "capacity alone (MOF), IOPS", |p| p.mof_iops, Shape::Rising, false),
     ("amof", "protected capacity (aMOF), IOPS", |p| p.amof_iops, Shape::Hump, false),
     ("amof-delta", "MOF - aMOF, IOPS", |p| p.mof_iops - p.amof_iops, Shape::Valley, false),
@@ -91,16 +89,25 @@ const SERIES: [(&str, &str, Extract, Shape, bool); 7] = [
     ("work-conserved", "antagonist throughput / alone", |p| p.work_conserved, Shape::Rising, false),
 ];
 
-/// Fits every series of `r` and derives the solutions (`target_p99_us`: the extra latency-target one).
-pub fn solve(r: &TuneResult, target_p99_us: Option<u64>) -> Solved {
-    let series: Vec<SeriesFit> = SERIES
+/// One series to fit: name, label, its value of an item, its shape, whether outliers are dropped.
+pub(crate) type SeriesSpec<T> = (&'static str, &'static str, fn(&T) -> f64, Shape, bool);
+
+/// Fits each series of `table` over
+/// `items` against their vrate; a series with fewer than [`MIN_POINTS`] points has no fit.
+pub(crate) fn fit_series<T>(table: &[SeriesSpec<T>], items: &[T], vrate: impl Fn(&T) -> f64) -> Vec<SeriesFit> {
+    table
         .iter()
         .map(|&(name, label, value, shape, outliers)| {
-            let points: Vec<(f64, f64)> = r.points.iter().map(|p| (p.vrate_pct, value(p))).collect();
+            let points: Vec<(f64, f64)> = items.iter().map(|i| (vrate(i), value(i))).collect();
             let fit = (points.len() >= MIN_POINTS).then(|| fit(&points, shape, outliers)).flatten();
             SeriesFit { name, label, points, fit }
         })
-        .collect();
+        .collect()
+}
+
+/// Fits every series of `r` and derives the solutions (`target_p99_us`: the extra latency-target one).
+pub fn solve(r: &TuneResult, target_p99_us: Option<u64>) -> Solved {
+    let series = fit_series(&SERIES, &r.points, |p| p.vrate_pct);
     let mut notes = Vec::new();
     let get = |name: &str| series.iter().find(|s| s.name == name).and_then(|s| s.fit);
     let (Some(mof), Some(amof), Some(iso), Some(lat), Some(work)) =
