@@ -8,7 +8,7 @@ use std::ffi::c_char;
 
 use ioshare_core::{GroupSettings, Limits, Nanos};
 
-use crate::error::{guard, Failure, IOSHARE_E_INVALID, IOSHARE_E_RANGE, IOSHARE_E_UNKNOWN_GROUP, IOSHARE_OK};
+use crate::error::{Failure, IOSHARE_E_INVALID, IOSHARE_E_RANGE, IOSHARE_E_UNKNOWN_GROUP, IOSHARE_OK};
 use crate::handle::{with_ctl, IoshareCtl, State};
 use crate::text::{optional, required};
 use crate::types::unknown_group;
@@ -51,15 +51,13 @@ pub unsafe extern "C" fn ioshare_configure(
     limits: *const c_char,
     group: *mut u32,
 ) -> i32 {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        unsafe {
-            with_ctl(ctl, |state| {
-                let (path, limits) = (required(path, "path")?, optional(limits, "limits")?);
-                configure_path(state, now, path, weight, limits, group)
-            })
-        }
-    })
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_ctl(ctl, |state| {
+            let (path, limits) = (required(path, "path")?, optional(limits, "limits")?);
+            configure_path(state, now, path, weight, limits, group)
+        })
+    }
 }
 
 /// As `ioshare_configure`, for the child `name` of group `parent` (`name` has no '/').
@@ -76,25 +74,20 @@ pub unsafe extern "C" fn ioshare_configure_child(
     limits: *const c_char,
     group: *mut u32,
 ) -> i32 {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        unsafe {
-            with_ctl(ctl, |state| {
-                let (name, limits) = (required(name, "name")?, optional(limits, "limits")?);
-                if name.is_empty() || name.contains('/') {
-                    return Err(Failure::new(
-                        IOSHARE_E_INVALID,
-                        format!(
-                            "child name '{}' must be one non-empty path component, without '/'",
-                            name.escape_default()
-                        ),
-                    ));
-                }
-                let path = format!("{}/{name}", state.groups.path(parent).ok_or_else(|| unknown_group(parent))?);
-                configure_path(state, now, &path, weight, limits, group)
-            })
-        }
-    })
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_ctl(ctl, |state| {
+            let (name, limits) = (required(name, "name")?, optional(limits, "limits")?);
+            if name.is_empty() || name.contains('/') {
+                return Err(Failure::new(
+                    IOSHARE_E_INVALID,
+                    format!("child name '{}' must be one non-empty path component, without '/'", name.escape_default()),
+                ));
+            }
+            let path = format!("{}/{name}", state.groups.path(parent).ok_or_else(|| unknown_group(parent))?);
+            configure_path(state, now, &path, weight, limits, group)
+        })
+    }
 }
 
 /// Removes group `group` when nothing of it is left: no child groups, no IO queued, none in flight
@@ -106,17 +99,15 @@ pub unsafe extern "C" fn ioshare_configure_child(
 /// `ctl` as every call.
 #[no_mangle]
 pub unsafe extern "C" fn ioshare_remove(ctl: *mut IoshareCtl, now: u64, group: u32) -> i32 {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        unsafe {
-            with_ctl(ctl, |state| {
-                let path = state.groups.path(group).ok_or_else(|| unknown_group(group))?.to_string();
-                state.ctl.remove(now, &path)?;
-                state.groups.forget(group);
-                Ok(IOSHARE_OK)
-            })
-        }
-    })
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_ctl(ctl, |state| {
+            let path = state.groups.path(group).ok_or_else(|| unknown_group(group))?.to_string();
+            state.ctl.remove(now, &path)?;
+            state.groups.forget(group);
+            Ok(IOSHARE_OK)
+        })
+    }
 }
 
 /// Writes the id of the group at `path` to `*group`, or fails with `IOSHARE_E_UNKNOWN_GROUP`.
@@ -125,25 +116,23 @@ pub unsafe extern "C" fn ioshare_remove(ctl: *mut IoshareCtl, now: u64, group: u
 /// `ctl` as every call; `path` NULL or NUL-terminated; `group` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ioshare_group_find(ctl: *mut IoshareCtl, path: *const c_char, group: *mut u32) -> i32 {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        unsafe {
-            with_ctl(ctl, |state| {
-                let path = required(path, "path")?;
-                if group.is_null() {
-                    return Err(Failure::null("group"));
-                }
-                let id = state.groups.find(path).ok_or_else(|| {
-                    Failure::new(
-                        IOSHARE_E_UNKNOWN_GROUP,
-                        format!("no group at '{}': configure it first", path.escape_default()),
-                    )
-                })?;
-                *group = id;
-                Ok(IOSHARE_OK)
-            })
-        }
-    })
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_ctl(ctl, |state| {
+            let path = required(path, "path")?;
+            if group.is_null() {
+                return Err(Failure::null("group"));
+            }
+            let id = state.groups.find(path).ok_or_else(|| {
+                Failure::new(
+                    IOSHARE_E_UNKNOWN_GROUP,
+                    format!("no group at '{}': configure it first", path.escape_default()),
+                )
+            })?;
+            *group = id;
+            Ok(IOSHARE_OK)
+        })
+    }
 }
 
 /// Copies the path of group `group`, NUL-terminated, into `buf` of `cap` bytes. Returns the path's
@@ -154,24 +143,22 @@ pub unsafe extern "C" fn ioshare_group_find(ctl: *mut IoshareCtl, path: *const c
 /// `ctl` as every call; `buf` NULL or writable for `cap` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn ioshare_group_path(ctl: *mut IoshareCtl, group: u32, buf: *mut c_char, cap: usize) -> i32 {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        unsafe {
-            with_ctl(ctl, |state| {
-                if buf.is_null() {
-                    return Err(Failure::null("buf"));
-                }
-                let path = state.groups.path(group).ok_or_else(|| unknown_group(group))?;
-                if path.len() >= cap {
-                    return Err(Failure::new(
-                        IOSHARE_E_RANGE,
-                        format!("buf of {cap} bytes is too small: the path needs {}", path.len() + 1),
-                    ));
-                }
-                std::ptr::copy_nonoverlapping(path.as_ptr(), buf.cast(), path.len());
-                *buf.add(path.len()) = 0;
-                Ok(path.len() as i32)
-            })
-        }
-    })
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_ctl(ctl, |state| {
+            if buf.is_null() {
+                return Err(Failure::null("buf"));
+            }
+            let path = state.groups.path(group).ok_or_else(|| unknown_group(group))?;
+            if path.len() >= cap {
+                return Err(Failure::new(
+                    IOSHARE_E_RANGE,
+                    format!("buf of {cap} bytes is too small: the path needs {}", path.len() + 1),
+                ));
+            }
+            std::ptr::copy_nonoverlapping(path.as_ptr(), buf.cast(), path.len());
+            *buf.add(path.len()) = 0;
+            Ok(path.len() as i32)
+        })
+    }
 }

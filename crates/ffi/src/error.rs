@@ -29,22 +29,31 @@ pub const IOSHARE_E_BUSY: i32 = -8;
 /// A bug inside the library (a caught panic); the controller refuses every later call but `ioshare_free`.
 pub const IOSHARE_E_INTERNAL: i32 = -7;
 
-/// A failed call: its code and its message.
+/// A failed call: its code and its message. Boxed, so that a `Result<i32, Failure>` fits in two
+/// registers and the issue path's success costs no copies.
 #[derive(Debug)]
-pub struct Failure {
+pub struct Failure(Box<FailureText>);
+
+/// What a [`Failure`] holds.
+#[derive(Debug)]
+struct FailureText {
     /// One of the negative `IOSHARE_E_*` codes.
-    pub code: i32,
+    code: i32,
     /// One line: what is wrong and how to fix it.
-    pub message: String,
+    message: String,
 }
 
 impl Failure {
-    /// A failure with `code` and `message`.
+    /// A failure with `code` and `message` (cold: the issue path never builds one when it succeeds).
+    #[cold]
+    #[inline(never)]
     pub fn new(code: i32, message: impl Into<String>) -> Self {
-        Failure { code, message: message.into() }
+        Failure(Box::new(FailureText { code, message: message.into() }))
     }
 
     /// A required pointer argument that is NULL.
+    #[cold]
+    #[inline(never)]
     pub fn null(what: &str) -> Self {
         Failure::new(IOSHARE_E_NULL, format!("{what} is NULL: pass a valid pointer"))
     }
@@ -78,12 +87,13 @@ pub fn last_error() -> *const c_char {
 }
 
 /// Runs an entry point's body: its outcome, or its failure's code with the message stored.
+#[inline(always)]
 pub fn guard(body: impl FnOnce() -> Result<i32, Failure>) -> i32 {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(outcome)) => outcome,
         Ok(Err(failure)) => {
-            set_last(&failure.message);
-            failure.code
+            set_last(&failure.0.message);
+            failure.0.code
         }
         Err(panic) => {
             set_last(&format!("internal error in libioshare: {}; please report it", panic_text(&*panic)));

@@ -6,7 +6,7 @@
 
 use ioshare_core::{Completion, Dispatch, Submit};
 
-use crate::error::{guard, Failure, IOSHARE_OK};
+use crate::error::{Failure, IOSHARE_OK};
 use crate::handle::{with_ctl, IoshareCtl};
 use crate::types::{IoshareIo, IOSHARE_IDLE, IOSHARE_ISSUE, IOSHARE_QUEUED, IOSHARE_WAIT};
 
@@ -21,25 +21,25 @@ use crate::types::{IoshareIo, IOSHARE_IDLE, IOSHARE_ISSUE, IOSHARE_QUEUED, IOSHA
 /// `ctl` as every call; `io` NULL or readable and writable; `delay_ns` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ioshare_submit(ctl: *mut IoshareCtl, now: u64, io: *mut IoshareIo, delay_ns: *mut u64) -> i32 {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        unsafe {
-            with_ctl(ctl, |state| {
-                let slot = io.as_mut().ok_or_else(|| Failure::null("io"))?;
-                let core_io = slot.to_core(&state.groups)?;
-                match state.ctl.submit(now, core_io) {
-                    Submit::Issue { io: issued, delay } => {
-                        *slot = IoshareIo::from_core(&issued);
-                        if let Some(d) = delay_ns.as_mut() {
-                            *d = delay;
-                        }
-                        Ok(IOSHARE_ISSUE)
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_ctl(ctl, move |state| {
+            let slot = io.as_mut().ok_or_else(|| Failure::null("io"))?;
+            let core_io = slot.to_core(&state.groups)?;
+            match state.ctl.submit(now, core_io) {
+                Submit::Issue { io: issued, delay } => {
+                    // A controller changes only the charge of an IO it issues (core's `Io`).
+                    slot.charge = issued.charge;
+                    debug_assert_eq!(*slot, IoshareIo::from_core(&issued));
+                    if let Some(d) = delay_ns.as_mut() {
+                        *d = delay;
                     }
-                    Submit::Queued => Ok(IOSHARE_QUEUED),
+                    Ok(IOSHARE_ISSUE)
                 }
-            })
-        }
-    })
+                Submit::Queued => Ok(IOSHARE_QUEUED),
+            }
+        })
+    }
 }
 
 /// Releases the next held IO that may go at `now`: `IOSHARE_ISSUE` with it in `*io`;
@@ -49,26 +49,24 @@ pub unsafe extern "C" fn ioshare_submit(ctl: *mut IoshareCtl, now: u64, io: *mut
 /// `ctl` as every call; `io` and `at` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ioshare_dispatch(ctl: *mut IoshareCtl, now: u64, io: *mut IoshareIo, at: *mut u64) -> i32 {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        unsafe {
-            with_ctl(ctl, |state| {
-                let io = io.as_mut().ok_or_else(|| Failure::null("io"))?;
-                let at = at.as_mut().ok_or_else(|| Failure::null("at"))?;
-                Ok(match state.ctl.dispatch(now) {
-                    Dispatch::Io(released) => {
-                        *io = IoshareIo::from_core(&released);
-                        IOSHARE_ISSUE
-                    }
-                    Dispatch::At(t) => {
-                        *at = t;
-                        IOSHARE_WAIT
-                    }
-                    Dispatch::Idle => IOSHARE_IDLE,
-                })
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_ctl(ctl, move |state| {
+            let io = io.as_mut().ok_or_else(|| Failure::null("io"))?;
+            let at = at.as_mut().ok_or_else(|| Failure::null("at"))?;
+            Ok(match state.ctl.dispatch(now) {
+                Dispatch::Io(released) => {
+                    *io = IoshareIo::from_core(&released);
+                    IOSHARE_ISSUE
+                }
+                Dispatch::At(t) => {
+                    *at = t;
+                    IOSHARE_WAIT
+                }
+                Dispatch::Idle => IOSHARE_IDLE,
             })
-        }
-    })
+        })
+    }
 }
 
 /// Reports that the device finished `*io` (the value `submit` or `dispatch` released) at `now`;
@@ -85,17 +83,15 @@ pub unsafe extern "C" fn ioshare_complete(
     released: u64,
     started: u64,
 ) -> i32 {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        unsafe {
-            with_ctl(ctl, |state| {
-                let io = io.as_ref().ok_or_else(|| Failure::null("io"))?.to_core(&state.groups)?;
-                let timing = Completion { released, started: started.max(released) };
-                state.ctl.complete(now, &io, timing);
-                Ok(IOSHARE_OK)
-            })
-        }
-    })
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_ctl(ctl, move |state| {
+            let io = io.as_ref().ok_or_else(|| Failure::null("io"))?.to_core(&state.groups)?;
+            let timing = Completion { released, started: started.max(released) };
+            state.ctl.complete(now, &io, timing);
+            Ok(IOSHARE_OK)
+        })
+    }
 }
 
 /// Writes when the planner wants to run next to `*at` (`IOSHARE_OK`), or returns `IOSHARE_IDLE`
@@ -105,21 +101,19 @@ pub unsafe extern "C" fn ioshare_complete(
 /// `ctl` as every call; `at` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ioshare_next_tick(ctl: *mut IoshareCtl, at: *mut u64) -> i32 {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        unsafe {
-            with_ctl(ctl, |state| {
-                let at = at.as_mut().ok_or_else(|| Failure::null("at"))?;
-                Ok(match state.ctl.next_tick() {
-                    Some(t) => {
-                        *at = t;
-                        IOSHARE_OK
-                    }
-                    None => IOSHARE_IDLE,
-                })
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_ctl(ctl, move |state| {
+            let at = at.as_mut().ok_or_else(|| Failure::null("at"))?;
+            Ok(match state.ctl.next_tick() {
+                Some(t) => {
+                    *at = t;
+                    IOSHARE_OK
+                }
+                None => IOSHARE_IDLE,
             })
-        }
-    })
+        })
+    }
 }
 
 /// Runs the planner at `now` (call it at the time `ioshare_next_tick` names).
@@ -128,13 +122,11 @@ pub unsafe extern "C" fn ioshare_next_tick(ctl: *mut IoshareCtl, at: *mut u64) -
 /// `ctl` as every call.
 #[no_mangle]
 pub unsafe extern "C" fn ioshare_tick(ctl: *mut IoshareCtl, now: u64) -> i32 {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        unsafe {
-            with_ctl(ctl, |state| {
-                state.ctl.tick(now);
-                Ok(IOSHARE_OK)
-            })
-        }
-    })
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_ctl(ctl, move |state| {
+            state.ctl.tick(now);
+            Ok(IOSHARE_OK)
+        })
+    }
 }

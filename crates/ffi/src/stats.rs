@@ -1,7 +1,7 @@
 //! Statistics: the controller's (vrate, busy level, …) and its groups' (usage, wait, debt, delay).
 //! These allocate (core builds a snapshot); call them from a stats path, not per IO.
 
-use crate::error::{guard, Failure, IOSHARE_OK};
+use crate::error::{Failure, IOSHARE_OK};
 use crate::handle::{with_ctl, IoshareCtl};
 use crate::types::{unknown_group, IoshareCtlStats, IoshareGroupStats};
 
@@ -19,23 +19,21 @@ pub unsafe extern "C" fn ioshare_stats(
     groups: *mut IoshareGroupStats,
     cap: usize,
 ) -> i32 {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        unsafe {
-            with_ctl(ctl, |state| {
-                let out = stats.as_mut().ok_or_else(|| Failure::null("stats"))?;
-                if groups.is_null() && cap > 0 {
-                    return Err(Failure::null("groups (with cap > 0)"));
-                }
-                let snap = state.ctl.stats(now);
-                *out = IoshareCtlStats::from_core(&snap.device, snap.groups.len());
-                for (i, g) in snap.groups.iter().take(cap).enumerate() {
-                    *groups.add(i) = IoshareGroupStats::from_core(i as u32, g);
-                }
-                Ok(IOSHARE_OK)
-            })
-        }
-    })
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_ctl(ctl, |state| {
+            let out = stats.as_mut().ok_or_else(|| Failure::null("stats"))?;
+            if groups.is_null() && cap > 0 {
+                return Err(Failure::null("groups (with cap > 0)"));
+            }
+            let snap = state.ctl.stats(now);
+            *out = IoshareCtlStats::from_core(&snap.device, snap.groups.len());
+            for (i, g) in snap.groups.iter().take(cap).enumerate() {
+                *groups.add(i) = IoshareGroupStats::from_core(i as u32, g);
+            }
+            Ok(IOSHARE_OK)
+        })
+    }
 }
 
 /// Writes the statistics of group `group` at `now` to `*stats`.
@@ -49,19 +47,17 @@ pub unsafe extern "C" fn ioshare_stats_group(
     group: u32,
     stats: *mut IoshareGroupStats,
 ) -> i32 {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        unsafe {
-            with_ctl(ctl, |state| {
-                let out = stats.as_mut().ok_or_else(|| Failure::null("stats"))?;
-                if !state.groups.is_live(group) {
-                    return Err(unknown_group(group));
-                }
-                let snap = state.ctl.stats(now);
-                let g = &snap.groups[group as usize];
-                *out = IoshareGroupStats::from_core(group, g);
-                Ok(IOSHARE_OK)
-            })
-        }
-    })
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_ctl(ctl, |state| {
+            let out = stats.as_mut().ok_or_else(|| Failure::null("stats"))?;
+            if !state.groups.is_live(group) {
+                return Err(unknown_group(group));
+            }
+            let snap = state.ctl.stats(now);
+            let g = &snap.groups[group as usize];
+            *out = IoshareGroupStats::from_core(group, g);
+            Ok(IOSHARE_OK)
+        })
+    }
 }

@@ -2,6 +2,8 @@
 //! directions, flags and outcomes. Integers rather than C enums: a C caller may pass any value, and
 //! an out-of-range one must become `IOSHARE_E_INVALID`, not undefined behaviour.
 
+use std::ptr;
+
 use ioshare_core::{DeviceStats, GroupId, GroupStats, Io, IoFlags, Op};
 
 use crate::error::{Failure, IOSHARE_E_INVALID, IOSHARE_E_UNKNOWN_GROUP};
@@ -64,43 +66,56 @@ pub struct IoshareIo {
 
 impl IoshareIo {
     /// The core IO, its group checked against the controller's `groups`.
-    #[inline]
+    #[inline(always)]
     pub fn to_core(&self, groups: &GroupTable) -> Result<Io, Failure> {
-        let op = match self.op {
-            IOSHARE_READ => Op::Read,
-            IOSHARE_WRITE => Op::Write,
-            other => {
-                return Err(Failure::new(
-                    IOSHARE_E_INVALID,
-                    format!("io.op {other} is unknown: use IOSHARE_READ or IOSHARE_WRITE"),
-                ))
-            }
-        };
-        if self.flags & !(IOSHARE_IO_MUST_ISSUE | IOSHARE_IO_MERGED) != 0 {
-            return Err(Failure::new(
+        // One branch on the issue path; the cold function finds out which check failed.
+        if self.op > IOSHARE_WRITE
+            || self.flags & !(IOSHARE_IO_MUST_ISSUE | IOSHARE_IO_MERGED) != 0
+            || !groups.is_live(self.group)
+        {
+            return Err(self.why_invalid());
+        }
+        Ok(self.core_unchecked())
+    }
+
+    /// The core IO of an IO [`IoshareIo::to_core`] accepts.
+    #[inline(always)]
+    fn core_unchecked(&self) -> Io {
+        // Field by field: the caller wrote them one at a time, and a load spanning two of its
+        // stores (which the compiler would merge these into) waits for both to reach the cache.
+        // SAFETY: `self` is a valid reference; volatile only keeps each load its own.
+        let (offset, charge) = unsafe { (ptr::read_volatile(&self.offset), ptr::read_volatile(&self.charge)) };
+        Io {
+            id: self.id,
+            group: GroupId(self.group),
+            op: if self.op == IOSHARE_READ { Op::Read } else { Op::Write },
+            offset,
+            len: self.len,
+            flags: IoFlags {
+                must_issue: self.flags & IOSHARE_IO_MUST_ISSUE != 0,
+                merged: self.flags & IOSHARE_IO_MERGED != 0,
+            },
+            charge,
+        }
+    }
+
+    /// Why [`IoshareIo::to_core`] refused this IO: its operation, its flags or its group.
+    #[cold]
+    #[inline(never)]
+    fn why_invalid(&self) -> Failure {
+        if self.op > IOSHARE_WRITE {
+            Failure::new(IOSHARE_E_INVALID, format!("io.op {} is unknown: use IOSHARE_READ or IOSHARE_WRITE", self.op))
+        } else if self.flags & !(IOSHARE_IO_MUST_ISSUE | IOSHARE_IO_MERGED) != 0 {
+            Failure::new(
                 IOSHARE_E_INVALID,
                 format!(
                     "io.flags {:#x} has unknown bits: use IOSHARE_IO_MUST_ISSUE and IOSHARE_IO_MERGED only",
                     self.flags
                 ),
-            ));
+            )
+        } else {
+            unknown_group(self.group)
         }
-        if !groups.is_live(self.group) {
-            return Err(unknown_group(self.group));
-        }
-        let flags = IoFlags {
-            must_issue: self.flags & IOSHARE_IO_MUST_ISSUE != 0,
-            merged: self.flags & IOSHARE_IO_MERGED != 0,
-        };
-        Ok(Io {
-            id: self.id,
-            group: GroupId(self.group),
-            op,
-            offset: self.offset,
-            len: self.len,
-            flags,
-            charge: self.charge,
-        })
     }
 
     /// The C form of a core IO.
