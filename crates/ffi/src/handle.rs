@@ -84,14 +84,18 @@ pub unsafe fn with_ctl(ctl: *const IoshareCtl, call: impl FnOnce(&mut State) -> 
         // The issue path: the guard around the call alone, its outcome returned in a register.
         // SAFETY: an unlocked controller: its caller keeps it to one thread at a time.
         Some(c) if c.magic.load(Relaxed) == UNLOCKED => guard(move || unsafe { run(c, call) }),
-        _ => with_ctl_slow(ctl, call),
+        // SAFETY: forwarded.
+        _ => unsafe { with_ctl_slow(ctl, call) },
     }
 }
 
 /// [`with_ctl`] for any controller that is not unlocked and healthy: a locked one runs `call`
 /// under its mutex; any other fails.
+///
+/// # Safety
+/// As [`with_ctl`].
 #[inline(never)]
-fn with_ctl_slow(ctl: *const IoshareCtl, call: impl FnOnce(&mut State) -> Result<i32, Failure>) -> i32 {
+unsafe fn with_ctl_slow(ctl: *const IoshareCtl, call: impl FnOnce(&mut State) -> Result<i32, Failure>) -> i32 {
     guard(move || {
         // SAFETY: NULL or readable, by `with_ctl`'s contract.
         let ctl = unsafe { ctl.as_ref() }.ok_or_else(|| Failure::null("controller"))?;
