@@ -18,9 +18,11 @@
 //! (blk-throttle's slack makes a group held by its limit look held by the device now and then).
 //! Then the limits bind, the shares are the weights', and the planner raises vrate again while
 //! groups are short of budget and the device keeps up; a latency target can take it lower still.
-//! With a latency target vrate follows the device only while groups share it (two or more competing
-//! or held): one group beside donors takes what the device gives, and following each stall of the
-//! device down would only cost it the climb back.
+//! With a latency target the device counts as holding groups back (rq-wait reported, vrate followed
+//! down) only while groups share it (two or more competing or held): one group beside donors takes
+//! what the device gives, and each step down would only cost it the climb back — in the bench's
+//! drop, a reader left alone beside a donor lost a fifth of the device to a vrate that stepped from
+//! 103% to 91% on rq-wait read from blk-throttle's slack.
 
 use std::collections::VecDeque;
 
@@ -72,22 +74,24 @@ impl DevicePlanner {
         let elapsed_s = period.elapsed_s;
         let delivered_pct = delivered as f64 / (elapsed_s * 1e9 * VTIME_PER_NSEC as f64) * 100.0;
         remember(&mut self.delivered, (delivered_pct, classified.device_bound));
-        let rq_wait_ns =
-            if classified.device_bound && (bound_persistently(&self.delivered) || classified.well_short_of_limit) {
-                (elapsed_s * 1e9 * RQ_WAIT_SHARE) as u64
-            } else {
-                0
-            };
+        // With a latency target, only a split is worth the throughput: a group alone beside donors
+        // takes what the device gives, and neither reporting rq-wait (the step table then lowers
+        // vrate a step a period) nor following each stall of the device down would protect anyone;
+        // both cost it the limit it then falls short of (blk-throttle lets a group at its limit
+        // through at 80–97% of it, which reads as a device holding it back) and the climb back.
+        let latency_target = self.qos.rppm != 0 || self.qos.wppm != 0;
+        let sharing = !latency_target || classified.nr_sharing >= 2;
+        let device_bound = sharing && classified.device_bound;
+        let rq_wait_ns = if device_bound && (bound_persistently(&self.delivered) || classified.well_short_of_limit) {
+            (elapsed_s * 1e9 * RQ_WAIT_SHARE) as u64
+        } else {
+            0
+        };
         if let Some(d) = period.delta {
             self.verdicts = verdicts(&d, self.ctl.model(), &self.qos);
             self.ctl.record_completions(self.verdicts.met, self.verdicts.missed, rq_wait_ns);
         }
-        // With a latency target, only a split is worth the throughput: a group alone beside donors
-        // takes what the device gives, and following each stall of the device down would cost it
-        // the climb back (the kernel's pace, a few percent a period).
-        let latency_target = self.qos.rppm != 0 || self.qos.wppm != 0;
-        let follows = classified.device_bound && (!latency_target || classified.nr_sharing >= 2);
-        if let Some(did) = follows.then(|| followed(&self.delivered)).flatten() {
+        if let Some(did) = device_bound.then(|| followed(&self.delivered)).flatten() {
             self.ctl.set_vrate_pct(follow_device(self.ctl.vrate_pct(), did));
         }
         (delivered_pct, rq_wait_ns > 0)
