@@ -121,7 +121,9 @@ impl KernelSetup {
     fn iocost_lines(&self, cal: Option<&Calibration>) -> Result<Option<(String, QosParams)>> {
         match (self, cal) {
             (KernelSetup::IoCost, Some(cal)) => Ok(Some((cal.model_line.clone(), cal.qos))),
-            (KernelSetup::IoCost, None) => Err(peer_error(self.name(), "its lines come from a calibration: Peers::run")),
+            (KernelSetup::IoCost, None) => {
+                Err(peer_error(self.name(), "its lines come from a calibration: Peers::run"))
+            }
             (KernelSetup::PinnedIoCost { model, qos }, _) => {
                 Ok(Some((ModelConfig { device: None, ctrl: Ctrl::User, params: *model }.to_string(), *qos)))
             }
@@ -415,8 +417,7 @@ impl Peers {
     /// the device) and `qos` (the same ioshare's IOCost runs with), until the guard is dropped.
     fn enable_iocost(&self, model: &str, qos: QosParams) -> Result<KernelIoCost> {
         let qos = QosConfig { device: None, ctrl: Ctrl::User, params: qos }.to_string();
-        KernelIoCost::enable(self.dev.dev(), model, &qos)
-            .map_err(|e| peer_error("enabling the kernel's iocost", e))
+        KernelIoCost::enable(self.dev.dev(), model, &qos).map_err(|e| peer_error("enabling the kernel's iocost", e))
     }
 
     /// Starts the agent's `backend` over the tenants' cgroups (weights from the tenants).

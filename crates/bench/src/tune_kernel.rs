@@ -33,7 +33,9 @@ pub struct KernelControl {
 /// Why this host cannot run `--kernel`, with what to do instead; `Ok` when it can.
 pub fn check() -> Result<(), String> {
     if !is_root() {
-        return Err("--kernel needs root: it writes the device's io.cost.model and io.cost.qos and makes cgroups".into());
+        return Err(
+            "--kernel needs root: it writes the device's io.cost.model and io.cost.qos and makes cgroups".into()
+        );
     }
     let caps = Capabilities::probe();
     if caps.io_v2() && caps.io_cost {
@@ -76,7 +78,12 @@ struct KernelRunner<'a> {
 }
 
 impl Runner for KernelRunner<'_> {
-    fn run(&self, pinned: Option<&Pinned>, tenants: &[TenantSpec], opts: &RunOptions) -> ioshare_tune::Result<RunReport> {
+    fn run(
+        &self,
+        pinned: Option<&Pinned>,
+        tenants: &[TenantSpec],
+        opts: &RunOptions,
+    ) -> ioshare_tune::Result<RunReport> {
         // Workers catch Ctrl-C only while they run: none is started after it.
         if self.stop.load(Ordering::Relaxed) {
             return Ok(RunReport { interrupted: true, ..RunReport::default() });

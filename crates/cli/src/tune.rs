@@ -8,10 +8,10 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
+use ioshare_bench::tune_kernel::{self, KernelControl};
 use ioshare_engine::interrupt;
 use ioshare_engine::profile::measure::Plan;
 use ioshare_engine::profile::ProfileOptions;
-use ioshare_bench::tune_kernel::{self, KernelControl};
 use ioshare_tune::data::TraceSource;
 use ioshare_tune::from_trace::TraceOptions;
 use ioshare_tune::runner::{Control, Inline};

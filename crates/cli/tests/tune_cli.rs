@@ -110,10 +110,13 @@ fn a_result_of_another_version_or_device_is_not_resumed_nor_merged() {
 fn kernel_without_cgroup_v2_io_is_refused_before_anything_is_written() {
     let caps = ioshare_host::Capabilities::probe();
     if caps.root && caps.io_v2() && caps.io_cost {
-        eprintln!("skipped: this host has the kernel's IOCost in cgroup v2, where --kernel runs (docs/tune.md: the lab run)");
+        eprintln!(
+            "skipped: this host has the kernel's IOCost in cgroup v2, where --kernel runs (docs/tune.md: the lab run)"
+        );
         return;
     }
-    let why: &[&str] = if caps.root { &["--kernel needs the kernel's IOCost", "scripts/lab"] } else { &["--kernel needs root"] };
+    let why: &[&str] =
+        if caps.root { &["--kernel needs the kernel's IOCost", "scripts/lab"] } else { &["--kernel needs root"] };
     let dir = scratch();
     let d = dir.path().to_str().unwrap();
     let out = dir.path().join("r.json");

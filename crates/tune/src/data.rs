@@ -122,7 +122,11 @@ impl Settings {
             return Some(format!("its latency target is {} us, not {} us", other.lat_target_us, self.lat_target_us));
         }
         if self.controller != other.controller {
-            return Some(format!("its points ran under {}, not {}", other.controller.describe(), self.controller.describe()));
+            return Some(format!(
+                "its points ran under {}, not {}",
+                other.controller.describe(),
+                self.controller.describe()
+            ));
         }
         (self.model_line != other.model_line).then(|| "it scales another cost model".to_string())
     }

@@ -95,7 +95,8 @@ mod tests {
 
     #[test]
     fn a_point_scales_the_model_and_pins_vrate_at_100() {
-        let qos = QosParams { enable: true, rppm: 950_000, rlat_us: 900, wppm: 950_000, wlat_us: 2000, ..Default::default() };
+        let qos =
+            QosParams { enable: true, rppm: 950_000, rlat_us: 900, wppm: 950_000, wlat_us: 2000, ..Default::default() };
         let p = Pinned::at(&ModelParams::SSD_DFL, &qos, 150.0);
         assert_eq!(p.model, ModelParams::SSD_DFL.scaled(1.5));
         assert_eq!((p.qos.min_ppm, p.qos.max_ppm, p.qos.rppm, p.qos.wppm), (1_000_000, 1_000_000, 0, 0));
