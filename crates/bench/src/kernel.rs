@@ -27,7 +27,7 @@ use ioshare_agent::desired::config::{Config, DeviceConfig, GroupConfig};
 use ioshare_agent::BackendChoice;
 use ioshare_core::iocost::line::Ctrl;
 use ioshare_core::iocost::qos::QosConfig;
-use ioshare_core::{Limits, ModelParams, Nanos, NoControl, QosParams};
+use ioshare_core::{Limits, ModelConfig, ModelParams, Nanos, NoControl, QosParams};
 use ioshare_host::{
     is_root, BlkioCgroup, BlockDevice, Capabilities, Cgroup2, DiskId, IoMax, KernelIoCost, LoopDevice, ThrottleKnob,
     BFQ_WEIGHT_MAX, BFQ_WEIGHT_MIN, IO_WEIGHT_MAX, IO_WEIGHT_MIN,
@@ -65,6 +65,15 @@ pub enum KernelSetup {
     /// The kernel's IOCost (cgroup v2 only) with the calibration's model and QoS, each tenant's
     /// weight as its `io.weight`.
     IoCost,
+    /// The kernel's IOCost (cgroup v2 only) with the lines given, each tenant's weight as its
+    /// `io.weight`: how `ioshare tune --kernel` pins a point ([`crate::tune_kernel`]). Its periods are
+    /// not replayed (vrate is pinned: there are no decisions to compare).
+    PinnedIoCost {
+        /// The cost model (scaled by the point's vrate).
+        model: ModelParams,
+        /// The QoS (vrate pinned).
+        qos: QosParams,
+    },
     /// The ioshare agent's userspace backend: ioshare-core's IOCost planner every 100 ms over the
     /// tenants' cgroups, writing blk-throttle limits (model and QoS from the calibration).
     Agent {
@@ -92,6 +101,7 @@ impl KernelSetup {
             KernelSetup::ReadIopsLimits(_) => "blk-throttle",
             KernelSetup::Ceiling { .. } => "ceiling",
             KernelSetup::IoCost => "kernel-iocost",
+            KernelSetup::PinnedIoCost { .. } => "kernel-iocost-pinned",
             KernelSetup::Agent { .. } => "agent",
             KernelSetup::AgentKernel { .. } => "agent-kernel",
         }
@@ -103,6 +113,21 @@ impl KernelSetup {
             KernelSetup::ReadIopsLimits(l) => l.get(i).copied(),
             KernelSetup::Ceiling { lo_iops } => (i == 1).then_some(*lo_iops),
             _ => None,
+        }
+    }
+
+    /// The `io.cost.model` and `io.cost.qos` lines (without the device) the setup switches the
+    /// kernel's IOCost on with, if it does: the calibration's for `IoCost`, its own for `PinnedIoCost`.
+    fn iocost_lines(&self, cal: Option<&Calibration>) -> Result<Option<(String, QosParams)>> {
+        match (self, cal) {
+            (KernelSetup::IoCost, Some(cal)) => Ok(Some((cal.model_line.clone(), cal.qos))),
+            (KernelSetup::IoCost, None) => {
+                Err(peer_error(self.name(), "its lines come from a calibration: Peers::run"))
+            }
+            (KernelSetup::PinnedIoCost { model, qos }, _) => {
+                Ok(Some((ModelConfig { device: None, ctrl: Ctrl::User, params: *model }.to_string(), *qos)))
+            }
+            _ => Ok(None),
         }
     }
 }
@@ -223,7 +248,9 @@ impl Peers {
     /// Why `setup` cannot run on this host, if it cannot.
     pub fn unsupported(&self, setup: &KernelSetup) -> Option<&'static str> {
         match setup {
-            KernelSetup::IoCost | KernelSetup::AgentKernel { .. } if !self.io_cost => {
+            KernelSetup::IoCost | KernelSetup::PinnedIoCost { .. } | KernelSetup::AgentKernel { .. }
+                if !self.io_cost =>
+            {
                 Some("it needs cgroup v2 io with the kernel's iocost")
             }
             // The agent peer drives blk-throttle through cgroup v1 here.
@@ -262,6 +289,17 @@ impl Peers {
         opts: &RunOptions,
         cal: &Calibration,
     ) -> Result<RunReport> {
+        self.run_setup(setup, Some(cal), tenants, opts)
+    }
+
+    /// [`Peers::run`] with the calibration optional: only [`KernelSetup::IoCost`] needs one.
+    pub fn run_setup(
+        &mut self,
+        setup: &KernelSetup,
+        cal: Option<&Calibration>,
+        tenants: &[TenantSpec],
+        opts: &RunOptions,
+    ) -> Result<RunReport> {
         if let Some(why) = self.unsupported(setup) {
             return Err(peer_error(setup.name(), why));
         }
@@ -269,10 +307,7 @@ impl Peers {
         let sched = if *setup == KernelSetup::Bfq { "bfq" } else { "none" };
         self.dev.set_scheduler(sched).map_err(|e| peer_error("setting the device's scheduler", e))?;
         // Declared before the cgroups and workers: dropped last, after the workers are reaped.
-        let _iocost = match setup {
-            KernelSetup::IoCost => Some(self.enable_iocost(cal)?),
-            _ => None,
-        };
+        let _iocost = setup.iocost_lines(cal)?.map(|(model, qos)| self.enable_iocost(&model, qos)).transpose()?;
         // Declared before the workers so that the workers are reaped before the cgroups are removed.
         let mut groups = Vec::new();
         let mut workers = Workers(Vec::new());
@@ -311,7 +346,9 @@ impl Peers {
         };
         let recorder = (*setup == KernelSetup::IoCost).then(|| DecisionRecorder::start(self.dev.dev()));
         let stop = AtomicBool::new(false);
-        let vrate_from = (*setup == KernelSetup::IoCost).then(|| Capabilities::probe().cgroup_v2).flatten();
+        let vrate_from = matches!(setup, KernelSetup::IoCost | KernelSetup::PinnedIoCost { .. })
+            .then(|| Capabilities::probe().cgroup_v2)
+            .flatten();
         let dev = self.dev.dev().to_string();
         let (reports, vrates) = std::thread::scope(|s| {
             let agent = agent.map(|a| s.spawn(|| a.run(&stop)));
@@ -340,9 +377,11 @@ impl Peers {
     fn cgroup_v1(&self, name: &str, setup: &KernelSetup, i: usize, t: &TenantSpec) -> Result<PeerCgroup> {
         let cg = BlkioCgroup::create(name).map_err(|e| peer_error("creating a cgroup", e))?;
         match setup {
-            KernelSetup::Plain | KernelSetup::IoCost | KernelSetup::Agent { .. } | KernelSetup::AgentKernel { .. } => {
-                Ok(())
-            }
+            KernelSetup::Plain
+            | KernelSetup::IoCost
+            | KernelSetup::PinnedIoCost { .. }
+            | KernelSetup::Agent { .. }
+            | KernelSetup::AgentKernel { .. } => Ok(()),
             KernelSetup::Bfq => cg.set_bfq_weight(t.weight.clamp(BFQ_WEIGHT_MIN, BFQ_WEIGHT_MAX)),
             KernelSetup::ReadIopsLimits(_) | KernelSetup::Ceiling { .. } => match setup.read_iops_limit(i) {
                 Some(limit) => cg.set_throttle(self.dev.dev(), ThrottleKnob::ReadIops, limit),
@@ -366,7 +405,7 @@ impl Peers {
                 None => Ok(()),
             },
             KernelSetup::Agent { .. } | KernelSetup::AgentKernel { .. } => Ok(()),
-            KernelSetup::IoCost => {
+            KernelSetup::IoCost | KernelSetup::PinnedIoCost { .. } => {
                 cg.write("io.weight", &format!("default {}", t.weight.clamp(IO_WEIGHT_MIN, IO_WEIGHT_MAX)))
             }
         }
@@ -374,12 +413,11 @@ impl Peers {
         Ok(PeerCgroup::V2(cg))
     }
 
-    /// Switches the kernel's IOCost on for the device with the calibration's model and QoS (the same
-    /// ioshare's IOCost runs with), until the guard is dropped.
-    fn enable_iocost(&self, cal: &Calibration) -> Result<KernelIoCost> {
-        let qos = QosConfig { device: None, ctrl: Ctrl::User, params: cal.qos }.to_string();
-        KernelIoCost::enable(self.dev.dev(), &cal.model_line, &qos)
-            .map_err(|e| peer_error("enabling the kernel's iocost", e))
+    /// Switches the kernel's IOCost on for the device with `model` (an `io.cost.model` line without
+    /// the device) and `qos` (the same ioshare's IOCost runs with), until the guard is dropped.
+    fn enable_iocost(&self, model: &str, qos: QosParams) -> Result<KernelIoCost> {
+        let qos = QosConfig { device: None, ctrl: Ctrl::User, params: qos }.to_string();
+        KernelIoCost::enable(self.dev.dev(), model, &qos).map_err(|e| peer_error("enabling the kernel's iocost", e))
     }
 
     /// Starts the agent's `backend` over the tenants' cgroups (weights from the tenants).

@@ -15,6 +15,7 @@
 //! - Results as plain data ([`verdict`], [`report`], [`SuiteReport`]) for the renderers: [`table`],
 //!   JSON (serde), [`svg`]; the work-conserving yardstick ([`frontier`]), the comparison with the
 //!   kernel's IOCost ([`fidelity`]), what the eBPF observer saw ([`observe`], `--observe`).
+//! - [`tune_kernel`]: the kernel peers as the runner of `ioshare tune --kernel`'s points.
 //!
 //! # Adding a scenario
 //! Most scenarios are a plan and a criterion: write a module in `scenarios/` with a unit struct that
@@ -43,6 +44,7 @@ pub mod stats;
 pub mod suite;
 pub mod svg;
 pub mod table;
+pub mod tune_kernel;
 pub mod verdict;
 
 pub use error::{Error, Result};

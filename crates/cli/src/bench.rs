@@ -119,13 +119,18 @@ impl SuiteWatcher for Printer {
     }
 }
 
+/// The command that starts one kernel-peer worker (this binary's hidden `bench --worker`).
+pub fn worker_command() -> anyhow::Result<Vec<String>> {
+    let exe = std::env::current_exe().context("cannot find the ioshare executable to start kernel-peer workers")?;
+    Ok(vec![exe.display().to_string(), "bench".into(), "--worker".into()])
+}
+
 /// Runs `ioshare bench`.
 pub fn run(args: Args) -> anyhow::Result<Found> {
     if args.worker {
         kernel::worker_main()?;
         return Ok(Found::AsExpected);
     }
-    let exe = std::env::current_exe().context("cannot find the ioshare executable to start kernel-peer workers")?;
     let opts = BenchOptions {
         scenarios: args.scenario,
         weights: args.weights,
@@ -135,7 +140,7 @@ pub fn run(args: Args) -> anyhow::Result<Found> {
         destructive: args.destructive,
         temp_dir: PathBuf::from("."),
         kernel_peers: !args.no_kernel,
-        worker: vec![exe.display().to_string(), "bench".into(), "--worker".into()],
+        worker: worker_command()?,
         observe: args.observe,
         model: args.model.map(|m| m.params),
         qos: args.qos.map(|q| q.params),

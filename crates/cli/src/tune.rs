@@ -1,19 +1,22 @@
-//! `ioshare tune`: parses the options, runs ioshare-tune's sweep (or resumes or merges result
-//! files, or fits an agent trace with `--from-trace`), prints the points, tables, fits and
-//! solutions (or JSON), and writes one SVG per series.
+//! `ioshare tune`: parses the options, runs ioshare-tune's sweep (ioshare's IOCost inline, or with
+//! `--kernel` the kernel's, through the bench crate's kernel peers), or resumes or merges result
+//! files, or fits an agent trace with `--from-trace`; prints the points, tables, fits and solutions
+//! (or JSON), and writes one SVG per series.
 
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
+use ioshare_bench::tune_kernel::{self, KernelControl};
 use ioshare_engine::interrupt;
 use ioshare_engine::profile::measure::Plan;
 use ioshare_engine::profile::ProfileOptions;
 use ioshare_tune::data::TraceSource;
 use ioshare_tune::from_trace::TraceOptions;
+use ioshare_tune::runner::{Control, Inline};
 use ioshare_tune::solve::Solved;
-use ioshare_tune::{export, svg, Grid, TuneOptions, TuneResult};
+use ioshare_tune::{export, svg, ControlledBy, Grid, TuneOptions, TuneResult};
 
 /// Arguments of `ioshare tune`.
 #[derive(clap::Args)]
@@ -28,11 +31,17 @@ impact and the work the antagonist still got. Each series is fitted against vrat
 (bandwidth, isolated-bandwidth, isolation, naive, rlat-99-q1..q4, target-p99) are printed as
 io.cost.model + io.cost.qos lines, agent [[devices]] entries and a systemd hwdb fragment.
 
+--kernel runs every point under the kernel's IOCost instead (cgroup v2 with io: the lab guest,
+scripts/lab): the same tenants, each in its own worker process and cgroup with its weight as io.weight,
+the device's io.cost.model/io.cost.qos set to the same pinned lines for each run and written back
+after it.
+
 The result file (--out) is rewritten after every point: after Ctrl-C or a crash, --resume FILE
-continues it. --from-trace TRACE --model LINE fits the same series from an agent trace (`ioshare
-agent run --trace`) instead, without a sweep: the busy periods binned by vrate (no MOF, aMOF or
-isolation: a trace does not record what a tenant asked for); the result is written only with -o. Writing destroys data: as profile, tune writes only to a file it created (TARGET a
-directory) or to a file or unmounted device given with --destructive.")]
+continues it (under the controller that swept it). --from-trace TRACE --model LINE fits the same
+series from an agent trace (`ioshare agent run --trace`) instead, without a sweep: the busy periods
+binned by vrate (no MOF, aMOF or isolation: a trace does not record what a tenant asked for); the
+result is written only with -o. Writing destroys data: as profile, tune writes only to a file it
+created (TARGET a directory) or to a file or unmounted device given with --destructive.")]
 pub struct Args {
     /// A directory (a temporary file is created there and removed), a file or a block device
     /// (--destructive). Not needed with --merge.
@@ -61,6 +70,10 @@ pub struct Args {
     /// The short sweep: a coarser grid (8 points), shorter runs, a quick profile (under 3 minutes).
     #[arg(long)]
     quick: bool,
+    /// Run the points under the kernel's IOCost (cgroup v2 with io, root), tenants in cgroups, instead
+    /// of ioshare's IOCost inline; every kernel file is restored after each run.
+    #[arg(long, conflicts_with_all = ["merge", "from_trace"])]
+    kernel: bool,
     /// The result file, rewritten after every point [default: ./ioshare-tune.json; with
     /// --from-trace, written only when given].
     #[arg(short = 'o', long, value_name = "FILE")]
@@ -187,11 +200,25 @@ fn sweep(args: &Args) -> anyhow::Result<TuneResult> {
         ..base
     };
     let resumed = args.resume.as_deref().map(TuneResult::load).transpose()?;
+    // A resumed sweep continues under the controller that ran its points.
+    let kernel = args.kernel || resumed.as_ref().is_some_and(|r| r.settings.controller == ControlledBy::Kernel);
+    let kernel_control = if kernel {
+        // Before anything is created or written.
+        tune_kernel::check().map_err(anyhow::Error::msg)?;
+        Some(KernelControl { worker: crate::bench::worker_command()? })
+    } else {
+        None
+    };
+    let control: &dyn Control = match &kernel_control {
+        Some(k) => k,
+        None => &Inline,
+    };
     let out = args.resume.clone().or_else(|| args.out.clone()).unwrap_or_else(|| PathBuf::from("ioshare-tune.json"));
     let opts = TuneOptions { grid, weights, lat_target_us, model_line: args.model.clone(), quick, profile, out };
     let tty = std::io::stderr().is_terminal();
     let stop = interrupt::stop_flag();
-    let found = ioshare_tune::tune(target, &opts, resumed, stop, &mut |line| crate::status_line(tty, line));
+    let found =
+        ioshare_tune::tune_under(control, target, &opts, resumed, stop, &mut |line| crate::status_line(tty, line));
     crate::clear_status(tty);
     match found {
         Ok(r) => Ok(r),
@@ -296,9 +323,10 @@ fn sweep_header(r: &TuneResult) -> String {
     let g = &st.grid;
     let _ = writeln!(
         s,
-        "sweep:    measured {}; vrate {}..{} step {} (dither {:.2}){}; weights {}:{} (latency-sensitive:antagonist); p95 \
-         target {} us",
+        "sweep:    measured {} under {}; vrate {}..{} step {} (dither {:.2}){}; weights {}:{} \
+         (latency-sensitive:antagonist); p95 target {} us",
         utc(r.measured_at),
+        st.controller.describe(),
         g.min_pct,
         g.max_pct,
         g.step_pct,

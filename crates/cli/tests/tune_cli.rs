@@ -106,6 +106,30 @@ fn a_result_of_another_version_or_device_is_not_resumed_nor_merged() {
     assert!(v["notes"][0].as_str().unwrap().contains("solutions need at least 3"), "{v}");
 }
 
+#[test]
+fn kernel_without_cgroup_v2_io_is_refused_before_anything_is_written() {
+    let caps = ioshare_host::Capabilities::probe();
+    if caps.root && caps.io_v2() && caps.io_cost {
+        eprintln!(
+            "skipped: this host has the kernel's IOCost in cgroup v2, where --kernel runs (docs/tune.md: the lab run)"
+        );
+        return;
+    }
+    let why: &[&str] =
+        if caps.root { &["--kernel needs the kernel's IOCost", "scripts/lab"] } else { &["--kernel needs root"] };
+    let dir = scratch();
+    let d = dir.path().to_str().unwrap();
+    let out = dir.path().join("r.json");
+    refused(&ioshare(&["tune", d, "--kernel", "--quick", "--out", out.to_str().unwrap()]), why);
+    assert!(entries(dir.path()).is_empty(), "nothing written: {:?}", entries(dir.path()));
+    // A sweep the kernel ran is resumed under the kernel, so it is refused here too.
+    let mut kernel = result(1, "vda", (100, 100));
+    kernel["settings"]["controller"] = json!("kernel");
+    std::fs::write(&out, kernel.to_string()).unwrap();
+    refused(&ioshare(&["tune", d, "--resume", out.to_str().unwrap()]), why);
+    assert_eq!(entries(dir.path()), ["r.json"]);
+}
+
 const MODEL: &str = "ctrl=user model=linear rbps=1000000000 rseqiops=50000 rrandiops=40000 wbps=1000000000 \
                      wseqiops=50000 wrandiops=40000";
 

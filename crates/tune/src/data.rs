@@ -56,6 +56,28 @@ impl DeviceId {
     }
 }
 
+/// Which IOCost ran a sweep's points ([`crate::runner`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ControlledBy {
+    /// ioshare's IOCost inline, on the engine's issue path (the default; results from before the
+    /// kernel runner existed are these).
+    #[default]
+    Inline,
+    /// The kernel's IOCost (cgroup v2), each tenant in its own worker process and cgroup.
+    Kernel,
+}
+
+impl ControlledBy {
+    /// In words, for tables and messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ControlledBy::Inline => "ioshare's IOCost inline",
+            ControlledBy::Kernel => "the kernel's IOCost (cgroup v2, --kernel)",
+        }
+    }
+}
+
 /// What a sweep was asked to do: everything two results must share to be resumed or merged.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Settings {
@@ -72,6 +94,9 @@ pub struct Settings {
     /// The latency targets the planning period comes from (`io.cost.qos` line without the device):
     /// the profile's suggestion, or the latency target at p95.
     pub qos_line: String,
+    /// Which IOCost ran the points.
+    #[serde(default)]
+    pub controller: ControlledBy,
 }
 
 impl Settings {
@@ -95,6 +120,13 @@ impl Settings {
         }
         if self.lat_target_us != other.lat_target_us {
             return Some(format!("its latency target is {} us, not {} us", other.lat_target_us, self.lat_target_us));
+        }
+        if self.controller != other.controller {
+            return Some(format!(
+                "its points ran under {}, not {}",
+                other.controller.describe(),
+                self.controller.describe()
+            ));
         }
         (self.model_line != other.model_line).then(|| "it scales another cost model".to_string())
     }

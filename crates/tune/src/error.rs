@@ -1,5 +1,5 @@
 //! What can go wrong in a tune: bad input (named, with the fix), a result file that does not fit,
-//! the engine's errors, an interrupt.
+//! the engine's errors, the controller's (`--kernel`), an interrupt.
 
 use std::path::PathBuf;
 
@@ -23,6 +23,10 @@ pub enum Error {
     /// The engine failed (target, IO, profile).
     #[error(transparent)]
     Engine(#[from] ioshare_engine::Error),
+    /// The IOCost in control could not be set up, or a run under it failed (`--kernel`: cgroup v2,
+    /// the kernel's iocost, its worker processes).
+    #[error("{0}")]
+    Control(String),
     /// Ctrl-C or SIGTERM: the checkpoint holds the points finished so far.
     #[error("interrupted: {0}")]
     Interrupted(String),

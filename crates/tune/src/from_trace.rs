@@ -34,7 +34,7 @@ use ioshare_core::iocost::line::Ctrl;
 use ioshare_core::{ModelConfig, QosConfig, QosParams};
 use serde::Deserialize;
 
-use crate::data::{Baseline, DeviceId, Settings, TraceBin, TraceSource, TuneResult, FORMAT_VERSION};
+use crate::data::{Baseline, ControlledBy, DeviceId, Settings, TraceBin, TraceSource, TuneResult, FORMAT_VERSION};
 use crate::error::{Error, Result};
 use crate::fit::Shape;
 use crate::grid::Grid;
@@ -130,6 +130,8 @@ pub fn read(path: &Path, opts: &TraceOptions) -> Result<TuneResult> {
             quick: false,
             model_line: ModelConfig { device: None, ..model }.to_string(),
             qos_line: QosConfig { device: None, ..qos }.to_string(),
+            // Only the userspace backend, ioshare's IOCost planner, writes a trace.
+            controller: ControlledBy::Inline,
         },
         baseline: Baseline::default(),
         points: Vec::new(),

@@ -9,11 +9,13 @@
 //! vrate ([`fit`]) and the anchor's solutions read off the fits ([`solve`]), each printed as kernel
 //! lines, agent `[[devices]]` entries and a systemd hwdb fragment ([`export`]), and drawn ([`svg`]).
 //! Statistics shared by the point and the tables live in [`stats`]. Tuning in place
-//! ([`from_trace`]) builds the same result from an agent trace instead of a sweep.
+//! ([`from_trace`]) builds the same result from an agent trace instead of a sweep. Which IOCost runs
+//! the points is a [`runner::Runner`]'s business: ioshare's inline (here), or the kernel's
+//! (`--kernel`, implemented by the bench crate's kernel peers through [`runner::Control`]).
 //!
 //! Modules, each importing only those before it: `error`, `grid`, `stats`, `fit`, `data` (the
-//! result's plain types), `point`, `solve`, `from_trace`, `result` (reading, writing and solving a
-//! result), `export`, `svg`, `sweep`.
+//! result's plain types), `runner`, `point`, `solve`, `from_trace`, `result` (reading, writing and
+//! solving a result), `export`, `svg`, `sweep`.
 
 pub mod data;
 pub mod error;
@@ -23,13 +25,14 @@ pub mod from_trace;
 pub mod grid;
 pub mod point;
 pub mod result;
+pub mod runner;
 pub mod solve;
 pub mod stats;
 pub mod svg;
 pub mod sweep;
 
-pub use data::{DeviceId, TuneResult};
+pub use data::{ControlledBy, DeviceId, TuneResult};
 pub use error::{Error, Result};
 pub use grid::Grid;
 pub use result::{Applied, DEFAULT_SOLUTION};
-pub use sweep::{tune, TuneOptions};
+pub use sweep::{tune, tune_under, TuneOptions};

@@ -7,9 +7,10 @@
 //! - the **antagonist**: sequential 64 KiB writes at QD8 and random 4 KiB reads at QD32, saturating.
 //!
 //! At vrate V the controller is IOCost with the cost model scaled by V and vrate pinned at 100%
-//! (`min=max=100`): the same as pinning `min=max=V` on the model, without the kernel's 4%-a-period
-//! walk from 100% to V at the start of every run, and exactly the lines a solution prints. The
-//! vrate reported is the effective one (the controller's × V).
+//! (`min=max=100`, [`Pinned`]): the same as pinning `min=max=V` on the model, without the kernel's
+//! 4%-a-period walk from 100% to V at the start of every run, and exactly the lines a solution
+//! prints. Which IOCost runs them is the [`Runner`]'s business (ioshare's inline, or the kernel's).
+//! The vrate reported is the effective one (the controller's × V).
 //!
 //! The latency target is judged at p95, the percentile IOCost itself judges on a non-rotational
 //! disk (the profile's suggested target is 1.5 × a p95): on a shared 2-CPU host the p99 of a
@@ -22,16 +23,13 @@
 //! impact, work conserved, and the vrate and latency tables. Samples are 0.1 s (the anchor's are
 //! 1 s): a point lasts seconds, not minutes, and the p05 of 1 s samples would be the worst of a few.
 
-use std::sync::atomic::AtomicBool;
-
-use ioshare_core::{
-    Controller, IoCost, LinearModel, ModelParams, Nanos, NoControl, QosParams, NSEC_PER_MSEC, NSEC_PER_SEC,
-};
+use ioshare_core::{ModelParams, Nanos, QosParams, NSEC_PER_MSEC, NSEC_PER_SEC};
 use ioshare_engine::report::{RunReport, TenantReport};
-use ioshare_engine::{JobSpec, Pattern, RunOptions, Target, TenantSpec};
+use ioshare_engine::{JobSpec, Pattern, RunOptions, TenantSpec};
 
 use crate::data::{Baseline, Point};
 use crate::error::{Error, Result};
+use crate::runner::{Pinned, Runner};
 use crate::stats::{mean_stdev, quantile, LatTable, VrateDist};
 
 /// Isolation a protected rate must reach: the p05 of per-sample achieved ÷ asked (resctl's 90%).
@@ -92,10 +90,10 @@ impl Timing {
     }
 }
 
-/// What the runs share: the target, the model, the tenants' weights and target, the timing.
+/// What the runs share: who runs them, the model, the tenants' weights and target, the timing.
 pub struct Rig<'a> {
-    /// Where IO goes.
-    pub target: &'a Target,
+    /// Runs the tenants on the target under the IOCost in control.
+    pub runner: &'a dyn Runner,
     /// The cost model a point scales.
     pub model: ModelParams,
     /// Latency targets for the planning period (percentiles are not used: vrate is pinned).
@@ -108,8 +106,6 @@ pub struct Rig<'a> {
     pub timing: Timing,
     /// IOs per submission (1 where merges could not be switched off).
     pub submit_batch: u32,
-    /// Set by Ctrl-C.
-    pub stop: &'a AtomicBool,
 }
 
 /// Which tenants a run has.
@@ -285,21 +281,14 @@ impl Rig<'_> {
         if matches!(who, Who::Antagonist | Who::Both(_)) {
             tenants.push(self.antagonist());
         }
-        let mut ctl: Box<dyn Controller> = match vrate {
-            None => Box::new(NoControl::new()),
-            Some(v) => {
-                let pinned =
-                    QosParams { enable: true, rppm: 0, wppm: 0, min_ppm: 1_000_000, max_ppm: 1_000_000, ..self.qos };
-                Box::new(IoCost::new(LinearModel::new(self.model.scaled(v / 100.0)), pinned))
-            }
-        };
+        let pinned = vrate.map(|v| Pinned::at(&self.model, &self.qos, v));
         let opts = RunOptions {
             warmup: WARMUP,
             sample_every: SAMPLE,
             submit_batch: self.submit_batch,
             ..RunOptions::new(duration)
         };
-        let report = ioshare_engine::run(self.target, &tenants, ctl.as_mut(), &opts, self.stop)?;
+        let report = self.runner.run(pinned.as_ref(), &tenants, &opts)?;
         if report.interrupted {
             return Err(Error::Interrupted("the point under way is dropped".into()));
         }

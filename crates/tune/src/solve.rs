@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use crate::data::{Point, TuneResult};
 use crate::fit::{fit, Fit, Shape};
+use crate::runner::Pinned;
 
 /// Fewest points a fit (and so a solution) needs.
 pub const MIN_POINTS: usize = 3;
@@ -171,13 +172,12 @@ pub fn solve(r: &TuneResult, target_p99_us: Option<u64>) -> Solved {
 /// (latency targets only set the planning period), with what the fits predict there.
 pub fn pinned(r: &TuneResult, name: &str, v: f64, predicted: Predicted) -> Solution {
     let device = r.device.dev.as_deref().and_then(|d| d.parse::<DevNum>().ok());
-    let model = ModelConfig { device, ctrl: Ctrl::User, params: r.settings.model().scaled(v / 100.0) };
-    let qos = QosParams { enable: true, rppm: 0, wppm: 0, min_ppm: 1_000_000, max_ppm: 1_000_000, ..r.settings.qos() };
+    let lines = Pinned::at(&r.settings.model(), &r.settings.qos(), v);
     Solution {
         name: name.to_string(),
         vrate_pct: round2(v),
-        model_line: model.to_string(),
-        qos_line: QosConfig { device, ctrl: Ctrl::User, params: qos }.to_string(),
+        model_line: ModelConfig { device, ctrl: Ctrl::User, params: lines.model }.to_string(),
+        qos_line: QosConfig { device, ctrl: Ctrl::User, params: lines.qos }.to_string(),
         predicted,
     }
 }

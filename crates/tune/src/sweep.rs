@@ -2,7 +2,8 @@
 //! in a directory, `--loop`, `--destructive` for a device), take the cost model (measured by the
 //! profile on the same target, or given), measure the uncontrolled baseline, then every grid point
 //! not yet in the result, saving the result after each one (the checkpoint). A resumed sweep takes
-//! device, settings, baseline and points from its file and refuses another device's.
+//! device, settings, baseline and points from its file and refuses another device's, or one whose
+//! points another IOCost ran ([`crate::runner`]: inline by default, the kernel's with `--kernel`).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,7 @@ use crate::data::{DeviceId, Settings, TuneResult, FORMAT_VERSION};
 use crate::error::{Error, Result};
 use crate::grid::Grid;
 use crate::point::{Rig, Timing};
+use crate::runner::{Control, Inline};
 
 /// What `prepare` calls a loop device over a file (a resumed sweep of one makes one again).
 const LOOP_KIND: &str = "loop device over a file";
@@ -89,7 +91,8 @@ fn check_out(out: &Path, resuming: bool) -> Result<()> {
 }
 
 /// Sweeps `target` (new: `resumed` is `None`) or continues `resumed` (read from `opts.out`), saving
-/// after every point; returns the result. `progress` gets a status line before each run.
+/// after every point, with ioshare's IOCost inline; returns the result. `progress` gets a status
+/// line before each run.
 pub fn tune(
     target: &Path,
     opts: &TuneOptions,
@@ -97,6 +100,30 @@ pub fn tune(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(&str),
 ) -> Result<TuneResult> {
+    tune_under(&Inline, target, opts, resumed, stop, progress)
+}
+
+/// [`tune`] with the points run under `control`'s IOCost (a resumed result must have been swept
+/// under the same).
+pub fn tune_under(
+    control: &dyn Control,
+    target: &Path,
+    opts: &TuneOptions,
+    resumed: Option<TuneResult>,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(&str),
+) -> Result<TuneResult> {
+    let controlled_by = control.controlled_by();
+    if let Some(r) = resumed.as_ref().filter(|r| r.settings.controller != controlled_by) {
+        return Err(Error::BadResult {
+            path: opts.out.clone(),
+            reason: format!(
+                "cannot resume here: its points ran under {}, not {}",
+                r.settings.controller.describe(),
+                controlled_by.describe()
+            ),
+        });
+    }
     if resumed.is_none() {
         opts.validate()?;
     } else {
@@ -134,7 +161,7 @@ pub fn tune(
                 version: FORMAT_VERSION,
                 measured_at: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
                 device,
-                settings,
+                settings: Settings { controller: controlled_by, ..settings },
                 baseline: Default::default(),
                 points: Vec::new(),
                 notes: Vec::new(),
@@ -143,15 +170,15 @@ pub fn tune(
         }
     };
     let s = result.settings.clone();
+    let runner = control.open(&prepared.dev, stop)?;
     let rig = Rig {
-        target: &prepared.dev,
+        runner: runner.as_ref(),
         model: s.model(),
         qos: s.qos(),
         weights: s.weights,
         lat_target_us: s.lat_target_us,
         timing: if quick { Timing::quick() } else { Timing::default_sweep() },
         submit_batch: prepared.submit_batch,
-        stop,
     };
     if result.baseline.mof_iops <= 0.0 {
         result.baseline = rig.baseline(progress)?;
@@ -239,6 +266,8 @@ fn settings(
         quick: opts.quick,
         model_line: ModelConfig { device: None, ctrl: Ctrl::User, params: model }.to_string(),
         qos_line: QosConfig { device: None, ctrl: Ctrl::User, params: qos }.to_string(),
+        // The caller's controller replaces it.
+        controller: Default::default(),
     };
     Ok((settings, notes))
 }
@@ -263,5 +292,66 @@ fn kind_of(target: &Path, opts: &ProfileOptions) -> &'static str {
         "block device"
     } else {
         "file"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::ControlledBy;
+
+    fn result(controller: ControlledBy) -> TuneResult {
+        TuneResult {
+            version: FORMAT_VERSION,
+            measured_at: 0,
+            device: DeviceId { name: None, dev: None, kind: "file".into(), model: "disk".into(), size: 1 << 30 },
+            settings: Settings {
+                grid: Grid::parse("25:200:25").unwrap(),
+                weights: (100, 100),
+                lat_target_us: 2000,
+                quick: true,
+                model_line: "ctrl=user model=linear rbps=100000000 rseqiops=3000 rrandiops=3000 wbps=100000000 \
+                             wseqiops=3000 wrandiops=3000"
+                    .into(),
+                qos_line: "enable=1 ctrl=user rpct=95.00 rlat=2000 wpct=95.00 wlat=2000".into(),
+                controller,
+            },
+            baseline: Default::default(),
+            points: Vec::new(),
+            notes: Vec::new(),
+            from_trace: None,
+        }
+    }
+
+    #[test]
+    fn points_of_another_controller_neither_resume_nor_merge() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("kernel.json");
+        let opts = TuneOptions {
+            grid: Grid::parse("25:200:25").unwrap(),
+            weights: (100, 100),
+            lat_target_us: Some(2000),
+            model_line: None,
+            quick: true,
+            profile: ProfileOptions::quick(),
+            out: out.clone(),
+        };
+        let stop = AtomicBool::new(false);
+        let err = tune(dir.path(), &opts, Some(result(ControlledBy::Kernel)), &stop, &mut |_| {}).unwrap_err();
+        assert!(err.to_string().contains("ran under the kernel's IOCost"), "{err}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "refused before anything was created");
+
+        let merged = result(ControlledBy::Inline).merge(result(ControlledBy::Kernel), &out).unwrap_err();
+        assert!(merged.to_string().contains("not ioshare's IOCost inline"), "{merged}");
+        assert!(result(ControlledBy::Inline).merge(result(ControlledBy::Inline), &out).is_ok());
+    }
+
+    #[test]
+    fn a_result_from_before_the_kernel_runner_was_swept_inline() {
+        let mut v = serde_json::to_value(result(ControlledBy::Kernel)).unwrap();
+        assert_eq!(v["settings"]["controller"], "kernel");
+        v["settings"].as_object_mut().unwrap().remove("controller");
+        let old: TuneResult = serde_json::from_value(v).unwrap();
+        assert_eq!(old.settings.controller, ControlledBy::Inline);
     }
 }
