@@ -3,7 +3,7 @@
 //! the agent's configuration like a file an operator names.
 
 use ioshare_agent::Config;
-use ioshare_tune::data::{Baseline, DeviceId, Point, Settings};
+use ioshare_tune::data::{Baseline, ControlledBy, DeviceId, Point, Settings};
 use ioshare_tune::{Grid, TuneResult};
 
 /// A result swept from 50% to 150% on `dev`: the protected capacity and isolation fall, the work
@@ -48,6 +48,7 @@ fn swept(dev: &str, measured_at: u64) -> TuneResult {
                          wseqiops=50000 wrandiops=40000"
                 .into(),
             qos_line: "enable=1 ctrl=user rpct=95.00 rlat=2000 wpct=95.00 wlat=2000 min=60.00 max=100.00".into(),
+            controller: ControlledBy::Inline,
         },
         baseline: Baseline { mof_iops: 1000.0, asked_iops: 400.0, ..Default::default() },
         points,
