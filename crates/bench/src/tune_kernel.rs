@@ -14,7 +14,6 @@
 //! stop and report; no further run starts).
 
 use std::cell::RefCell;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ioshare_engine::{RunOptions, RunReport, Target, TenantSpec};
@@ -66,7 +65,7 @@ impl Control for KernelControl {
         let peers = Peers::prepare(target.path(), &self.worker)
             .map_err(ioshare_tune::Error::Control)?
             .ok_or_else(|| ioshare_tune::Error::Control("--kernel: no worker command to start the tenants".into()))?;
-        Ok(Box::new(KernelRunner { peers: RefCell::new(peers), stop, device: target.path().to_path_buf() }))
+        Ok(Box::new(KernelRunner { peers: RefCell::new(peers), stop }))
     }
 }
 
@@ -74,7 +73,6 @@ impl Control for KernelControl {
 struct KernelRunner<'a> {
     peers: RefCell<Peers>,
     stop: &'a AtomicBool,
-    device: PathBuf,
 }
 
 impl Runner for KernelRunner<'_> {
@@ -89,9 +87,10 @@ impl Runner for KernelRunner<'_> {
             return Ok(RunReport { interrupted: true, ..RunReport::default() });
         }
         let setup = setup(pinned);
-        self.peers.borrow_mut().run_setup(&setup, None, tenants, opts).map_err(|e| match e {
+        let mut peers = self.peers.borrow_mut();
+        peers.run_setup(&setup, None, tenants, opts).map_err(|e| match e {
             crate::Error::Engine(e) => ioshare_tune::Error::Engine(e),
-            e => ioshare_tune::Error::Control(format!("{} on {}: {e}", setup.name(), self.device.display())),
+            e => ioshare_tune::Error::Control(format!("{} on {}: {e}", setup.name(), peers.device().display())),
         })
     }
 }

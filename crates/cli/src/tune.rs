@@ -217,8 +217,7 @@ fn sweep(args: &Args) -> anyhow::Result<TuneResult> {
     let opts = TuneOptions { grid, weights, lat_target_us, model_line: args.model.clone(), quick, profile, out };
     let tty = std::io::stderr().is_terminal();
     let stop = interrupt::stop_flag();
-    let found =
-        ioshare_tune::tune_under(control, target, &opts, resumed, stop, &mut |line| crate::status_line(tty, line));
+    let found = ioshare_tune::tune(control, target, &opts, resumed, stop, &mut |line| crate::status_line(tty, line));
     crate::clear_status(tty);
     match found {
         Ok(r) => Ok(r),

@@ -35,4 +35,4 @@ pub use data::{ControlledBy, DeviceId, TuneResult};
 pub use error::{Error, Result};
 pub use grid::Grid;
 pub use result::{Applied, DEFAULT_SOLUTION};
-pub use sweep::{tune, tune_under, TuneOptions};
+pub use sweep::{tune, TuneOptions};

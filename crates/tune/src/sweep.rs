@@ -14,11 +14,11 @@ use ioshare_core::iocost::line::Ctrl;
 use ioshare_core::{ModelConfig, QosConfig, QosParams, NSEC_PER_SEC};
 use ioshare_engine::profile::{self, prepare, ProfileOptions};
 
-use crate::data::{DeviceId, Settings, TuneResult, FORMAT_VERSION};
+use crate::data::{ControlledBy, DeviceId, Settings, TuneResult, FORMAT_VERSION};
 use crate::error::{Error, Result};
 use crate::grid::Grid;
 use crate::point::{Rig, Timing};
-use crate::runner::{Control, Inline};
+use crate::runner::Control;
 
 /// What `prepare` calls a loop device over a file (a resumed sweep of one makes one again).
 const LOOP_KIND: &str = "loop device over a file";
@@ -90,22 +90,11 @@ fn check_out(out: &Path, resuming: bool) -> Result<()> {
     Ok(())
 }
 
-/// Sweeps `target` (new: `resumed` is `None`) or continues `resumed` (read from `opts.out`), saving
-/// after every point, with ioshare's IOCost inline; returns the result. `progress` gets a status
-/// line before each run.
+/// Sweeps `target` (new: `resumed` is `None`) or continues `resumed` (read from `opts.out`, swept
+/// under the same controller), saving after every point, with the points run under `control`'s
+/// IOCost ([`crate::runner::Inline`]: ioshare's); returns the result. `progress` gets a status line
+/// before each run.
 pub fn tune(
-    target: &Path,
-    opts: &TuneOptions,
-    resumed: Option<TuneResult>,
-    stop: &AtomicBool,
-    progress: &mut dyn FnMut(&str),
-) -> Result<TuneResult> {
-    tune_under(&Inline, target, opts, resumed, stop, progress)
-}
-
-/// [`tune`] with the points run under `control`'s IOCost (a resumed result must have been swept
-/// under the same).
-pub fn tune_under(
     control: &dyn Control,
     target: &Path,
     opts: &TuneOptions,
@@ -114,15 +103,14 @@ pub fn tune_under(
     progress: &mut dyn FnMut(&str),
 ) -> Result<TuneResult> {
     let controlled_by = control.controlled_by();
+    let cannot_resume =
+        |why: String| Error::BadResult { path: opts.out.clone(), reason: format!("cannot resume here: {why}") };
     if let Some(r) = resumed.as_ref().filter(|r| r.settings.controller != controlled_by) {
-        return Err(Error::BadResult {
-            path: opts.out.clone(),
-            reason: format!(
-                "cannot resume here: its points ran under {}, not {}",
-                r.settings.controller.describe(),
-                controlled_by.describe()
-            ),
-        });
+        return Err(cannot_resume(format!(
+            "its points ran under {}, not {}",
+            r.settings.controller.describe(),
+            controlled_by.describe()
+        )));
     }
     if resumed.is_none() {
         opts.validate()?;
@@ -131,8 +119,6 @@ pub fn tune_under(
     }
     let quick = resumed.as_ref().map_or(opts.quick, |r| r.settings.quick);
     let mut profile_opts = opts.profile.clone();
-    let cannot_resume =
-        |why: String| Error::BadResult { path: opts.out.clone(), reason: format!("cannot resume here: {why}") };
     if let Some(r) = &resumed {
         // The same temporary size and loop device as before, and the device checked before anything
         // is created.
@@ -155,13 +141,13 @@ pub fn tune_under(
     let mut result = match resumed {
         Some(r) => r,
         None => {
-            let (settings, more) = settings(target, &mut prepared, opts, &profile_opts, stop, progress)?;
+            let (settings, more) = settings(target, &mut prepared, opts, controlled_by, &profile_opts, stop, progress)?;
             notes.extend(more);
             TuneResult {
                 version: FORMAT_VERSION,
                 measured_at: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
                 device,
-                settings: Settings { controller: controlled_by, ..settings },
+                settings,
                 baseline: Default::default(),
                 points: Vec::new(),
                 notes: Vec::new(),
@@ -225,11 +211,12 @@ fn clock(s: f64) -> String {
 }
 
 /// The settings of a new sweep: the model given or profiled on the prepared target, and the
-/// latency target given or the profile's suggested read target.
+/// latency target given or the profile's suggested read target; its points run under `controller`.
 fn settings(
     target: &Path,
     prepared: &mut prepare::Prepared,
     opts: &TuneOptions,
+    controller: ControlledBy,
     profile_opts: &ProfileOptions,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(&str),
@@ -266,8 +253,7 @@ fn settings(
         quick: opts.quick,
         model_line: ModelConfig { device: None, ctrl: Ctrl::User, params: model }.to_string(),
         qos_line: QosConfig { device: None, ctrl: Ctrl::User, params: qos }.to_string(),
-        // The caller's controller replaces it.
-        controller: Default::default(),
+        controller,
     };
     Ok((settings, notes))
 }
@@ -298,7 +284,7 @@ fn kind_of(target: &Path, opts: &ProfileOptions) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::ControlledBy;
+    use crate::runner::Inline;
 
     fn result(controller: ControlledBy) -> TuneResult {
         TuneResult {
@@ -337,7 +323,7 @@ mod tests {
             out: out.clone(),
         };
         let stop = AtomicBool::new(false);
-        let err = tune(dir.path(), &opts, Some(result(ControlledBy::Kernel)), &stop, &mut |_| {}).unwrap_err();
+        let err = tune(&Inline, dir.path(), &opts, Some(result(ControlledBy::Kernel)), &stop, &mut |_| {}).unwrap_err();
         assert!(err.to_string().contains("ran under the kernel's IOCost"), "{err}");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "refused before anything was created");
 

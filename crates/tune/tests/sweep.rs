@@ -5,6 +5,7 @@
 use std::sync::atomic::AtomicBool;
 
 use ioshare_engine::profile::ProfileOptions;
+use ioshare_tune::runner::Inline;
 use ioshare_tune::{tune, Grid, TuneOptions, TuneResult};
 use tempfile::TempDir;
 
@@ -31,7 +32,7 @@ fn a_short_sweep_measures_every_point_checkpoints_and_resumes() {
     };
     let stop = AtomicBool::new(false);
     let mut lines = 0;
-    let r = tune(dir.path(), &opts, None, &stop, &mut |_| lines += 1).unwrap();
+    let r = tune(&Inline, dir.path(), &opts, None, &stop, &mut |_| lines += 1).unwrap();
     assert!(lines > 10, "a status line before each run");
     let vrates: Vec<f64> = r.points.iter().map(|p| p.vrate_pct).collect();
     assert_eq!(vrates, [40.0, 100.0, 160.0]);
@@ -67,7 +68,7 @@ fn a_short_sweep_measures_every_point_checkpoints_and_resumes() {
     let mut cut = saved.clone();
     cut.points.pop();
     cut.save(&out).unwrap();
-    let resumed = tune(dir.path(), &opts, Some(cut.clone()), &stop, &mut |_| {}).unwrap();
+    let resumed = tune(&Inline, dir.path(), &opts, Some(cut.clone()), &stop, &mut |_| {}).unwrap();
     assert_eq!(resumed.points.len(), 3);
     assert_eq!(resumed.points[..2], cut.points[..], "the finished points are kept as they were");
     assert_eq!(resumed.baseline, cut.baseline, "the baseline is not measured again");
