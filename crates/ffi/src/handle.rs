@@ -129,7 +129,7 @@ fn enter_slow(ctl: &IoshareCtl) -> Result<MutexGuard<'_, ()>, Failure> {
 /// # Safety
 /// The caller has exclusive access to `ctl`'s state (the lock is held, or the controller is unlocked).
 #[inline(always)]
-unsafe fn run<R>(ctl: &IoshareCtl, call: impl FnOnce(&mut State) -> Result<R, Failure>) -> Result<R, Failure> {
+unsafe fn run(ctl: &IoshareCtl, call: impl FnOnce(&mut State) -> Result<i32, Failure>) -> Result<i32, Failure> {
     // Forgotten on return, so the normal path pays nothing.
     let mark = BreakOnUnwind(&ctl.magic);
     // SAFETY: exclusive, by this function's contract.

@@ -69,10 +69,7 @@ impl IoshareIo {
     #[inline(always)]
     pub fn to_core(&self, groups: &GroupTable) -> Result<Io, Failure> {
         // One branch on the issue path; the cold function finds out which check failed.
-        if self.op > IOSHARE_WRITE
-            || self.flags & !(IOSHARE_IO_MUST_ISSUE | IOSHARE_IO_MERGED) != 0
-            || !groups.is_live(self.group)
-        {
+        if self.unknown_op() || self.unknown_flags() || !groups.is_live(self.group) {
             return Err(self.why_invalid());
         }
         Ok(self.core_unchecked())
@@ -99,13 +96,25 @@ impl IoshareIo {
         }
     }
 
+    /// Whether `op` is neither `IOSHARE_READ` nor `IOSHARE_WRITE`.
+    #[inline(always)]
+    fn unknown_op(&self) -> bool {
+        self.op > IOSHARE_WRITE
+    }
+
+    /// Whether `flags` has a bit other than `IOSHARE_IO_MUST_ISSUE` and `IOSHARE_IO_MERGED`.
+    #[inline(always)]
+    fn unknown_flags(&self) -> bool {
+        self.flags & !(IOSHARE_IO_MUST_ISSUE | IOSHARE_IO_MERGED) != 0
+    }
+
     /// Why [`IoshareIo::to_core`] refused this IO: its operation, its flags or its group.
     #[cold]
     #[inline(never)]
     fn why_invalid(&self) -> Failure {
-        if self.op > IOSHARE_WRITE {
+        if self.unknown_op() {
             Failure::new(IOSHARE_E_INVALID, format!("io.op {} is unknown: use IOSHARE_READ or IOSHARE_WRITE", self.op))
-        } else if self.flags & !(IOSHARE_IO_MUST_ISSUE | IOSHARE_IO_MERGED) != 0 {
+        } else if self.unknown_flags() {
             Failure::new(
                 IOSHARE_E_INVALID,
                 format!(
