@@ -129,4 +129,48 @@ mod tests {
         assert_eq!(followed(&window(FOLLOW_WHEN_BOUND)), Some(60.0 + (FOLLOW_WINDOW / 2) as f64));
         assert_eq!(followed(&VecDeque::new()), None);
     }
+
+    /// A device that holds a competing group back in every period, reading 40% of the model: with
+    /// a latency target and one group sharing it (the other donating), neither rq-wait nor the
+    /// follow-down; with two sharing, or without a latency target, both.
+    #[test]
+    fn with_a_latency_target_a_group_alone_beside_donors_is_not_followed_down() {
+        use std::time::Duration;
+
+        use ioshare_core::{ModelParams, QosParams};
+        use ioshare_host::{DevNum, DiskId};
+
+        use super::super::counters::DeviceQuiet;
+        use super::super::device::NO_QOS;
+        use crate::desired::config::DeviceConfig;
+
+        let run = |rppm: u32, nr_sharing: usize| -> (bool, f64) {
+            let device = DiskId { dev: DevNum { major: 7, minor: 250 }, name: "loop250".into() };
+            let qos = QosParams { rppm, rlat_us: 2_000, ..NO_QOS };
+            let cfg = DeviceConfig { device, model: ModelParams::SSD_DFL, qos: Some(qos), tuned: None };
+            let mut d = DevicePlanner::new(cfg, Duration::from_millis(100));
+            let period = DevicePeriod {
+                elapsed_s: 0.1,
+                delta: None,
+                quiet: DeviceQuiet(false),
+                inflight: 32.0,
+                busy: true,
+                slowed: false,
+            };
+            let classified =
+                Classified { device_bound: true, well_short_of_limit: true, nr_sharing, ..Classified::default() };
+            // 40% of what the model promises in 0.1 s.
+            let delivered = (0.4 * 0.1 * 1e9 * VTIME_PER_NSEC as f64) as u64;
+            let mut rq_wait = false;
+            for _ in 0..FOLLOW_WINDOW {
+                rq_wait |= d.follow(&period, &classified, delivered).1;
+            }
+            (rq_wait, d.ctl.vrate_pct())
+        };
+        assert_eq!(run(950_000, 1), (false, 100.0), "alone beside donors, with a target: left alone");
+        let (rq_wait, vrate) = run(950_000, 2);
+        assert!(rq_wait && vrate < 100.0, "two sharing: rq-wait {rq_wait}, vrate {vrate}");
+        let (rq_wait, vrate) = run(0, 1);
+        assert!(rq_wait && vrate < 100.0, "no latency target: rq-wait {rq_wait}, vrate {vrate}");
+    }
 }
