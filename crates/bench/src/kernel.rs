@@ -281,19 +281,9 @@ impl Peers {
 
     /// Runs `tenants` under `setup`, one worker process and cgroup per tenant, and merges their
     /// reports (device figures: sums; busy share: the largest of the workers' views). An interrupt
-    /// reaches the workers too (same process group): they stop and report what they measured.
+    /// reaches the workers too (same process group): they stop and report what they measured. Only
+    /// [`KernelSetup::IoCost`] needs the calibration `cal` (its lines).
     pub fn run(
-        &mut self,
-        setup: &KernelSetup,
-        tenants: &[TenantSpec],
-        opts: &RunOptions,
-        cal: &Calibration,
-    ) -> Result<RunReport> {
-        self.run_setup(setup, Some(cal), tenants, opts)
-    }
-
-    /// [`Peers::run`] with the calibration optional: only [`KernelSetup::IoCost`] needs one.
-    pub fn run_setup(
         &mut self,
         setup: &KernelSetup,
         cal: Option<&Calibration>,

@@ -233,7 +233,7 @@ pub fn run_plan(
             }
             progress(&format!("{} (kernel, one process per tenant)", setup.name()));
             let device = peers.device().to_path_buf();
-            let go = || peers.run(setup, &plan.tenants, &opts, ctx.calibration);
+            let go = || peers.run(setup, Some(ctx.calibration), &plan.tenants, &opts);
             let report = ctx.observed(Side::Kernel, setup.name(), Some(&device), go)?;
             runs.push(RunEntry { side: Side::Kernel, report, verdict: None });
             notes.extend(peers.take_decisions());

@@ -88,7 +88,7 @@ impl Runner for KernelRunner<'_> {
         }
         let setup = setup(pinned);
         let mut peers = self.peers.borrow_mut();
-        peers.run_setup(&setup, None, tenants, opts).map_err(|e| match e {
+        peers.run(&setup, None, tenants, opts).map_err(|e| match e {
             crate::Error::Engine(e) => ioshare_tune::Error::Engine(e),
             e => ioshare_tune::Error::Control(format!("{} on {}: {e}", setup.name(), peers.device().display())),
         })

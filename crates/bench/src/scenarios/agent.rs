@@ -138,8 +138,9 @@ impl Scenario for HostAgent {
         let tenants = tenants(ctx.opts, calibration.max_iops, duration);
         progress("kernel-none (one process and cgroup per tenant)");
         let plain = KernelSetup::Plain;
-        let none = ctx
-            .observed(Side::Kernel, plain.name(), Some(&device), || peers.run(&plain, &tenants, &opts, calibration))?;
+        let none = ctx.observed(Side::Kernel, plain.name(), Some(&device), || {
+            peers.run(&plain, Some(calibration), &tenants, &opts)
+        })?;
         report.runs.push(RunEntry { side: Side::Kernel, report: none, verdict: None });
         let (h, l) = phases(&report.runs[0], duration)[0];
         let capacity = h + l;
@@ -183,7 +184,7 @@ impl Scenario for HostAgent {
                 let of = if rounds > 1 { format!(", round {round} of {rounds}") } else { String::new() };
                 progress(&format!("{} (one process and cgroup per tenant{of})", setup.name()));
                 let run = ctx.observed(Side::Kernel, setup.name(), Some(&device), || {
-                    peers.run(&setup, &tenants, &opts, calibration)
+                    peers.run(&setup, Some(calibration), &tenants, &opts)
                 })?;
                 let entry = RunEntry { side: Side::Kernel, report: run, verdict: None };
                 // The next round holds the low one to the high one's rate here ÷ A/B.
