@@ -2,11 +2,14 @@
 //! what to run ([`Plan`]) and how one run is judged; [`run_plan`] does the rest, the same way for
 //! all of them, and so every [`Planned`] is a [`Scenario`].
 //!
-//! The runs, in order: the reference runs (no control: the latency-sensitive tenant alone, a
-//! saturating tenant's capacity, a frontier sweep), then the ioshare controllers in interleaved rounds
-//! (the median round of each is kept; with the plan's [`Plan::fio_reference`] the same job under fio
-//! each round, with [`Plan::observer_overhead`] and `--observe` no control once more per round with
-//! the eBPF observer toggled), then the kernel peers this host supports. Every run but the references
+//! The runs, in order: [`Plan::rounds`] interleaved rounds, each of the reference runs (no control:
+//! the latency-sensitive tenant alone, a saturating tenant's capacity, a frontier sweep) then the
+//! ioshare controllers (with the plan's [`Plan::fio_reference`] the same job under fio, with
+//! [`Plan::observer_overhead`] and `--observe` no control once more with the eBPF observer
+//! toggled); each run's rounds reduce to one report of medians; then the kernel peers this host
+//! supports. Rounds put every run near the ones it is judged against: on a disk shared with other
+//! machines the speed moves between seconds, and a yardstick measured a minute before its subject
+//! judges the disk's drift. Every run but the references
 //! is judged against [`References`] taken from the others; the scenario's verdict is that of its
 //! subjects (the ioshare controllers it is about) — the other runs carry the same criterion for
 //! comparison (`none` shows what happens without control, the kernel's controllers what the kernel
@@ -18,7 +21,7 @@ use ioshare_core::limit::{Knob, KnobLimit, Scope, Unit};
 use ioshare_core::{Limits, Nanos, QosParams, NSEC_PER_SEC};
 use ioshare_engine::fio;
 use ioshare_engine::job::{JobSpec, Pattern, TenantSpec};
-use ioshare_engine::report::{LatencyUs, RunReport};
+use ioshare_engine::report::{LatencyUs, RunReport, TenantReport};
 use ioshare_engine::run::{run, RunOptions};
 
 use crate::calibrate::Calibration;
@@ -80,7 +83,7 @@ pub struct Plan {
     pub subjects: Vec<ControllerKind>,
     /// The kernel's controllers (each run where the host supports it).
     pub kernel: Vec<KernelSetup>,
-    /// Interleaved rounds of the ioshare runs, each `duration / rounds` long.
+    /// Interleaved rounds of the reference and ioshare runs, each run `duration / rounds` long.
     pub rounds: usize,
     /// The single job of the plan also runs under fio every round, as a reference engine.
     pub fio_reference: bool,
@@ -109,7 +112,7 @@ impl Plan {
         let kernel = peers.map_or(0, |p| self.kernel.iter().filter(|s| p.supports(s)).count());
         let fio = if self.fio_reference && fio::available() { self.rounds } else { 0 };
         let toggled = if self.observer_overhead && observed { self.rounds } else { 0 };
-        self.ioshare.len() * self.rounds + self.reference.len() + kernel + fio + toggled
+        (self.ioshare.len() + self.reference.len()) * self.rounds + kernel + fio + toggled
     }
 }
 
@@ -150,16 +153,8 @@ pub fn run_plan(
     let opts = RunOptions { device_depth: ctx.calibration.device_depth, ..RunOptions::new(ctx.opts.duration) };
     let mut runs: Vec<RunEntry> = Vec::new();
     let stopped = || stop.load(Ordering::Relaxed);
-    for (name, tenants) in &plan.reference {
-        if stopped() {
-            break;
-        }
-        progress(&format!("reference: {name}"));
-        let mut report = run(ctx.target, tenants, &mut *ControllerKind::None.build(ctx.calibration), &opts, stop)?;
-        report.controller = name.clone();
-        runs.push(RunEntry { side: Side::Reference, report, verdict: None });
-    }
-    // Interleaved rounds; the median round of each controller is kept.
+    // Interleaved rounds, each opening with the reference runs; each run's rounds reduce to one
+    // report ([`median_report`]).
     let round_opts = RunOptions {
         device_depth: ctx.calibration.device_depth,
         ..RunOptions::new(ctx.opts.duration / plan.rounds as Nanos)
@@ -177,13 +172,24 @@ pub fn run_plan(
     if plan.fio_reference && fio_job.is_none() {
         notes.push("fio is not installed: no reference run (./scripts/setup.sh installs it)".into());
     }
+    let mut reference_rounds: Vec<Vec<RunReport>> = vec![Vec::new(); plan.reference.len()];
     'rounds: for _ in 0..plan.rounds {
+        for ((name, tenants), rs) in plan.reference.iter().zip(&mut reference_rounds) {
+            if stopped() {
+                break 'rounds;
+            }
+            progress(&format!("reference: {name}"));
+            let mut report = run(ctx.target, tenants, &mut *ControllerKind::None.build(ctx.calibration), o, stop)?;
+            report.controller = name.clone();
+            rs.push(report);
+        }
+        let solo = plan.reference.iter().position(|(name, _)| name == "solo").and_then(|i| reference_rounds[i].last());
         for (i, ctl) in plan.ioshare.iter().enumerate() {
             if stopped() {
                 break 'rounds;
             }
             progress(ctl.name());
-            let cal = calibration_for(*ctl, ctx.calibration, &runs);
+            let cal = calibration_for(*ctl, ctx.calibration, solo);
             let go = || run(ctx.target, &plan.tenants, &mut *ctl.build(&cal), o, stop);
             let mut report =
                 if toggling.is_some() { go()? } else { ctx.observed(Side::Ioshare, ctl.name(), None, go)? };
@@ -216,10 +222,14 @@ pub fn run_plan(
     let none = plan.ioshare.iter().position(|c| *c == ControllerKind::None);
     let paired = paired_figures(names, &rounds, none, &toggled.concat());
     notes.extend(overhead_note(&toggled));
-    for (side, rs) in rounds.iter_mut().map(|r| (Side::Ioshare, r)).chain([(Side::Reference, &mut fio_rounds)]) {
-        if !rs.is_empty() {
-            rs.sort_by(|x, y| x.device.iops.total_cmp(&y.device.iops));
-            runs.push(RunEntry { side, report: rs.swap_remove(rs.len() / 2), verdict: None });
+    let reduced = reference_rounds
+        .into_iter()
+        .map(|r| (Side::Reference, r))
+        .chain(rounds.into_iter().map(|r| (Side::Ioshare, r)))
+        .chain([(Side::Reference, fio_rounds)]);
+    for (side, rs) in reduced {
+        if let Some(report) = median_report(rs) {
+            runs.push(RunEntry { side, report, verdict: None });
         }
     }
     notes.extend(engine_vs_fio(&runs));
@@ -319,6 +329,44 @@ pub(crate) fn paired_figures<'a>(
         .collect()
 }
 
+/// One run's rounds as one report: the round of median device IOPS, with the device's and each
+/// tenant's IOPS and bandwidth and each latency percentile the median over the rounds (each figure
+/// its own median: one round slowed by outside IO on a shared disk moves none of them). `None`
+/// without a round.
+fn median_report(mut rounds: Vec<RunReport>) -> Option<RunReport> {
+    let of = |f: &dyn Fn(&RunReport) -> f64| median(&rounds.iter().map(f).collect::<Vec<f64>>());
+    let device_iops = of(&|r| r.device.iops)?;
+    let device_bw = of(&|r| r.device.bw_bytes)?;
+    let tenants: Vec<TenantReport> = (0..rounds[0].tenants.len())
+        .map(|t| {
+            let tenant = |f: &dyn Fn(&TenantReport) -> f64| of(&|r| f(&r.tenants[t])).unwrap_or(f64::NAN);
+            let lat = |f: &dyn Fn(&LatencyUs) -> f64| tenant(&|x| f(&x.lat_us));
+            TenantReport {
+                iops: tenant(&|x| x.iops),
+                bw_bytes: tenant(&|x| x.bw_bytes),
+                lat_us: LatencyUs {
+                    p50: lat(&|l| l.p50),
+                    p90: lat(&|l| l.p90),
+                    p95: lat(&|l| l.p95),
+                    p99: lat(&|l| l.p99),
+                    p999: lat(&|l| l.p999),
+                    max: lat(&|l| l.max),
+                    mean: lat(&|l| l.mean),
+                },
+                ..rounds[0].tenants[t].clone()
+            }
+        })
+        .collect();
+    rounds.sort_by(|x, y| x.device.iops.total_cmp(&y.device.iops));
+    let mut report = rounds.swap_remove(rounds.len() / 2);
+    for (kept, median) in report.tenants.iter_mut().zip(tenants) {
+        *kept = TenantReport { series: std::mem::take(&mut kept.series), ..median };
+    }
+    report.device.iops = device_iops;
+    report.device.bw_bytes = device_bw;
+    Some(report)
+}
+
 /// Per round, IOPS of `on` over IOPS of `off` (the runs of the same round), in round order.
 pub(crate) fn per_round_ratios(off: &[RunReport], on: &[RunReport]) -> Vec<f64> {
     off.iter().zip(on).map(|(a, b)| b.device.iops / a.device.iops.max(1e-9)).collect()
@@ -342,12 +390,11 @@ fn engine_vs_fio(runs: &[RunEntry]) -> Option<String> {
 
 /// The calibration a controller runs with: for [`ControllerKind::IoCostP99`] and
 /// [`ControllerKind::IoCostP99Qd`], QoS says 99% of reads within that many times the QD1 reader's
-/// solo p99 (from the `solo` reference run already in `runs`).
-fn calibration_for(ctl: ControllerKind, cal: &Calibration, runs: &[RunEntry]) -> Calibration {
-    let solo = runs.iter().find(|r| r.side == Side::Reference && r.report.controller == "solo");
+/// solo p99 (from `solo`, the round's reference run).
+fn calibration_for(ctl: ControllerKind, cal: &Calibration, solo: Option<&RunReport>) -> Calibration {
     match (ctl.p99_factor(), solo) {
         (Some(factor), Some(solo)) => {
-            let rlat_us = (solo.report.tenants[0].lat_us.p99 * f64::from(factor)).ceil().max(1.0) as u64;
+            let rlat_us = (solo.tenants[0].lat_us.p99 * f64::from(factor)).ceil().max(1.0) as u64;
             Calibration { qos: QosParams { rppm: 990_000, rlat_us, ..cal.qos }, ..cal.clone() }
         }
         _ => cal.clone(),
@@ -408,4 +455,32 @@ pub(crate) mod fixtures {
     /// No references.
     pub const NO_REFS: References =
         References { solo: None, capacity: None, baseline: None, paired: None, frontier: Vec::new() };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{report, tenant};
+    use super::*;
+
+    #[test]
+    fn rounds_reduce_to_each_figures_median_with_the_median_rounds_series() {
+        let round = |iops: [f64; 2], p99: [f64; 2], t_s: f64| {
+            let mut r = report(vec![tenant("qd1", iops[0], p99[0]), tenant("sat", iops[1], p99[1])]);
+            r.tenants[0].series = vec![ioshare_engine::report::TenantSample { t_s, ..Default::default() }];
+            r
+        };
+        // The second round's device was slowed by outside IO: no figure takes it.
+        let rounds = vec![
+            round([5000.0, 60000.0], [300.0, 900.0], 1.0),
+            round([2000.0, 30000.0], [3000.0, 5000.0], 2.0),
+            round([4800.0, 62000.0], [350.0, 800.0], 3.0),
+        ];
+        let r = median_report(rounds).expect("three rounds");
+        assert_eq!((r.tenants[0].iops, r.tenants[1].iops), (4800.0, 60000.0));
+        assert_eq!((r.tenants[0].lat_us.p99, r.tenants[1].lat_us.p99), (350.0, 900.0));
+        assert_eq!(r.device.iops, 65000.0, "the median of the rounds' totals, not the sum of medians");
+        assert_eq!(r.tenants[0].series[0].t_s, 1.0, "the series of the round of median total (65 000)");
+        assert_eq!(r.tenants[0].name, "qd1");
+        assert!(median_report(Vec::new()).is_none());
+    }
 }
