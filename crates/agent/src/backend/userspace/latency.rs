@@ -24,6 +24,18 @@ pub struct Verdicts {
     pub mean_us: [f64; 2],
 }
 
+impl Verdicts {
+    /// Whether each direction missed no more than its percentile in `qos` lets miss (a direction
+    /// without a target always does).
+    pub fn met_targets(&self, qos: &QosParams) -> bool {
+        const MILLION: u64 = 1_000_000;
+        [qos.rppm, qos.wppm].iter().enumerate().all(|(rw, &ppm)| {
+            let judged = self.met[rw] + self.missed[rw];
+            ppm == 0 || self.missed[rw] * MILLION <= judged * (MILLION - u64::from(ppm))
+        })
+    }
+}
+
 /// The verdicts for the counters accumulated over a period (`delta`).
 pub fn verdicts<M: CostModel>(delta: &DiskStats, model: &M, qos: &QosParams) -> Verdicts {
     let mut v = Verdicts::default();
@@ -71,5 +83,9 @@ mod tests {
         assert!(verdicts(&d(100), &model, &qos).missed[0] < 1);
         // Nothing done: nothing judged.
         assert_eq!(verdicts(&DiskStats::default(), &model, &qos), Verdicts::default());
+        // p95: 5% may miss.
+        let judged = |met, missed| Verdicts { met: [met, 0], missed: [missed, 0], mean_us: [0.0; 2] };
+        assert!(judged(950, 50).met_targets(&qos) && !judged(949, 51).met_targets(&qos));
+        assert!(judged(0, 1000).met_targets(&QosParams { rppm: 0, ..qos }), "no target");
     }
 }
