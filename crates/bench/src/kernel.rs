@@ -297,7 +297,7 @@ impl Peers {
         let sched = if *setup == KernelSetup::Bfq { "bfq" } else { "none" };
         self.dev.set_scheduler(sched).map_err(|e| peer_error("setting the device's scheduler", e))?;
         // Declared before the cgroups and workers: dropped last, after the workers are reaped.
-        let _iocost = setup.iocost_lines(cal)?.map(|(model, qos)| self.enable_iocost(&model, qos)).transpose()?;
+        let iocost = setup.iocost_lines(cal)?.map(|(model, qos)| self.enable_iocost(&model, qos)).transpose()?;
         // Declared before the workers so that the workers are reaped before the cgroups are removed.
         let mut groups = Vec::new();
         let mut workers = Workers(Vec::new());
@@ -336,9 +336,8 @@ impl Peers {
         };
         let recorder = (*setup == KernelSetup::IoCost).then(|| DecisionRecorder::start(self.dev.dev()));
         let stop = AtomicBool::new(false);
-        let vrate_from = matches!(setup, KernelSetup::IoCost | KernelSetup::PinnedIoCost { .. })
-            .then(|| Capabilities::probe().cgroup_v2)
-            .flatten();
+        // Where the kernel's IOCost is on, its vrate is read while the workers run.
+        let vrate_from = iocost.as_ref().and_then(|_| Capabilities::probe().cgroup_v2);
         let dev = self.dev.dev().to_string();
         let (reports, vrates) = std::thread::scope(|s| {
             let agent = agent.map(|a| s.spawn(|| a.run(&stop)));

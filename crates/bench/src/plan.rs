@@ -21,7 +21,7 @@ use ioshare_core::limit::{Knob, KnobLimit, Scope, Unit};
 use ioshare_core::{Limits, Nanos, QosParams, NSEC_PER_SEC};
 use ioshare_engine::fio;
 use ioshare_engine::job::{JobSpec, Pattern, TenantSpec};
-use ioshare_engine::report::{LatencyUs, RunReport, TenantReport};
+use ioshare_engine::report::{LatencyUs, RunReport};
 use ioshare_engine::run::{run, RunOptions};
 
 use crate::calibrate::Calibration;
@@ -333,41 +333,29 @@ pub(crate) fn paired_figures<'a>(
         .collect()
 }
 
-/// One run's rounds as one report: the round of median device IOPS, with the device's and each
-/// tenant's IOPS and bandwidth and each latency percentile the median over the rounds (each figure
+/// One run's rounds as one report: the round of median device IOPS, with the device's bandwidth
+/// and each tenant's IOPS, bandwidth and latency percentiles the median over the rounds (each figure
 /// its own median: one round slowed by outside IO on a shared disk moves none of them). `None`
 /// without a round.
 fn median_report(mut rounds: Vec<RunReport>) -> Option<RunReport> {
-    let of = |f: &dyn Fn(&RunReport) -> f64| median(&rounds.iter().map(f).collect::<Vec<f64>>());
-    let device_iops = of(&|r| r.device.iops)?;
-    let device_bw = of(&|r| r.device.bw_bytes)?;
-    let tenants: Vec<TenantReport> = (0..rounds[0].tenants.len())
-        .map(|t| {
-            let tenant = |f: &dyn Fn(&TenantReport) -> f64| of(&|r| f(&r.tenants[t])).unwrap_or(f64::NAN);
-            let lat = |f: &dyn Fn(&LatencyUs) -> f64| tenant(&|x| f(&x.lat_us));
-            TenantReport {
-                iops: tenant(&|x| x.iops),
-                bw_bytes: tenant(&|x| x.bw_bytes),
-                lat_us: LatencyUs {
-                    p50: lat(&|l| l.p50),
-                    p90: lat(&|l| l.p90),
-                    p95: lat(&|l| l.p95),
-                    p99: lat(&|l| l.p99),
-                    p999: lat(&|l| l.p999),
-                    max: lat(&|l| l.max),
-                    mean: lat(&|l| l.mean),
-                },
-                ..rounds[0].tenants[t].clone()
-            }
-        })
-        .collect();
     rounds.sort_by(|x, y| x.device.iops.total_cmp(&y.device.iops));
-    let mut report = rounds.swap_remove(rounds.len() / 2);
-    for (kept, median) in report.tenants.iter_mut().zip(tenants) {
-        *kept = TenantReport { series: std::mem::take(&mut kept.series), ..median };
+    let mut report = rounds.get(rounds.len() / 2)?.clone();
+    let of = |f: &dyn Fn(&RunReport) -> f64| median(&rounds.iter().map(f).collect::<Vec<f64>>()).unwrap_or(f64::NAN);
+    report.device.bw_bytes = of(&|r| r.device.bw_bytes);
+    for (t, tenant) in report.tenants.iter_mut().enumerate() {
+        let lat = |f: fn(&LatencyUs) -> f64| of(&|r| f(&r.tenants[t].lat_us));
+        tenant.iops = of(&|r| r.tenants[t].iops);
+        tenant.bw_bytes = of(&|r| r.tenants[t].bw_bytes);
+        tenant.lat_us = LatencyUs {
+            p50: lat(|l| l.p50),
+            p90: lat(|l| l.p90),
+            p95: lat(|l| l.p95),
+            p99: lat(|l| l.p99),
+            p999: lat(|l| l.p999),
+            max: lat(|l| l.max),
+            mean: lat(|l| l.mean),
+        };
     }
-    report.device.iops = device_iops;
-    report.device.bw_bytes = device_bw;
     Some(report)
 }
 

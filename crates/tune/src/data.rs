@@ -76,6 +76,11 @@ impl ControlledBy {
             ControlledBy::Kernel => "the kernel's IOCost (cgroup v2, --kernel)",
         }
     }
+
+    /// Why points `other` ran cannot join points this one runs (resumed or merged), if they cannot.
+    pub fn refuses(self, other: ControlledBy) -> Option<String> {
+        (self != other).then(|| format!("its points ran under {}, not {}", other.describe(), self.describe()))
+    }
 }
 
 /// What a sweep was asked to do: everything two results must share to be resumed or merged.
@@ -121,12 +126,8 @@ impl Settings {
         if self.lat_target_us != other.lat_target_us {
             return Some(format!("its latency target is {} us, not {} us", other.lat_target_us, self.lat_target_us));
         }
-        if self.controller != other.controller {
-            return Some(format!(
-                "its points ran under {}, not {}",
-                other.controller.describe(),
-                self.controller.describe()
-            ));
+        if let Some(why) = self.controller.refuses(other.controller) {
+            return Some(why);
         }
         (self.model_line != other.model_line).then(|| "it scales another cost model".to_string())
     }

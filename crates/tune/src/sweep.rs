@@ -105,12 +105,8 @@ pub fn tune(
     let controlled_by = control.controlled_by();
     let cannot_resume =
         |why: String| Error::BadResult { path: opts.out.clone(), reason: format!("cannot resume here: {why}") };
-    if let Some(r) = resumed.as_ref().filter(|r| r.settings.controller != controlled_by) {
-        return Err(cannot_resume(format!(
-            "its points ran under {}, not {}",
-            r.settings.controller.describe(),
-            controlled_by.describe()
-        )));
+    if let Some(why) = resumed.as_ref().and_then(|r| controlled_by.refuses(r.settings.controller)) {
+        return Err(cannot_resume(why));
     }
     if resumed.is_none() {
         opts.validate()?;

@@ -115,7 +115,33 @@ impl DevicePlanner {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use ioshare_core::{ModelParams, QosParams};
+    use ioshare_host::{DevNum, DiskId};
+
+    use super::super::classify::GroupState;
+    use super::super::counters::DeviceQuiet;
+    use super::super::device::NO_QOS;
     use super::*;
+    use crate::desired::config::DeviceConfig;
+
+    /// A planner for a loop device under `qos` (the SSD default model, 100 ms periods).
+    fn planner(qos: QosParams) -> DevicePlanner {
+        let device = DiskId { dev: DevNum { major: 7, minor: 250 }, name: "loop250".into() };
+        let cfg = DeviceConfig { device, model: ModelParams::SSD_DFL, qos: Some(qos), tuned: None };
+        DevicePlanner::new(cfg, Duration::from_millis(100))
+    }
+
+    /// A busy 0.1 s period with `inflight` IOs in the device on average (no counters to judge).
+    fn busy_period(inflight: f64) -> DevicePeriod {
+        DevicePeriod { elapsed_s: 0.1, delta: None, quiet: DeviceQuiet(false), inflight, busy: true, slowed: false }
+    }
+
+    /// What the device did in 0.1 s: `share` of what the model promises.
+    fn delivered(share: f64) -> u64 {
+        (share * 0.1 * 1e9 * VTIME_PER_NSEC as f64) as u64
+    }
 
     /// A device-bound period brings vrate down to what the device did, by at most 15% a period, and
     /// never raises it.
@@ -150,35 +176,14 @@ mod tests {
     /// follow-down; with two sharing, or without a latency target, both.
     #[test]
     fn with_a_latency_target_a_group_alone_beside_donors_is_not_followed_down() {
-        use std::time::Duration;
-
-        use ioshare_core::{ModelParams, QosParams};
-        use ioshare_host::{DevNum, DiskId};
-
-        use super::super::counters::DeviceQuiet;
-        use super::super::device::NO_QOS;
-        use crate::desired::config::DeviceConfig;
-
         let run = |rppm: u32, nr_sharing: usize| -> (bool, f64) {
-            let device = DiskId { dev: DevNum { major: 7, minor: 250 }, name: "loop250".into() };
-            let qos = QosParams { rppm, rlat_us: 2_000, ..NO_QOS };
-            let cfg = DeviceConfig { device, model: ModelParams::SSD_DFL, qos: Some(qos), tuned: None };
-            let mut d = DevicePlanner::new(cfg, Duration::from_millis(100));
-            let period = DevicePeriod {
-                elapsed_s: 0.1,
-                delta: None,
-                quiet: DeviceQuiet(false),
-                inflight: 32.0,
-                busy: true,
-                slowed: false,
-            };
+            let mut d = planner(QosParams { rppm, rlat_us: 2_000, ..NO_QOS });
+            let period = busy_period(32.0);
             let classified =
                 Classified { device_bound: true, well_short_of_limit: true, nr_sharing, ..Classified::default() };
-            // 40% of what the model promises in 0.1 s.
-            let delivered = (0.4 * 0.1 * 1e9 * VTIME_PER_NSEC as f64) as u64;
             let mut rq_wait = false;
             for _ in 0..FOLLOW_WINDOW {
-                rq_wait |= d.follow(&period, &classified, delivered).1;
+                rq_wait |= d.follow(&period, &classified, delivered(0.4)).1;
             }
             (rq_wait, d.ctl.vrate_pct())
         };
@@ -194,30 +199,10 @@ mod tests {
     /// device held it back, when two groups share the device, or without a latency target.
     #[test]
     fn a_group_alone_beside_donors_held_by_its_limit_has_vrate_climb() {
-        use std::time::Duration;
-
-        use ioshare_core::{ModelParams, QosParams};
-        use ioshare_host::{DevNum, DiskId};
-
-        use super::super::classify::GroupState;
-        use super::super::counters::DeviceQuiet;
-        use super::super::device::NO_QOS;
-        use crate::desired::config::DeviceConfig;
-
         let run = |rppm: u32, nr_sharing: usize, device_bound: bool, periods: usize| -> f64 {
-            let device = DiskId { dev: DevNum { major: 7, minor: 250 }, name: "loop250".into() };
-            let qos = QosParams { rppm, rlat_us: 2_000, max_ppm: 2_000_000, ..NO_QOS };
-            let cfg = DeviceConfig { device, model: ModelParams::SSD_DFL, qos: Some(qos), tuned: None };
-            let mut d = DevicePlanner::new(cfg, Duration::from_millis(100));
+            let mut d = planner(QosParams { rppm, rlat_us: 2_000, max_ppm: 2_000_000, ..NO_QOS });
             d.ctl.set_vrate_pct(90.0);
-            let period = DevicePeriod {
-                elapsed_s: 0.1,
-                delta: None,
-                quiet: DeviceQuiet(false),
-                inflight: 64.0,
-                busy: true,
-                slowed: false,
-            };
+            let period = busy_period(64.0);
             let held = GroupState { held: true, competing: true, ..GroupState::default() };
             let donor = GroupState::default();
             let classified = Classified {
@@ -226,9 +211,8 @@ mod tests {
                 nr_sharing,
                 ..Classified::default()
             };
-            let delivered = (0.9 * 0.1 * 1e9 * VTIME_PER_NSEC as f64) as u64;
             for _ in 0..periods {
-                d.follow(&period, &classified, delivered);
+                d.follow(&period, &classified, delivered(0.9));
             }
             d.ctl.vrate_pct()
         };
