@@ -27,6 +27,7 @@
 //! tables, JSON and charts follow. A scenario that cannot be a plan (the agent scenario configures its
 //! controllers from its own first run) implements [`Scenario`] itself.
 
+pub mod alternating;
 pub mod calibrate;
 pub mod controllers;
 pub mod decisions;
@@ -46,6 +47,7 @@ pub mod svg;
 pub mod table;
 pub mod tune_kernel;
 pub mod verdict;
+pub mod windows;
 
 pub use error::{Error, Result};
 pub use options::BenchOptions;

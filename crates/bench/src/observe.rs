@@ -9,25 +9,21 @@
 //!
 //! The overhead scenario measures the observer's own cost on the IO path ([`Observations::toggled`]): the
 //! uncontrolled reader runs once more per round ([`OBSERVED_NONE`]) while the observer is attached and
-//! detached in turns of [`TOGGLE_WINDOW`], and each attached window's IOPS is compared with the
-//! detached windows on either side of it. Separate runs a few seconds apart cannot judge a 3% cost on
-//! this kind of shared virtual disk: two identical back-to-back runs differ by up to ±8%, and a run
-//! with nothing attached read 95% of the run before it. One window's ratio scatters as much (5-8%),
-//! but the windows are many, paired with their own neighbours, and average out: over a 30 s run the
-//! estimate's standard error is ~0.7%.
+//! detached in turns ([`crate::windows`]).
 
 use std::cell::RefCell;
 use std::path::Path;
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
-
-use ioshare_core::{Nanos, NSEC_PER_MSEC};
+use std::time::Instant;
 
 use ioshare_observe::{Histogram, Kind, Latency, Observer, Snapshot, Stage, Stages};
 use serde::Serialize;
 
 use crate::stats::median;
 use crate::verdict::Side;
+use crate::windows::{
+    compare_windows, iops_ratios, overhead_estimate, Comparison, ThreadCpuClock, Window, TOGGLE_WINDOW,
+};
 use ioshare_engine::report::RunReport;
 
 /// Why a run on a file of no block device (tmpfs, overlay) goes unobserved.
@@ -36,38 +32,6 @@ const NO_DISK: &str = "its target is on no block device";
 pub const OBSERVED_NONE: &str = "none+observe";
 /// The observer's overhead target: IOPS with it attached at least this share of IOPS without.
 pub const OBSERVE_OVERHEAD_MIN: f64 = 0.97;
-/// How long the observer stays attached, then detached, in the [`OBSERVED_NONE`] run. Shorter windows
-/// pair closer neighbours: on this machine's disk the attached-to-detached ratio of one window (no
-/// programs' cost: an observer whose programs return at once) scattered by 7.5% at 100 ms windows,
-/// 5.6% at 250 ms and 4.5% at 500 ms, so that per second of run 100 ms windows judge most precisely.
-pub const TOGGLE_WINDOW: Duration = Duration::from_millis(100);
-/// The engine's sample interval in that run: several samples per window, so that the one a toggle
-/// touches can be left out.
-pub const TOGGLE_SAMPLE: Nanos = 25 * NSEC_PER_MSEC;
-
-/// One window of a toggled run: seconds since the toggler started, and whether the programs were
-/// attached throughout (the toggles themselves lie between windows).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Window {
-    /// Start, s.
-    pub from: f64,
-    /// End, s.
-    pub to: f64,
-    /// Programs attached.
-    pub attached: bool,
-    /// CPU time the run's IO thread spent in the window, ns (`None`: not readable).
-    pub cpu_ns: Option<u64>,
-}
-
-/// An attached window against the detached windows on either side of it.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Comparison {
-    /// Its IOPS over theirs (geometric mean).
-    pub iops_ratio: f64,
-    /// The IO thread's CPU per IO in it minus theirs (mean), ns: where the observer's time goes.
-    pub extra_cpu_ns_per_io: Option<f64>,
-}
-
 /// What the observer saw during one controller's runs (all rounds added up).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RunObserved {
@@ -176,7 +140,7 @@ impl Observations {
         Ok(report)
     }
 
-    /// Runs `run` (no control, sampled every [`TOGGLE_SAMPLE`], its clock starting at the instant it
+    /// Runs `run` (no control, sampled every [`crate::windows::TOGGLE_SAMPLE`], its clock starting at the instant it
     /// is given) while a thread attaches and detaches the observer on the target's disk every
     /// [`TOGGLE_WINDOW`], detached first, on the same clock; returns the run and, per attached window
     /// after the warm-up (`warmup_s`), its comparison with its detached neighbours
@@ -279,7 +243,7 @@ fn toggle(
             break;
         }
         let cpu_ns = cpu().zip(cpu_from).map(|(to, from)| to.saturating_sub(from));
-        windows.push(Window { from, to: t0.elapsed().as_secs_f64(), attached, cpu_ns });
+        windows.push(Window { from, to: t0.elapsed().as_secs_f64(), on: attached, cpu_ns });
         if attached {
             observer.pause();
         } else {
@@ -291,84 +255,6 @@ fn toggle(
     }
     let after = observer.snapshot().map_err(|e| e.to_string())?;
     Ok((windows, after.since(&before)))
-}
-
-/// The CPU-time clock of a thread of this process, readable from any of its threads (exact: the
-/// kernel adds the running slice when it is read).
-#[derive(Clone, Copy, Debug)]
-struct ThreadCpuClock(libc::clockid_t);
-
-impl ThreadCpuClock {
-    /// The calling thread's clock (`None` if the kernel gives none).
-    fn of_this_thread() -> Option<ThreadCpuClock> {
-        let mut id: libc::clockid_t = 0;
-        // SAFETY: pthread_self() is the calling thread; `id` is a valid place for the clock id.
-        let ret = unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut id) };
-        (ret == 0).then_some(ThreadCpuClock(id))
-    }
-
-    /// CPU time so far, ns.
-    fn now_ns(self) -> Option<u64> {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: `ts` is a valid timespec for the kernel to fill in.
-        let ret = unsafe { libc::clock_gettime(self.0, &mut ts) };
-        (ret == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
-    }
-}
-
-/// Per attached window that ends after `warmup_s`, against the detached windows just before and after
-/// it (either one at the run's ends): its IOPS (all tenants, over the samples wholly inside it, so
-/// none a toggle touched) over their geometric mean (an arithmetic mean would tilt the geometric mean
-/// of the ratios towards the detached side by about a quarter of their variance), and its IO thread's
-/// CPU per IO (the window's CPU time over its IOPS × length) minus their mean. Windows that hold no
-/// whole sample, or in which no IO completed (a stall of the disk), are left out.
-pub fn compare_windows(report: &RunReport, windows: &[Window], warmup_s: f64) -> Vec<Comparison> {
-    let iops = |w: &Window| -> Option<f64> {
-        let from = w.from.max(warmup_s);
-        let v: f64 = report.tenants.iter().map(|t| t.window_iops(from, w.to)).sum();
-        (v.is_finite() && v > 0.0).then_some(v)
-    };
-    let rates: Vec<Option<f64>> = windows.iter().map(iops).collect();
-    let cpu_per_io = |i: usize| {
-        Some(windows[i].cpu_ns? as f64 / (rates[i]? * (windows[i].to - windows[i].from))).filter(|c| c.is_finite())
-    };
-    let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
-    let mut compared = Vec::new();
-    for (i, _) in windows.iter().enumerate().filter(|(_, w)| w.attached) {
-        let neighbours: Vec<usize> =
-            [i.checked_sub(1), Some(i + 1)].into_iter().flatten().filter(|&j| j < windows.len()).collect();
-        let off: Vec<f64> = neighbours.iter().filter_map(|&j| rates[j].map(f64::ln)).collect();
-        let (Some(on), Some(off)) = (rates[i], mean(&off).map(f64::exp)) else { continue };
-        let off_cpu: Vec<f64> = neighbours.iter().filter_map(|&j| cpu_per_io(j)).collect();
-        compared.push(Comparison {
-            iops_ratio: on / off,
-            extra_cpu_ns_per_io: cpu_per_io(i).zip(mean(&off_cpu)).map(|(on, off)| on - off),
-        });
-    }
-    compared
-}
-
-/// The estimate of the observer's cost from the windows' ratios, in run order: their geometric mean (a
-/// window's ratio is as likely x as 1/x when nothing differs) and its standard error, as factors
-/// (0.98, 0.01). Consecutive ratios share a detached window, so the error is widened by their lag-1
-/// correlation (variance of the mean × (1 + 2ρ), ρ ≥ 0). `None` without windows.
-pub fn overhead_estimate(ratios: &[f64]) -> Option<(f64, f64)> {
-    if ratios.is_empty() {
-        return None;
-    }
-    let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
-    let n = logs.len() as f64;
-    let mean = logs.iter().sum::<f64>() / n;
-    let dev: Vec<f64> = logs.iter().map(|l| l - mean).collect();
-    let ss: f64 = dev.iter().map(|d| d * d).sum();
-    let var = ss / (n - 1.0).max(1.0);
-    let rho = if ss > 0.0 { dev.windows(2).map(|w| w[0] * w[1]).sum::<f64>() / ss } else { 0.0 };
-    Some((mean.exp(), mean.exp() * (var / n * (1.0 + 2.0 * rho.max(0.0))).sqrt()))
-}
-
-/// The IOPS ratios of `compared` windows.
-pub fn iops_ratios(compared: &[Comparison]) -> Vec<f64> {
-    compared.iter().map(|c| c.iops_ratio).collect()
 }
 
 /// The overhead scenario's note on the observer's cost: per round and over all rounds, the geometric
@@ -489,76 +375,8 @@ mod tests {
         assert!(obs.take().0.is_empty(), "take empties the observations");
     }
 
-    /// A run sampled every 25 ms at `iops(t)` for the sample ending at t (ms).
-    fn sampled(until_ms: u32, iops: impl Fn(u32) -> f64) -> RunReport {
-        let mut r = RunReport::default();
-        let series = (1..=until_ms / 25)
-            .map(|k| ioshare_engine::report::TenantSample {
-                t_s: f64::from(k * 25) / 1000.0,
-                iops: iops(k * 25),
-                ..Default::default()
-            })
-            .collect();
-        r.tenants.push(ioshare_engine::report::TenantReport { series, ..Default::default() });
-        r
-    }
-
-    /// Windows of 100 ms in turns, detached first, each toggle taking 1 ms; the IO thread spends
-    /// `cpu_ns` in each.
-    fn windows(n: u32, cpu_ns: impl Fn(bool) -> u64) -> Vec<Window> {
-        (0..n)
-            .map(|k| Window {
-                from: f64::from(k) * 0.1 + 0.001,
-                to: f64::from(k + 1) * 0.1,
-                attached: k % 2 == 1,
-                cpu_ns: Some(cpu_ns(k % 2 == 1)),
-            })
-            .collect()
-    }
-
     #[test]
-    fn attached_windows_are_compared_with_their_detached_neighbours() {
-        // 1000 IOPS while detached, 960 while attached; the samples a toggle touches (the first of each
-        // window, which starts 1 ms before the window does) read 0 and must be left out.
-        let attached = |t: u32| (t - 1) / 100 % 2 == 1;
-        let run = sampled(600, |t| match (t % 100 == 25, attached(t)) {
-            (true, _) => 0.0,
-            (false, true) => 960.0,
-            (false, false) => 1000.0,
-        });
-        // The IO thread: 0.099 s × 1000 IOPS × 4000 ns detached, 0.099 × 960 × 4500 attached.
-        let cpu = |on: bool| if on { 99 * 960 * 4500 / 1000 } else { 99 * 1000 * 4000 / 1000 };
-        let compared = compare_windows(&run, &windows(6, cpu), 0.0);
-        assert_eq!(compared.len(), 3, "{compared:?}");
-        for c in &compared {
-            assert!((c.iops_ratio - 0.96).abs() < 1e-12, "{c:?}");
-            assert!((c.extra_cpu_ns_per_io.unwrap() - 500.0).abs() < 1e-6, "{c:?}");
-        }
-        // A slow drift cancels: each attached window is held against both neighbours (their geometric
-        // mean lies within 0.4% of their midpoint here, 1075 and 1275 around 1175).
-        let drifting = sampled(600, |t| if attached(t) { 0.96 } else { 1.0 } * (1000.0 + f64::from(t)));
-        let ratios = iops_ratios(&compare_windows(&drifting, &windows(6, cpu), 0.0));
-        assert!(ratios.iter().take(2).all(|r| (r - 0.96).abs() < 0.004), "{ratios:?}");
-        // A window in which nothing completed (a stalled disk) is left out instead of reading 0.
-        let stalled = sampled(600, |t| if (t - 1) / 100 == 3 { 0.0 } else { 1000.0 });
-        assert_eq!(compare_windows(&stalled, &windows(6, cpu), 0.0).len(), 2);
-        // Windows before the warm-up's end are not judged.
-        assert_eq!(compare_windows(&run, &windows(6, cpu), 0.4).len(), 1);
-    }
-
-    #[test]
-    fn the_estimate_is_the_geometric_mean_with_its_standard_error() {
-        // Ratios x and 1/x (noise only) average to exactly 1.
-        let (m, se) = overhead_estimate(&[1.1, 1.0 / 1.1, 1.05, 1.0 / 1.05]).unwrap();
-        assert!((m - 1.0).abs() < 1e-12 && se > 0.0, "{m} {se}");
-        let (m, se) = overhead_estimate(&[0.97; 5]).unwrap();
-        assert!((m - 0.97).abs() < 1e-12 && se.abs() < 1e-12);
-        // Runs of similar ratios (neighbours sharing a window) widen the error: the same values in an
-        // order where each follows a like one give a larger error than alternating.
-        let alternating = overhead_estimate(&[0.9, 1.1, 0.9, 1.1, 0.9, 1.1]).unwrap().1;
-        let runs = overhead_estimate(&[0.9, 0.9, 0.9, 1.1, 1.1, 1.1]).unwrap().1;
-        assert!(runs > alternating * 1.2, "{runs} vs {alternating}");
-        assert_eq!(overhead_estimate(&[]), None);
+    fn the_note_gives_each_round_and_all_windows() {
         let c = |iops_ratio: f64, extra: f64| Comparison { iops_ratio, extra_cpu_ns_per_io: Some(extra) };
         let note = overhead_note(&[vec![c(0.97, 300.0), c(0.99, 500.0)], vec![c(0.98, 400.0)]]).unwrap();
         assert!(note.contains("per round 98.0%, 98.0%; all 3 windows 98.0% ±"), "{note}");

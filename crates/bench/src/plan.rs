@@ -18,23 +18,28 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ioshare_core::limit::{Knob, KnobLimit, Scope, Unit};
-use ioshare_core::{Limits, Nanos, QosParams, NSEC_PER_SEC};
+use ioshare_core::{Controller, Limits, Nanos, QosParams, NSEC_PER_MSEC, NSEC_PER_SEC};
 use ioshare_engine::fio;
 use ioshare_engine::job::{JobSpec, Pattern, TenantSpec};
 use ioshare_engine::report::{LatencyUs, RunReport};
 use ioshare_engine::run::{run, RunOptions};
 
+use crate::alternating::Alternating;
+use crate::alternating::{ALTERNATE_SAMPLE, ALTERNATE_WINDOW};
 use crate::calibrate::Calibration;
 use crate::controllers::ControllerKind;
 use crate::error::Result;
 use crate::frontier::Yardsticks;
 use crate::kernel::{KernelSetup, Peers};
-use crate::observe::{iops_ratios, overhead_estimate, overhead_note, Comparison, OBSERVED_NONE, TOGGLE_SAMPLE};
+use crate::observe::{overhead_note, OBSERVED_NONE};
 use crate::options::BenchOptions;
 use crate::report::ScenarioReport;
 use crate::scenario::{Context, Described, Scenario};
 use crate::stats::median;
 use crate::verdict::{RunEntry, Side, Verdict};
+use crate::windows::{
+    compare_windows, iops_ratios, median_estimate, median_text, overhead_estimate, Comparison, TOGGLE_SAMPLE,
+};
 
 /// A scenario that is a plan and a criterion; [`run_plan`] runs and judges it.
 pub trait Planned: Described {
@@ -90,6 +95,9 @@ pub struct Plan {
     /// With `--observe`: no control runs once more per round with the observer attached and detached
     /// in turns (its cost on the IO path); the other ioshare runs go unobserved.
     pub observer_overhead: bool,
+    /// The subjects run switched on and off in turns ([`Alternating`]), and are judged by their on
+    /// windows against their off ones ([`References::paired`]): their cost on the IO path.
+    pub alternating: bool,
 }
 
 impl Plan {
@@ -104,6 +112,7 @@ impl Plan {
             rounds: 1,
             fio_reference: false,
             observer_overhead: false,
+            alternating: false,
         }
     }
 
@@ -165,7 +174,15 @@ pub fn run_plan(
     // `toggled` per round, see [`crate::observe::Observations::toggled`]); the other runs go unobserved.
     let toggling = ctx.observe.filter(|_| plan.observer_overhead);
     let mut rounds: Vec<Vec<RunReport>> = vec![Vec::new(); plan.ioshare.len() + usize::from(toggling.is_some())];
+    // The observer's windows per round; each row's windows over all rounds (the alternating subjects',
+    // and the observer's in its own row).
     let mut toggled: Vec<Vec<Comparison>> = Vec::new();
+    let mut windows: Vec<Option<Vec<Comparison>>> = plan
+        .ioshare
+        .iter()
+        .map(|c| (plan.alternating && plan.subjects.contains(c)).then(Vec::new))
+        .chain(toggling.map(|_| Some(Vec::new())))
+        .collect();
     let mut fio_rounds: Vec<RunReport> = Vec::new();
     let mut notes = Vec::new();
     let fio_job = plan.fio_reference.then(|| &plan.tenants[0].jobs[0]).filter(|_| fio::available());
@@ -194,9 +211,18 @@ pub fn run_plan(
             }
             progress(ctl.name());
             let cal = calibration_for(*ctl, ctx.calibration, solo);
-            let go = || run(ctx.target, &plan.tenants, &mut *ctl.build(&cal), o, stop);
-            let mut report =
-                if toggling.is_some() { go()? } else { ctx.observed(Side::Ioshare, ctl.name(), None, go)? };
+            let mut report = if plan.alternating && plan.subjects.contains(ctl) {
+                let (report, compared) = run_alternating(ctx, &plan.tenants, ctl.build(&cal), o, stop)?;
+                windows[i].get_or_insert_with(Vec::new).extend(compared);
+                report
+            } else {
+                let go = || run(ctx.target, &plan.tenants, &mut *ctl.build(&cal), o, stop);
+                if toggling.is_some() {
+                    go()?
+                } else {
+                    ctx.observed(Side::Ioshare, ctl.name(), None, go)?
+                }
+            };
             // Variants of one controller (IOCost with a p99 target) are told apart by the bench's name.
             report.controller = ctl.name().into();
             rounds[i].push(report);
@@ -210,6 +236,7 @@ pub fn run_plan(
                 let (mut report, compared) = obs.toggled(sampled.warmup as f64 / NSEC_PER_SEC as f64, go)?;
                 report.controller = OBSERVED_NONE.into();
                 rounds[plan.ioshare.len()].push(report);
+                windows[plan.ioshare.len()].get_or_insert_with(Vec::new).extend_from_slice(&compared);
                 toggled.push(compared);
             }
         }
@@ -224,8 +251,9 @@ pub fn run_plan(
     // Before the rounds are reduced to their medians.
     let names = plan.ioshare.iter().map(|c| c.name()).chain(toggling.is_some().then_some(OBSERVED_NONE));
     let none = plan.ioshare.iter().position(|c| *c == ControllerKind::None);
-    let paired = paired_figures(names, &rounds, none, &toggled.concat());
+    let paired = paired_figures(names.clone(), &rounds, none, &windows);
     notes.extend(overhead_note(&toggled));
+    notes.extend(alternating_note(names, &windows));
     let reduced = reference_rounds
         .into_iter()
         .map(|r| (Side::Reference, r))
@@ -309,28 +337,63 @@ pub(crate) fn judge_all(
     }
 }
 
-/// Each ioshare row's figure against no control (`rounds[none]`), by the rows' `names` in `rounds`
-/// order: a controller's median over the rounds of its IOPS over no control's in the same round
-/// (adjacent runs: drift in a neighbour's load cancels); the observer's run ([`OBSERVED_NONE`]) the
-/// estimate from its windows, attached against detached within the run ([`overhead_estimate`]).
-/// Empty without a no-control row; rows without a figure are left out.
+/// Each ioshare row's figure against no control, by the rows' `names` in `rounds` order: a row run
+/// on and off in turns (its `windows` are `Some`) the estimate from its on windows against their off
+/// neighbours — the alternating subjects' median ([`median_estimate`]), the observer's
+/// ([`OBSERVED_NONE`]) geometric mean ([`overhead_estimate`]); none without windows; any other row its median over the rounds of its
+/// IOPS over no control's (`rounds[none]`) in the same round (adjacent runs: drift in a neighbour's
+/// load cancels). Empty without a no-control row; rows without a figure are left out.
 pub(crate) fn paired_figures<'a>(
     names: impl Iterator<Item = &'a str>,
     rounds: &[Vec<RunReport>],
     none: Option<usize>,
-    windows: &[Comparison],
+    windows: &[Option<Vec<Comparison>>],
 ) -> Vec<(&'a str, f64)> {
     let Some(none) = none else { return Vec::new() };
     names
-        .zip(rounds)
-        .filter_map(|(name, rs)| {
-            let figure = match name {
-                OBSERVED_NONE => overhead_estimate(&iops_ratios(windows)).map(|(ratio, _)| ratio),
-                _ => median(&per_round_ratios(&rounds[none], rs)),
+        .zip(rounds.iter().zip(windows))
+        .filter_map(|(name, (rs, ws))| {
+            let figure = match ws {
+                Some(ws) if name == OBSERVED_NONE => overhead_estimate(&iops_ratios(ws)).map(|(ratio, _)| ratio),
+                Some(ws) => median_estimate(&iops_ratios(ws)).map(|(ratio, _, _)| ratio),
+                None => median(&per_round_ratios(&rounds[none], rs)),
             };
             figure.map(|f| (name, f))
         })
         .collect()
+}
+
+/// Runs `tenants` under `ctl` switched on and off in turns ([`Alternating`]), sampled every
+/// [`ALTERNATE_SAMPLE`]: the run, and each on window after the warm-up against its off neighbours.
+fn run_alternating(
+    ctx: &Context,
+    tenants: &[TenantSpec],
+    ctl: Box<dyn Controller>,
+    o: &RunOptions,
+    stop: &AtomicBool,
+) -> Result<(RunReport, Vec<Comparison>)> {
+    let opts = RunOptions { sample_every: ALTERNATE_SAMPLE, ..*o };
+    let mut alternating = Alternating::new(ctl, ALTERNATE_WINDOW);
+    let report = run(ctx.target, tenants, &mut alternating, &opts, stop)?;
+    let compared = compare_windows(&report, &alternating.windows(), opts.warmup as f64 / NSEC_PER_SEC as f64);
+    Ok((report, compared))
+}
+
+/// The note on the alternating rows: each one's estimate over all its rounds' windows.
+fn alternating_note<'a>(names: impl Iterator<Item = &'a str>, windows: &[Option<Vec<Comparison>>]) -> Option<String> {
+    let rows: Vec<String> = names
+        .zip(windows)
+        .filter(|(name, _)| *name != OBSERVED_NONE)
+        .filter_map(|(name, ws)| Some(format!("{name} {}", median_text(ws.as_ref()?)?)))
+        .collect();
+    (!rows.is_empty()).then(|| {
+        format!(
+            "controller overhead: IOPS while each controller decides / while it is bypassed, in turns of {} ms \
+             within each run, median of the windows and its ~95% interval (judges its row): {}",
+            ALTERNATE_WINDOW / NSEC_PER_MSEC,
+            rows.join("; ")
+        )
+    })
 }
 
 /// One run's rounds as one report: the round of median device IOPS, with the device's bandwidth

@@ -4,7 +4,8 @@
 
 use std::sync::atomic::AtomicBool;
 
-use ioshare_bench::observe::{Observations, OBSERVED_NONE, TOGGLE_SAMPLE};
+use ioshare_bench::observe::{Observations, OBSERVED_NONE};
+use ioshare_bench::windows::TOGGLE_SAMPLE;
 use ioshare_core::{NoControl, NSEC_PER_MSEC, NSEC_PER_SEC};
 use ioshare_engine::{run, JobSpec, Pattern, RunOptions, Target, TenantSpec};
 use ioshare_host::LoopDevice;
