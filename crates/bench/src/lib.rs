@@ -15,6 +15,8 @@
 //! - Results as plain data ([`verdict`], [`report`], [`SuiteReport`]) for the renderers: [`table`],
 //!   JSON (serde), [`svg`]; the work-conserving yardstick ([`frontier`]), the comparison with the
 //!   kernel's IOCost ([`fidelity`]), what the eBPF observer saw ([`observe`], `--observe`).
+//! - Small costs measured by turns within one run ([`windows`]): the observer attached and detached,
+//!   a controller on and off ([`alternating`], the overhead scenario).
 //! - [`tune_kernel`]: the kernel peers as the runner of `ioshare tune --kernel`'s points.
 //!
 //! # Adding a scenario
