@@ -211,9 +211,10 @@ pub fn run_plan(
             }
             progress(ctl.name());
             let cal = calibration_for(*ctl, ctx.calibration, solo);
-            let mut report = if plan.alternating && plan.subjects.contains(ctl) {
+            // A row with windows is run switched on and off in turns (see `windows` above).
+            let mut report = if let Some(kept) = &mut windows[i] {
                 let (report, compared) = run_alternating(ctx, &plan.tenants, ctl.build(&cal), o, stop)?;
-                windows[i].get_or_insert_with(Vec::new).extend(compared);
+                kept.extend(compared);
                 report
             } else {
                 let go = || run(ctx.target, &plan.tenants, &mut *ctl.build(&cal), o, stop);
