@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use common::{fio_args, median, pod_controlled, run_agent_during, wait_for, Rig};
+use common::{fio_args, median, pod_controlled, run_agent_during, split_where_limited, wait_for, PeriodSample, Rig};
 use ioshare_agent::backend::userspace::donor::DONATING_SLACK;
 use ioshare_agent::report::cpu::CpuWatch;
 use ioshare_agent::{Agent, BackendChoice, Config, Status};
@@ -174,11 +174,12 @@ fn config(dir: &Path, device: &Path, model: &str, k8s: &K8s) -> Config {
     Config::load(&path).unwrap_or_else(|e| panic!("{e}\n{text}"))
 }
 
-/// The tenants as the agent saw them in one period.
+/// The tenants as the agent saw them in one period, and the first two's read IOs then.
 struct View {
     hweight_active: Vec<f64>,
     hweight_inuse: Vec<f64>,
     riops: Vec<u64>,
+    sample: PeriodSample,
 }
 
 /// What a window measured: each tenant's read IOPS, the agent's view every period (when it runs),
@@ -210,9 +211,15 @@ fn measure(blkio: &Path, tenants: &[&Tenant], dev: ioshare_host::DevNum, state: 
     sample(&mut bound, &mut samples);
     let before: Vec<u64> = dirs.iter().map(|d| ios(d)).collect();
     let start = Instant::now();
+    // Polled every 10 ms so that each view's IO counts are read soon after its period (100 ms)
+    // began; the CPU sampled every 100 ms.
+    let mut polls = 0u32;
     while start.elapsed() < window {
-        std::thread::sleep(Duration::from_millis(100));
-        sample(&mut bound, &mut samples);
+        std::thread::sleep(Duration::from_millis(10));
+        polls += 1;
+        if polls % 10 == 0 {
+            sample(&mut bound, &mut samples);
+        }
         // One view per period the agent planned (a stale status is not counted again).
         let Ok(st) = Status::read(state) else { continue };
         if last == Some(st.periods) {
@@ -226,6 +233,11 @@ fn measure(blkio: &Path, tenants: &[&Tenant], dev: ioshare_host::DevNum, state: 
                 hweight_active: g.iter().map(|g| g.hweight_active).collect(),
                 hweight_inuse: g.iter().map(|g| g.hweight_inuse).collect(),
                 riops: g.iter().map(|g| g.limits[0]).collect(),
+                sample: PeriodSample {
+                    at: Instant::now(),
+                    ios: [0, 1].map(|i| dirs.get(i).map_or(0, |d| ios(d))),
+                    first_limit: g[0].limits[0],
+                },
             });
         }
     }
@@ -384,31 +396,41 @@ fn pods_on_a_real_node_share_a_device_by_their_annotations() {
     // The real split is judged where both tenants could use their shares, measured (as in the
     // userspace backend's test and the laid-out pods' test): neither was CPU-bound (on two busy cores
     // the fio threads get equal CPU and IOCost, work-conserving, drifts to 1:1 by design), a alone did
-    // at least its 2/3 of what both did under the agent (else its own queue held it), and a did at
-    // least 85% of its mean read limit (its limit, not the busy host disk, held it). ± 15%: the
-    // acceptance is ± 10% over 15 s; this window is 3 s, in which one stalled period moves the ratio
-    // by a few percent more (judged here: 1.77–1.98 at load 9–11, the userspace backend's own test
-    // 1.71–1.98).
+    // at least its 2/3 of what both did under the agent (else its own queue held it), and over the
+    // intervals between periods in which a did at least 85% of its read limit (its limit, not the
+    // host's disk dipping below the limits, held it; the disk here dips to 40% for a second). ± 15%:
+    // the acceptance is ± 10% over 15 s; this window is 3 s, in which one stalled period moves the
+    // ratio by a few percent more, and b may pass its limit by up to 30% in an interval (below).
     let mean_limit = |i: usize| split.views.iter().map(|v| v.riops[i] as f64).sum::<f64>() / split.views.len() as f64;
-    let (a_limit, b_limit) = (mean_limit(0), mean_limit(1));
+    let b_limit = mean_limit(1);
     // blk-throttle enforced them: b stayed near its limits (30% over: blk-throttle's slices restart
     // whenever a limit is written, as the userspace backend's test found).
     assert!(sb <= 1.3 * b_limit, "b did {sb:.0} IOPS under a mean limit of {b_limit:.0}");
+    let samples: Vec<PeriodSample> = split.views.iter().map(|v| v.sample).collect();
+    let (limited, intervals) = split_where_limited(&samples, 0.85);
+    let over = format!("{limited:.2} over the {intervals} of {} intervals a's limit held it", samples.len() - 1);
     if split.cpu_bound.iter().any(|&c| c >= CPU_BOUND_SAMPLES) {
-        eprintln!("ratio {ratio:.2} not judged: a tenant was held by the CPU ({bound})");
+        eprintln!("ratio {ratio:.2}, {over}, not judged: a tenant was held by the CPU ({bound})");
     } else if solo < total * 2.0 / 3.0 {
         eprintln!("ratio {ratio:.2} not judged: a alone did {solo:.0} IOPS, less than 2/3 of the {total:.0} both did");
-    } else if sa < 0.85 * a_limit {
-        eprintln!("ratio {ratio:.2} not judged: a did {sa:.0} IOPS under a mean limit of {a_limit:.0}");
+    } else if intervals * 3 < samples.len() {
+        eprintln!("ratio {ratio:.2} not judged: {over}");
     } else {
-        eprintln!("ratio {ratio:.2} judged: a did {sa:.0} IOPS under a mean limit of {a_limit:.0}");
-        assert!((ratio / 2.0 - 1.0).abs() <= 0.15, "ratio {ratio:.2} with both pods able to use their shares");
+        eprintln!("ratio {ratio:.2}, {over}");
+        assert!(
+            (limited / 2.0 - 1.0).abs() <= 0.15,
+            "ratio {limited:.2} where a's limit held it (whole window {ratio:.2})"
+        );
     }
-    // The held-back case, judged as the bench's agent scenario judges the low-weight tenant after
-    // the other's drop (at least 85% of what is left), what is left measured with a held the same
-    // way without the agent: a within its cap (30% over: blk-throttle's slices, as for b above), b
-    // took at least 85% of what it did beside the statically capped a — unless a tenant was
-    // CPU-bound. Work-conserving: a's weight-share that it cannot use goes to b.
+    // The held-back case: a capped by its own annotation, b at its weight's third takes what a
+    // leaves (work-conserving: a's weight-share that it cannot use goes to b). The agent's decisions
+    // are judged exactly: a's read limit is its cap and b has none in every period after the first
+    // of the window. The real IO is judged against b's own weight-share: b did at least 1.5 times
+    // the mean read limit it had in the 2:1 split (held to its share it would do at most 1.3 times:
+    // blk-throttle's slack; taking what a leaves, it did 2.2–2.3 times in three runs here). It is not
+    // judged against b beside a statically capped a measured before the agent started: the host's
+    // disk drifts by more than the 15% such a judgement could allow between windows 20 s apart
+    // (b beside the static cap 51–88 kIOPS over seven runs; b through the agent 70–134% of it).
     let cap = cap as f64;
     let (ha, hb) = (held.iops[0], held.iops[1]);
     let left = beside_capped[1];
@@ -416,16 +438,25 @@ fn pods_on_a_real_node_share_a_device_by_their_annotations() {
         format!("CPU-bound in {:.0}% / {:.0}% of the samples", held.cpu_bound[0] * 100.0, held.cpu_bound[1] * 100.0);
     eprintln!(
         "a capped at {cap:.0} IOPS: without the agent a {:.0}, b {left:.0}; through the agent a {ha:.0}, b {hb:.0} \
-         IOPS (b:a {:.2}), b took {:.0}% of what it did beside the static cap ({bound})",
+         IOPS (b:a {:.2}), b {:.0}% of what it did beside the static cap and {:.2} × its mean limit in the 2:1 \
+         split ({bound})",
         beside_capped[0],
         hb / ha.max(1.0),
-        100.0 * hb / left
+        100.0 * hb / left,
+        hb / b_limit
     );
+    for v in held.views.iter().skip(1) {
+        assert!(v.riops[0] != 0 && v.riops[0] as f64 <= cap, "a's read limit {} with its cap {cap:.0}", v.riops[0]);
+        assert_eq!(v.riops[1], 0, "b limited while a is held by its own cap");
+    }
     assert!(ha <= 1.3 * cap, "a did {ha:.0} IOPS capped at {cap:.0}");
     if held.cpu_bound.iter().any(|&c| c >= CPU_BOUND_SAMPLES) {
         eprintln!("b's take not judged: a tenant was held by the CPU ({bound})");
     } else {
-        assert!(hb >= 0.85 * left, "b took {hb:.0} IOPS, {left:.0} beside a statically capped at {cap:.0}");
+        assert!(
+            hb >= 1.5 * b_limit,
+            "b took {hb:.0} IOPS beside a capped at {cap:.0}, its limit in the split {b_limit:.0}"
+        );
     }
     eprintln!("whole test before the node's teardown: {:.1} s", started.elapsed().as_secs_f64());
 }

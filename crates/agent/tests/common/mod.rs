@@ -224,3 +224,33 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
+
+/// Two tenants' read IOs so far and the first one's read limit (0: none), as a test saw them when
+/// the agent's status showed a new period.
+#[derive(Clone, Copy, Debug)]
+pub struct PeriodSample {
+    /// When the counts were read.
+    pub at: Instant,
+    /// Each tenant's read IOs so far.
+    pub ios: [u64; 2],
+    /// The first tenant's read-IOPS limit in the period that began.
+    pub first_limit: u64,
+}
+
+/// The split (the first tenant's IOs over the second's) over the intervals between consecutive
+/// samples in which the first tenant did at least `held` of the read limit in force — where its
+/// limit, not the device, held it — and how many intervals those were. A device that dips below the
+/// limits for a period splits by its own queue (about 1:1 at equal depths) until the agent's vrate
+/// follows it down; those intervals say nothing about the limits, and are left out one by one
+/// rather than by a whole window's mean.
+pub fn split_where_limited(samples: &[PeriodSample], held: f64) -> (f64, usize) {
+    let (mut first, mut second, mut n) = (0u64, 0u64, 0usize);
+    for w in samples.windows(2) {
+        let secs = w[1].at.duration_since(w[0].at).as_secs_f64();
+        let did = [0, 1].map(|i| w[1].ios[i] - w[0].ios[i]);
+        if w[0].first_limit > 0 && did[0] as f64 >= held * w[0].first_limit as f64 * secs {
+            (first, second, n) = (first + did[0], second + did[1], n + 1);
+        }
+    }
+    (first as f64 / second.max(1) as f64, n)
+}

@@ -11,11 +11,16 @@
 //!   blk-throttle where userspace cannot see it;
 //! - **competing** when the device was busy and it got about its fair part of what the device did
 //!   ([`COMPETES_AT_FAIR_SHARE`]), or it competed last period and kept competing: the device slowed,
-//!   or the group still did most of what it did when it last got its fair part ([`KEEPS_PACE`]). Its
-//!   IO waits at the device instead of at a limit. When the groups' limits add up to more than the
-//!   device does, a group held at its limit takes its limit's worth and the device squeezes the
-//!   others below their fair part: those keep their pace and are still competing, where a donor's
-//!   rate falls at once, and a paced tenant never had the pace of a competing one.
+//!   or the group still kept most of the IO in flight it had when it last got its fair part
+//!   ([`KEEPS_DEPTH`]). Its IO waits at the device instead of at a limit. Its IO in flight is its
+//!   rate times the device's mean latency (Little's law; every group's IO waits the same at a device
+//!   that serves in order), so a saturating group keeps its depth whatever the device does: when the
+//!   device dips to half its speed for a second, serving the groups by their depths (about 1:1 at
+//!   equal depths), a group's rate and part of the work fall but its depth does not, where a donor's
+//!   depth falls with its demand. When the groups' limits add up to more than the device does, a
+//!   group held at its limit takes its limit's worth and the device squeezes the others below their
+//!   fair part: those keep their depth and are still competing; a paced tenant never had the depth
+//!   of a competing one.
 //!
 //! A group held, competing or waiting is charged as short of budget. One group doing IO beside groups
 //! held by caps of their own is the *sole uncapped* one: nothing is left for the weights to split, so it gets no limit
@@ -49,10 +54,12 @@ pub(crate) const NEAR_OWN_CAP: f64 = 0.5;
 /// Share of its fair part of a busy device's work a group must get to count as competing for it.
 pub(crate) const COMPETES_AT_FAIR_SHARE: f64 = 0.9;
 
-/// Share of what it did when it last got its fair part of a busy device's work that a group which
-/// competed last period must still do to keep competing: a device squeezing it took 10–50% of its
-/// work in the traces of two QD64 readers here; a donor dropping to a tenth loses 90% at once.
-pub(crate) const KEEPS_PACE: f64 = 0.5;
+/// Share of the IO it had in flight when it last got its fair part of a busy device's work that a
+/// group which competed last period must still have to keep competing. Two QD64 readers of a loop
+/// device here, weights 2:1: a dip to 40% of the device's work cut the high-weight one's rate to a
+/// third (the device split them 1:1) while its depth stayed at 42–54 IOs, as before the dip (38–63);
+/// a donor whose demand drops to a tenth loses 90% of its depth at once.
+pub(crate) const KEEPS_DEPTH: f64 = 0.5;
 
 /// Periods a group held at its limit may then stay below it and still count as waiting there.
 pub(crate) const WAITING_PERIODS: u32 = 3;
@@ -145,12 +152,14 @@ impl DevicePlanner {
             let capped = at_cap || t.since_capped.is_some_and(|_| cost > 0);
             let contending = !capped && period.busy && cost > 0;
             let at_fair_share = contending && cost as f64 >= COMPETES_AT_FAIR_SHARE * fair * delivered as f64;
-            let kept_pace = t.pace.is_some_and(|pace| per_period >= KEEPS_PACE * pace);
-            let competing = at_fair_share || (contending && t.competed && (period.slowed || kept_pace));
-            t.pace = match competing {
-                // A group just active has no fair part yet: what it did then is no pace to keep.
-                true if at_fair_share && fair > 0.0 => Some(per_period),
-                true => t.pace,
+            // Its IO in flight at the device, in cost-weighted IOs × ms per period (Little's law).
+            let depth = per_period * period.lat_ms;
+            let kept_depth = t.depth.is_some_and(|d| depth >= KEEPS_DEPTH * d);
+            let competing = at_fair_share || (contending && t.competed && (period.slowed || kept_depth));
+            t.depth = match competing {
+                // A group just active has no fair part yet: its depth then is none to keep.
+                true if at_fair_share && fair > 0.0 => Some(depth),
+                true => t.depth,
                 false => None,
             };
             t.competed = competing;

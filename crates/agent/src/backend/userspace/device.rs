@@ -72,10 +72,10 @@ pub(super) struct Tracked {
     pub(super) cpu: Option<CpuUse>,
     /// It competed at the busy device last period ([`super::follow::device_slowed`]).
     pub(super) competed: bool,
-    /// What it did in the period it last got its fair part of a busy device's work (absolute cost
-    /// per planning period), while it keeps competing: it keeps competing while it keeps
-    /// [`super::classify::KEEPS_PACE`] of it.
-    pub(super) pace: Option<f64>,
+    /// Its IO in flight in the period it last got its fair part of a busy device's work (absolute
+    /// cost per planning period × the device's mean latency in ms), while it keeps competing: it
+    /// keeps competing while it keeps [`super::classify::KEEPS_DEPTH`] of it.
+    pub(super) depth: Option<f64>,
     /// What it did in each of the last [`super::window::FOLLOW_WINDOW`] periods (absolute cost per
     /// planning period): a donor's limit leaves room for the most of them
     /// ([`super::budget::DONOR_HEADROOM`]), so a paced tenant catching up after a stall of the device
@@ -253,7 +253,7 @@ impl DevicePlanner {
             unused_share: false,
             cpu: None,
             competed: false,
-            pace: None,
+            depth: None,
             recent: VecDeque::new(),
             io_max: IoMaxWrites::default(),
             sole_uncapped: false,

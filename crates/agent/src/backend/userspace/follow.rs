@@ -154,7 +154,15 @@ mod tests {
 
     /// A busy 0.1 s period with `inflight` IOs in the device on average (no counters to judge).
     fn busy_period(inflight: f64) -> DevicePeriod {
-        DevicePeriod { elapsed_s: 0.1, delta: None, quiet: DeviceQuiet(false), inflight, busy: true, slowed: false }
+        DevicePeriod {
+            elapsed_s: 0.1,
+            delta: None,
+            quiet: DeviceQuiet(false),
+            inflight,
+            lat_ms: 1.0,
+            busy: true,
+            slowed: false,
+        }
     }
 
     /// What the device did in 0.1 s: `share` of what the model promises.

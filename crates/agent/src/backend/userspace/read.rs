@@ -54,6 +54,8 @@ pub(super) struct DevicePeriod {
     pub quiet: DeviceQuiet,
     /// Mean IOs in flight: the completed IOs' summed latencies over the period's length.
     pub inflight: f64,
+    /// The completed IOs' mean latency, ms (0 without IO).
+    pub lat_ms: f64,
     /// Busy: IOs queued at it ([`DEVICE_QUEUED`]) or busy time ([`DEVICE_BUSY`]).
     pub busy: bool,
     /// Busy and slower than lately ([`device_slowed`]).
@@ -77,18 +79,18 @@ impl DevicePlanner {
             self.last_disk = disk;
         }
         let inflight = delta.map_or(0.0, |d| (d.ticks_ms[0] + d.ticks_ms[1]) as f64 / (elapsed_s * 1000.0));
+        let lat_ms =
+            delta.map_or(0.0, |d| (d.ticks_ms[0] + d.ticks_ms[1]) as f64 / (d.ios[0] + d.ios[1]).max(1) as f64);
         let busy = inflight >= DEVICE_QUEUED
             || delta.is_some_and(|d| d.io_ticks_ms as f64 >= DEVICE_BUSY * elapsed_s * 1000.0);
-        DevicePeriod { elapsed_s, delta, quiet, inflight, busy, slowed: false }
+        DevicePeriod { elapsed_s, delta, quiet, inflight, lat_ms, busy, slowed: false }
     }
 
     /// Judges the device's latency against its recent median and remembers it (a period with IO).
     pub(super) fn judge_latency(&mut self, period: &mut DevicePeriod) {
-        let lat_ms =
-            period.delta.map_or(0.0, |d| (d.ticks_ms[0] + d.ticks_ms[1]) as f64 / (d.ios[0] + d.ios[1]).max(1) as f64);
-        period.slowed = period.busy && device_slowed(lat_ms, &self.latencies);
-        if lat_ms > 0.0 {
-            remember(&mut self.latencies, lat_ms);
+        period.slowed = period.busy && device_slowed(period.lat_ms, &self.latencies);
+        if period.lat_ms > 0.0 {
+            remember(&mut self.latencies, period.lat_ms);
         }
     }
 
