@@ -204,3 +204,63 @@ impl DevicePlanner {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use ioshare_core::{Controller, Limits, ModelParams};
+    use ioshare_host::{DevNum, DiskId};
+
+    use super::super::counters::DeviceQuiet;
+    use super::super::device::NO_QOS;
+    use super::*;
+    use crate::backend::throttle::DirUsage;
+    use crate::desired::config::DeviceConfig;
+
+    /// Weights 2:1 on a loop device; returns the planner and the groups' paths.
+    fn two_groups() -> (DevicePlanner, Vec<String>) {
+        let device = DiskId { dev: DevNum { major: 7, minor: 250 }, name: "loop250".into() };
+        let cfg = DeviceConfig { device, model: ModelParams::SSD_DFL, qos: Some(NO_QOS), tuned: None };
+        let mut d = DevicePlanner::new(cfg, Duration::from_millis(100));
+        let paths = vec!["hi".to_string(), "lo".to_string()];
+        d.track(0, "hi", 200, &Limits::default(), true).unwrap();
+        d.track(0, "lo", 100, &Limits::default(), true).unwrap();
+        (d, paths)
+    }
+
+    /// One busy 100 ms period in which `hi` and `lo` did `costs` at a mean device latency of
+    /// `lat_ms`, both active at their 2/3 and 1/3: whether each was counted short of budget.
+    fn period(d: &mut DevicePlanner, paths: &[String], costs: [u64; 2], lat_ms: f64) -> [bool; 2] {
+        let mut before = d.ctl.stats(0);
+        for (rel, (cost, share)) in paths.iter().zip(costs.iter().zip([2.0 / 3.0, 1.0 / 3.0])) {
+            let t = d.groups.get_mut(rel).unwrap();
+            t.usage = [DirUsage { ios: cost / 1000, bytes: *cost, cost: *cost }, DirUsage::default()];
+            let g = &mut before.groups[t.id.index()];
+            (g.hweight_active, g.hweight_inuse) = (share, share);
+        }
+        let p = DevicePeriod {
+            elapsed_s: 0.1,
+            delta: None,
+            quiet: DeviceQuiet(false),
+            inflight: 64.0,
+            lat_ms,
+            busy: true,
+            slowed: false,
+        };
+        let c = d.classify(paths, &p, &before, costs[0] + costs[1]);
+        [0, 1].map(|i| c.states[&paths[i]].short())
+    }
+
+    /// Two saturating groups split 2:1; the host's disk then dips to 40% and serves them 1:1 at 2.5
+    /// times the latency: the high-weight group's rate falls to 30% but its IO in flight to 75%, so
+    /// it keeps competing (judged by its rate, it would donate). When its demand drops to a tenth,
+    /// its IO in flight falls with it and it is no longer short.
+    #[test]
+    fn a_group_squeezed_by_a_dipping_device_keeps_competing_and_a_donor_does_not() {
+        let (mut d, paths) = two_groups();
+        assert_eq!(period(&mut d, &paths, [2_000_000, 1_000_000], 1.0), [true, true], "2:1 at fair shares");
+        assert_eq!(period(&mut d, &paths, [600_000, 600_000], 2.5), [true, true], "the dip: both still short");
+        assert_eq!(period(&mut d, &paths, [200_000, 1_800_000], 0.9)[0], false, "a tenth: no longer short");
+    }
+}
