@@ -427,10 +427,10 @@ fn pods_on_a_real_node_share_a_device_by_their_annotations() {
     // are judged exactly: a's read limit is its cap and b has none in every period after the first
     // of the window. The real IO is judged against b's own weight-share: b did at least 1.5 times
     // the mean read limit it had in the 2:1 split (held to its share it would do at most 1.3 times:
-    // blk-throttle's slack; taking what a leaves, it did 2.2–2.3 times in three runs here). It is not
+    // blk-throttle's slack; taking what a leaves, it did 2.2–4.0 times in seven runs here). It is not
     // judged against b beside a statically capped a measured before the agent started: the host's
     // disk drifts by more than the 15% such a judgement could allow between windows 20 s apart
-    // (b beside the static cap 51–88 kIOPS over seven runs; b through the agent 70–134% of it).
+    // (b beside the static cap 51–88 kIOPS over seven runs; b through the agent 70–120% of it).
     let cap = cap as f64;
     let (ha, hb) = (held.iops[0], held.iops[1]);
     let left = beside_capped[1];

@@ -321,7 +321,10 @@ fn pods_share_the_device_by_their_annotations_and_follow_their_changes() {
                 "ratio {limited:.2} over the {intervals} intervals a was at its limit (whole window {ratio:.2})"
             );
         } else {
-            eprintln!("ratio not judged: a was at its limit in {intervals} of {} intervals", views.len());
+            eprintln!(
+                "ratio not judged: a was at its limit in {intervals} of {} intervals",
+                views.len().saturating_sub(1)
+            );
         }
 
         // An annotation changed: applied within 1 s of kubectl returning.

@@ -328,7 +328,8 @@ fn weights_split_and_idle_share_is_donated(name: &str, depth: u32, saturating: &
     // its share of the device as the device then was: when the host's disk falls to a quarter of its
     // speed (seen once here: the device did 24% of the model, vrate followed it to 30%), hi's tenth
     // of the uncontrolled rate is 40% of what the device does, near its share, and whether it lends
-    // any is no longer the question. At least 5 such periods, else not judged.
+    // any is no longer the question. At least 5 such periods (a quarter of the 2 s window), else not
+    // judged: a median of fewer is one or two periods, which a donor's single burst decides.
     let samples: Vec<PeriodSample> = slowed_views.iter().map(|v| v.sample).collect();
     let clear: Vec<&View> = slowed_views
         .iter()

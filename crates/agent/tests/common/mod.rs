@@ -237,6 +237,13 @@ pub struct PeriodSample {
     pub first_limit: u64,
 }
 
+impl PeriodSample {
+    /// Each tenant's read IOs since `earlier`.
+    fn since(&self, earlier: &PeriodSample) -> [u64; 2] {
+        [0, 1].map(|i| self.ios[i] - earlier.ios[i])
+    }
+}
+
 /// The split (the first tenant's IOs over the second's) over the intervals between consecutive
 /// samples in which the first tenant did at least `held` of the read limit in force — where its
 /// limit, not the device, held it — and how many intervals those were. A device that dips below the
@@ -247,7 +254,7 @@ pub fn split_where_limited(samples: &[PeriodSample], held: f64) -> (f64, usize) 
     let (mut first, mut second, mut n) = (0u64, 0u64, 0usize);
     for w in samples.windows(2) {
         let secs = w[1].at.duration_since(w[0].at).as_secs_f64();
-        let did = [0, 1].map(|i| w[1].ios[i] - w[0].ios[i]);
+        let did = w[1].since(&w[0]);
         if w[0].first_limit > 0 && did[0] as f64 >= held * w[0].first_limit as f64 * secs {
             (first, second, n) = (first + did[0], second + did[1], n + 1);
         }
@@ -258,11 +265,7 @@ pub fn split_where_limited(samples: &[PeriodSample], held: f64) -> (f64, usize) 
 /// The first tenant's part of both tenants' IOs between each sample and the one before it: the
 /// period whose end the sample's status shows (`None` for the first sample, or without IO).
 pub fn first_parts(samples: &[PeriodSample]) -> Vec<Option<f64>> {
-    let mut parts = vec![None];
-    parts.extend(samples.windows(2).map(|w| {
-        let did = [0, 1].map(|i| (w[1].ios[i] - w[0].ios[i]) as f64);
-        (did[0] + did[1] > 0.0).then(|| did[0] / (did[0] + did[1]))
-    }));
-    parts.truncate(samples.len());
-    parts
+    let part = |[a, b]: [u64; 2]| (a + b > 0).then(|| a as f64 / (a + b) as f64);
+    let later = samples.windows(2).map(|w| part(w[1].since(&w[0])));
+    samples.first().map(|_| None).into_iter().chain(later).collect()
 }

@@ -57,7 +57,7 @@ pub(crate) const COMPETES_AT_FAIR_SHARE: f64 = 0.9;
 /// Share of the IO it had in flight when it last got its fair part of a busy device's work that a
 /// group which competed last period must still have to keep competing. Two QD64 readers of a loop
 /// device here, weights 2:1: a dip to 40% of the device's work cut the high-weight one's rate to a
-/// third (the device split them 1:1) while its depth stayed at 42–54 IOs, as before the dip (38–63);
+/// third (the device split them 1:1) while its depth stayed at 42–56 IOs, as before the dip (38–63);
 /// a donor whose demand drops to a tenth loses 90% of its depth at once.
 pub(crate) const KEEPS_DEPTH: f64 = 0.5;
 

@@ -78,9 +78,9 @@ impl DevicePlanner {
         if disk.is_some() {
             self.last_disk = disk;
         }
-        let inflight = delta.map_or(0.0, |d| (d.ticks_ms[0] + d.ticks_ms[1]) as f64 / (elapsed_s * 1000.0));
-        let lat_ms =
-            delta.map_or(0.0, |d| (d.ticks_ms[0] + d.ticks_ms[1]) as f64 / (d.ios[0] + d.ios[1]).max(1) as f64);
+        let ticks_ms = delta.map_or(0, |d| d.ticks_ms[0] + d.ticks_ms[1]) as f64;
+        let inflight = ticks_ms / (elapsed_s * 1000.0);
+        let lat_ms = ticks_ms / delta.map_or(1, |d| (d.ios[0] + d.ios[1]).max(1)) as f64;
         let busy = inflight >= DEVICE_QUEUED
             || delta.is_some_and(|d| d.io_ticks_ms as f64 >= DEVICE_BUSY * elapsed_s * 1000.0);
         DevicePeriod { elapsed_s, delta, quiet, inflight, lat_ms, busy, slowed: false }
