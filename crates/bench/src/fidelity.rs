@@ -39,7 +39,9 @@ enum Figure {
     /// The high tenant's IOPS over the low one's, against the weight ratio.
     WeightRatio,
     /// The share of the leftover capacity the other tenant took (no target: the scenario's own
-    /// criterion judges it).
+    /// criterion judges it). In `donation` ioshare's row reads it from the device's queue in the same
+    /// seconds and the kernel's from the reference run's IOPS (the engine cannot see the queue of
+    /// IO the kernel holds; see the scenario): the kernel's figure carries the disk's drift.
     LeftoverTaken,
 }
 

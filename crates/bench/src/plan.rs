@@ -131,6 +131,8 @@ pub struct References {
     pub solo: Option<LatencyUs>,
     /// IOPS of the saturating tenant alone.
     pub capacity: Option<f64>,
+    /// Mean IOs on the device while the saturating tenant ran alone.
+    pub capacity_inflight: Option<f64>,
     /// IOPS with no control (ioshare's `none`, or the kernel's plain loop device).
     pub baseline: Option<f64>,
     /// Interleaved rounds: this run's figure against no control of the same rounds
@@ -321,6 +323,7 @@ pub(crate) fn judge_all(
     let reference = |name: &str| runs.iter().find(|r| r.side == Side::Reference && r.report.controller == name);
     let solo = reference("solo").map(|r| r.report.tenants[0].lat_us.clone());
     let capacity = reference("capacity").map(|r| r.report.device.iops);
+    let capacity_inflight = reference("capacity").map(|r| r.report.device.avg_inflight);
     let baseline = |side: Side, runs: &[RunEntry]| {
         let name = if side == Side::Kernel { KernelSetup::Plain.name() } else { ControllerKind::None.name() };
         runs.iter().find(|r| r.side == side && r.report.controller == name).map(|r| r.report.device.iops)
@@ -333,7 +336,14 @@ pub(crate) fn judge_all(
             .iter()
             .find(|(name, _)| entry.side == Side::Ioshare && *name == entry.report.controller)
             .map(|(_, figure)| *figure);
-        let refs = References { solo: solo.clone(), capacity, baseline: base, paired, frontier: frontier.clone() };
+        let refs = References {
+            solo: solo.clone(),
+            capacity,
+            capacity_inflight,
+            baseline: base,
+            paired,
+            frontier: frontier.clone(),
+        };
         entry.verdict = Some(sc.judge(opts, cal, tenants, &entry.report, &refs));
     }
 }
@@ -509,8 +519,14 @@ pub(crate) mod fixtures {
     }
 
     /// No references.
-    pub const NO_REFS: References =
-        References { solo: None, capacity: None, baseline: None, paired: None, frontier: Vec::new() };
+    pub const NO_REFS: References = References {
+        solo: None,
+        capacity: None,
+        capacity_inflight: None,
+        baseline: None,
+        paired: None,
+        frontier: Vec::new(),
+    };
 }
 
 #[cfg(test)]

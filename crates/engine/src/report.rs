@@ -156,6 +156,10 @@ pub struct ControllerSample {
     /// IOCost's device-depth limit (its option beyond the kernel), 0 when not in use.
     #[serde(default)]
     pub depth_limit: u32,
+    /// Mean IOs on the device over the interval; 0 where the engine does not see the device's queue
+    /// (the kernel peers, whose IO waits in the kernel's scheduler).
+    #[serde(default)]
+    pub inflight: f64,
     /// Per group.
     pub groups: Vec<GroupSample>,
 }

@@ -253,8 +253,15 @@ pub fn run<C: Controller + ?Sized>(
     };
     let tenants_state =
         tenants.iter().map(|_| TenantState { paused_until: 0, metrics: TenantMetrics::default() }).collect();
-    let mut engine =
-        Engine { dev, jobs, tenants: tenants_state, ctl, held: 0, clock: opts.epoch.unwrap_or_else(Instant::now) };
+    let mut engine = Engine {
+        dev,
+        jobs,
+        tenants: tenants_state,
+        ctl,
+        held: 0,
+        sampled_inflight_ns: 0,
+        clock: opts.epoch.unwrap_or_else(Instant::now),
+    };
     let outcome = engine.event_loop(opts, stop, target);
     let (window, busy, inflight_ns, cpu, interrupted, ctl_series) = match outcome {
         Ok(v) => v,
@@ -303,6 +310,8 @@ struct Engine<'c, C: Controller + ?Sized> {
     ctl: &'c mut C,
     /// IOs the controller holds.
     held: u64,
+    /// The device's in-flight integral at the last sample.
+    sampled_inflight_ns: u128,
     clock: Instant,
 }
 
@@ -482,8 +491,12 @@ impl<C: Controller + ?Sized> Engine<'_, C> {
             t.metrics.close_interval(now, len);
         }
         let stats = self.ctl.stats(now);
+        self.dev.account(now);
+        let inflight = (self.dev.inflight_ns - self.sampled_inflight_ns) as f64 / len.max(1) as f64;
+        self.sampled_inflight_ns = self.dev.inflight_ns;
         series.push(ControllerSample {
             t_s: now as f64 / NSEC_PER_SEC as f64,
+            inflight,
             vrate_pct: stats.device.vrate_pct,
             busy_level: stats.device.busy_level,
             missed_ppm: stats.device.missed_ppm,

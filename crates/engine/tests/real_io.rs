@@ -115,6 +115,9 @@ fn device_depth_caps_the_ios_on_the_device() {
     // 16 IOs outstanding, at most 4 of them on the device: the rest wait in the engine.
     assert!(r.device.avg_inflight <= 4.0 && r.device.avg_inflight > 1.0, "{:?}", r.device);
     assert!(r.tenants[0].ios > 100);
+    // So does each sample's mean.
+    let depths: Vec<f64> = r.controller_series.iter().map(|s| s.inflight).collect();
+    assert!(depths.len() >= 3 && depths.iter().all(|&d| d > 1.0 && d <= 4.0), "{depths:?}");
 }
 
 #[test]
