@@ -22,6 +22,16 @@
 //!   fair part: those keep their depth and are still competing; a paced tenant never had the depth
 //!   of a competing one.
 //!
+//! When the device, not the limits, split a period's work between the groups sharing it (competing or
+//! held), each one's **share error** is what it did beyond its weights' part of what they did together
+//! ([`Tracked::share_error`](super::device::Tracked)); [`super::budget`] moves that much from its next
+//! budget to the others'. Limits are rates, and a dip of the host's disk does not fall on them
+//! evenly: a group held at its limit keeps its limit's worth while the device squeezes the others,
+//! so a dip to a third of the device split two QD64 readers 1:1 (11.3k and 11.8k IOPS) with the
+//! high-weight one's limit at twice the other's. The error is paid back the next period: the group
+//! that got too much gets that much less, the squeezed one the same more, the sum of the limits
+//! unchanged (so is the total while the device is busy).
+//!
 //! A group held, competing or waiting is charged as short of budget. One group doing IO beside groups
 //! held by caps of their own is the *sole uncapped* one: nothing is left for the weights to split, so it gets no limit
 //! (as a group alone) and is short only when held. The device counts as holding groups back
@@ -128,6 +138,8 @@ impl DevicePlanner {
         let (mut short_of_limit, mut well_short_of_limit, mut nr_weighed) = (false, false, 0);
         let (mut nr_uncapped, mut uncapped) = (0, None);
         let mut out = Classified::default();
+        // The groups sharing the device: (path, cost per planning period, weights' share).
+        let mut sharing: Vec<(String, f64, f64)> = Vec::new();
         for rel in paths {
             let t = self.groups.get_mut(rel).expect("tracked");
             if !t.present {
@@ -184,6 +196,9 @@ impl DevicePlanner {
             }
             let state = GroupState { competing, held, capped, waiting };
             out.nr_sharing += usize::from(competing || held);
+            if competing || held {
+                sharing.push((rel.clone(), per_period, fair));
+            }
             out.states.insert(rel.clone(), state);
             let charged = match t.allowed {
                 Some(allowed) if held => {
@@ -201,8 +216,24 @@ impl DevicePlanner {
         out.device_bound =
             out.sole_uncapped.is_none() && if nr_weighed >= 2 { short_of_limit } else { well_short_of_limit };
         out.well_short_of_limit = well_short_of_limit;
+        let errors = share_errors(&sharing, out.device_bound);
+        for (rel, t) in self.groups.iter_mut() {
+            t.share_error = errors.iter().find(|(r, _)| r == rel).map_or(0.0, |(_, e)| *e);
+        }
         out
     }
+}
+
+/// Each of the `sharing` groups' (path, cost per period, weights' share) error: what it did beyond its
+/// weights' part of what they did together, when the device split their work (`device_bound`) among
+/// two or more; none otherwise (see the module comment). The errors add up to zero.
+pub(super) fn share_errors(sharing: &[(String, f64, f64)], device_bound: bool) -> Vec<(String, f64)> {
+    let total: f64 = sharing.iter().map(|(_, cost, _)| cost).sum();
+    let weights: f64 = sharing.iter().map(|(_, _, share)| share).sum();
+    if !device_bound || sharing.len() < 2 || weights <= 0.0 {
+        return Vec::new();
+    }
+    sharing.iter().map(|(rel, cost, share)| (rel.clone(), cost - share / weights * total)).collect()
 }
 
 #[cfg(test)]
@@ -250,6 +281,23 @@ mod tests {
         };
         let c = d.classify(paths, &p, &before, costs[0] + costs[1]);
         [0, 1].map(|i| c.states[&paths[i]].short())
+    }
+
+    /// A dip splits two groups of weights 2:1 evenly (the bench's agent run: 11.8k and 11.3k IOPS, the
+    /// low one at its limit): the low one owes what it got beyond a third, the high one is owed as
+    /// much; nothing where limits, not the device, split the work, or a group had the device alone.
+    #[test]
+    fn a_device_split_against_the_weights_leaves_share_errors_that_add_up_to_zero() {
+        let sharing = vec![("hi".to_string(), 11_800.0, 2.0 / 3.0), ("lo".to_string(), 11_300.0, 1.0 / 3.0)];
+        let errors = share_errors(&sharing, true);
+        let third = (11_800.0 + 11_300.0) / 3.0;
+        assert!((errors[1].1 - (11_300.0 - third)).abs() < 1e-6, "{errors:?}");
+        assert!((errors[0].1 + errors[1].1).abs() < 1e-6, "{errors:?}");
+        // Shares among the sharing groups only: a donor's weight is not theirs to split.
+        let halves = vec![("hi".to_string(), 100.0, 0.4), ("lo".to_string(), 100.0, 0.2)];
+        assert!((share_errors(&halves, true)[1].1 - (100.0 - 200.0 / 3.0)).abs() < 1e-6);
+        assert!(share_errors(&sharing, false).is_empty());
+        assert!(share_errors(&sharing[..1], true).is_empty());
     }
 
     /// Two saturating groups split 2:1; the host's disk then dips to 40% and serves them 1:1 at 2.5

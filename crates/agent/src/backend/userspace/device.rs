@@ -93,6 +93,9 @@ pub(super) struct Tracked {
     pub(super) since_capped: Option<u32>,
     /// The budget its limits for this period came from (`None`: not limited by a budget).
     pub(super) allowed: Option<u64>,
+    /// Last period: what it did beyond its weights' part of what the groups sharing the device did,
+    /// where the device split their work (absolute cost per planning period; [`super::classify`]).
+    pub(super) share_error: f64,
 }
 
 impl Tracked {
@@ -260,6 +263,7 @@ impl DevicePlanner {
             since_held: None,
             since_capped: None,
             allowed: None,
+            share_error: 0.0,
         });
         t.weight = weight;
         t.caps = caps.clone();
@@ -353,8 +357,6 @@ impl DevicePlanner {
         Ok(())
     }
 
-    /// One planning period at `now` (see the module comment). `sys_block` is `/sys/block`; limits
-    /// someone else overwrote and that are written back are counted in `overwrites`.
     /// One planning period at `now` (see the module comment). `sys_block` is `/sys/block`; limits
     /// someone else overwrote and that are written back are counted in `overwrites`.
     pub fn plan(
