@@ -322,8 +322,8 @@ pub(crate) fn judge_all(
 ) {
     let reference = |name: &str| runs.iter().find(|r| r.side == Side::Reference && r.report.controller == name);
     let solo = reference("solo").map(|r| r.report.tenants[0].lat_us.clone());
-    let capacity = reference("capacity").map(|r| r.report.device.iops);
-    let capacity_inflight = reference("capacity").map(|r| r.report.device.avg_inflight);
+    let capacity_run = reference("capacity").map(|r| &r.report.device);
+    let (capacity, capacity_inflight) = (capacity_run.map(|d| d.iops), capacity_run.map(|d| d.avg_inflight));
     let baseline = |side: Side, runs: &[RunEntry]| {
         let name = if side == Side::Kernel { KernelSetup::Plain.name() } else { ControllerKind::None.name() };
         runs.iter().find(|r| r.side == side && r.report.controller == name).map(|r| r.report.device.iops)

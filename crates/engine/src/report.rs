@@ -90,13 +90,19 @@ impl TenantReport {
 
     /// [`TenantReport::window`]'s samples with their lengths, s.
     fn window_spans(&self, from: f64, to: f64) -> impl Iterator<Item = (&TenantSample, f64)> {
-        let starts = std::iter::once(0.0).chain(self.series.iter().map(|s| s.t_s));
-        self.series
-            .iter()
-            .zip(starts)
-            .filter(move |(s, start)| *start >= from - 1e-6 && s.t_s <= to + 1e-6)
-            .map(|(s, start)| (s, s.t_s - start))
+        whole_spans(&self.series, |s| s.t_s, from, to)
     }
+}
+
+/// The samples of `series` (each ending at `t_s` seconds, starting where the one before ended, the
+/// first at 0) that lie wholly in `[from, to]` (1 µs of slack for rounding), with their lengths, s.
+fn whole_spans<T>(series: &[T], t_s: fn(&T) -> f64, from: f64, to: f64) -> impl Iterator<Item = (&T, f64)> {
+    let starts = std::iter::once(0.0).chain(series.iter().map(t_s));
+    series
+        .iter()
+        .zip(starts)
+        .filter(move |(s, start)| *start >= from - 1e-6 && t_s(s) <= to + 1e-6)
+        .map(move |(s, start)| (s, t_s(s) - start))
 }
 
 /// Device-side figures over the window.
@@ -181,4 +187,17 @@ pub struct RunReport {
     pub cpu: CpuReport,
     /// Controller state over time (empty when the kernel controls the IO).
     pub controller_series: Vec<ControllerSample>,
+}
+
+impl RunReport {
+    /// Mean IOs on the device over the controller samples that lie wholly in `[from, to]` seconds
+    /// of the run; `None` where none does or none recorded it ([`ControllerSample::inflight`]).
+    pub fn window_inflight(&self, from: f64, to: f64) -> Option<f64> {
+        let (mut weighted, mut secs) = (0.0, 0.0);
+        for (s, len) in whole_spans(&self.controller_series, |s| s.t_s, from, to) {
+            weighted += s.inflight * len;
+            secs += len;
+        }
+        (secs > 0.0 && weighted > 0.0).then(|| weighted / secs)
+    }
 }

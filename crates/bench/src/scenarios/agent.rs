@@ -133,17 +133,16 @@ impl Scenario for HostAgent {
             curves: Vec::new(),
         };
         let Some(peers) = peers else { return Ok(report) };
-        let device = peers.device().to_path_buf();
         let calibration = ctx.calibration;
         let duration = ctx.opts.duration.max(MIN_DURATION);
         let opts = RunOptions { sample_every: (SAMPLE_S * 1e9) as Nanos, ..RunOptions::new(duration) };
         let tenants = tenants(ctx.opts, calibration.max_iops, duration);
-        progress("kernel-none (one process and cgroup per tenant)");
-        let plain = KernelSetup::Plain;
-        let none = ctx.observed(Side::Kernel, plain.name(), Some(&device), || {
-            peers.run(&plain, Some(calibration), &tenants, &opts)
-        })?;
-        report.runs.push(RunEntry { side: Side::Kernel, report: none, verdict: None });
+        let runs = Runs { ctx, tenants: &tenants, opts: &opts, stop };
+        let Some(none) = runs.run(peers, &KernelSetup::Plain, None, progress)? else {
+            report.verdict = Verdict::not_judged();
+            return Ok(report);
+        };
+        report.runs.push(none);
         let (h, l) = phases(&report.runs[0], duration)[0];
         let capacity = h + l;
         let setups = controlled(ctx.opts, calibration, capacity, saturated_p50_us(&report.runs[0], duration));
@@ -175,7 +174,6 @@ impl Scenario for HostAgent {
         // The ceiling's first round where it stands in `setups`, its second after the agent's runs:
         // each agent run is judged against the rounds on both sides of it (see `ceiling_beside`).
         let mut second_round: Option<KernelSetup> = None;
-        let runs = Runs { ctx, tenants: &tenants, opts: &opts, stop };
         for setup in &setups {
             if let Some(needs) = peers.unsupported(setup) {
                 report.notes.push(format!("{}: not run on this host ({needs})", setup.name()));

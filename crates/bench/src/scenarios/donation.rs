@@ -132,16 +132,7 @@ fn second_half_iops(r: &RunReport, duration: Nanos) -> (f64, f64) {
 /// Mean IOs on the device over the same samples as [`second_half_iops`]; `None` where the run does
 /// not record it (a kernel peer's) or no sample started after the drop.
 fn second_half_inflight(r: &RunReport, duration: Nanos) -> Option<f64> {
-    let middle = middle_s(duration);
-    let starts = std::iter::once(0.0).chain(r.controller_series.iter().map(|s| s.t_s));
-    let (mut weighted, mut secs) = (0.0, 0.0);
-    for (s, start) in r.controller_series.iter().zip(starts) {
-        if start >= middle - 1e-6 {
-            weighted += s.inflight * (s.t_s - start);
-            secs += s.t_s - start;
-        }
-    }
-    (secs > 0.0 && weighted > 0.0).then(|| weighted / secs)
+    r.window_inflight(middle_s(duration), f64::INFINITY)
 }
 
 /// The drop, seconds into the run.

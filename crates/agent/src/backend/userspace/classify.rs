@@ -138,8 +138,8 @@ impl DevicePlanner {
         let (mut short_of_limit, mut well_short_of_limit, mut nr_weighed) = (false, false, 0);
         let (mut nr_uncapped, mut uncapped) = (0, None);
         let mut out = Classified::default();
-        // The groups sharing the device: (path, cost per planning period, weights' share).
-        let mut sharing: Vec<(String, f64, f64)> = Vec::new();
+        // The groups sharing the device: their paths, and (cost per planning period, weights' share).
+        let (mut sharing_paths, mut sharing) = (Vec::new(), Vec::new());
         for rel in paths {
             let t = self.groups.get_mut(rel).expect("tracked");
             if !t.present {
@@ -196,8 +196,10 @@ impl DevicePlanner {
             }
             let state = GroupState { competing, held, capped, waiting };
             out.nr_sharing += usize::from(competing || held);
+            t.share_error = 0.0;
             if competing || held {
-                sharing.push((rel.clone(), per_period, fair));
+                sharing_paths.push(rel);
+                sharing.push((per_period, fair));
             }
             out.states.insert(rel.clone(), state);
             let charged = match t.allowed {
@@ -216,24 +218,23 @@ impl DevicePlanner {
         out.device_bound =
             out.sole_uncapped.is_none() && if nr_weighed >= 2 { short_of_limit } else { well_short_of_limit };
         out.well_short_of_limit = well_short_of_limit;
-        let errors = share_errors(&sharing, out.device_bound);
-        for (rel, t) in self.groups.iter_mut() {
-            t.share_error = errors.iter().find(|(r, _)| r == rel).map_or(0.0, |(_, e)| *e);
+        for (rel, error) in sharing_paths.into_iter().zip(share_errors(&sharing, out.device_bound)) {
+            self.groups.get_mut(rel).expect("tracked").share_error = error;
         }
         out
     }
 }
 
-/// Each of the `sharing` groups' (path, cost per period, weights' share) error: what it did beyond its
-/// weights' part of what they did together, when the device split their work (`device_bound`) among
-/// two or more; none otherwise (see the module comment). The errors add up to zero.
-pub(super) fn share_errors(sharing: &[(String, f64, f64)], device_bound: bool) -> Vec<(String, f64)> {
-    let total: f64 = sharing.iter().map(|(_, cost, _)| cost).sum();
-    let weights: f64 = sharing.iter().map(|(_, _, share)| share).sum();
+/// Each of the `sharing` groups' (cost per period, weights' share) error, in order: what it did beyond
+/// its weights' part of what they did together, when the device split their work (`device_bound`)
+/// among two or more; none otherwise (see the module comment). The errors add up to zero.
+pub(super) fn share_errors(sharing: &[(f64, f64)], device_bound: bool) -> Vec<f64> {
+    let total: f64 = sharing.iter().map(|(cost, _)| cost).sum();
+    let weights: f64 = sharing.iter().map(|(_, share)| share).sum();
     if !device_bound || sharing.len() < 2 || weights <= 0.0 {
         return Vec::new();
     }
-    sharing.iter().map(|(rel, cost, share)| (rel.clone(), cost - share / weights * total)).collect()
+    sharing.iter().map(|(cost, share)| cost - share / weights * total).collect()
 }
 
 #[cfg(test)]
@@ -288,14 +289,14 @@ mod tests {
     /// much; nothing where limits, not the device, split the work, or a group had the device alone.
     #[test]
     fn a_device_split_against_the_weights_leaves_share_errors_that_add_up_to_zero() {
-        let sharing = vec![("hi".to_string(), 11_800.0, 2.0 / 3.0), ("lo".to_string(), 11_300.0, 1.0 / 3.0)];
+        let sharing = [(11_800.0, 2.0 / 3.0), (11_300.0, 1.0 / 3.0)];
         let errors = share_errors(&sharing, true);
         let third = (11_800.0 + 11_300.0) / 3.0;
-        assert!((errors[1].1 - (11_300.0 - third)).abs() < 1e-6, "{errors:?}");
-        assert!((errors[0].1 + errors[1].1).abs() < 1e-6, "{errors:?}");
+        assert!((errors[1] - (11_300.0 - third)).abs() < 1e-6, "{errors:?}");
+        assert!((errors[0] + errors[1]).abs() < 1e-6, "{errors:?}");
         // Shares among the sharing groups only: a donor's weight is not theirs to split.
-        let halves = vec![("hi".to_string(), 100.0, 0.4), ("lo".to_string(), 100.0, 0.2)];
-        assert!((share_errors(&halves, true)[1].1 - (100.0 - 200.0 / 3.0)).abs() < 1e-6);
+        let halves = [(100.0, 0.4), (100.0, 0.2)];
+        assert!((share_errors(&halves, true)[1] - (100.0 - 200.0 / 3.0)).abs() < 1e-6);
         assert!(share_errors(&sharing, false).is_empty());
         assert!(share_errors(&sharing[..1], true).is_empty());
     }
