@@ -61,7 +61,12 @@ fn a_short_sweep_measures_every_point_checkpoints_and_resumes() {
     assert_eq!(saved_vrates, vrates);
     let applied = saved.solution(None).unwrap();
     assert_eq!(applied.name, "isolated-bandwidth");
-    assert!(applied.qos_line.contains("min=100.00 max=100.00"), "{}", applied.qos_line);
+    // Its vrate floored at the solution's point, free above it under the sweep's target at p95.
+    assert!(
+        applied.qos_line.contains("rpct=95.00 rlat=50000") && applied.qos_line.contains("min=100.00"),
+        "{}",
+        applied.qos_line
+    );
     assert!(saved.solution(Some("nope")).unwrap_err().to_string().contains("bandwidth"));
 
     // A sweep cut short after two points: --resume measures the third only.

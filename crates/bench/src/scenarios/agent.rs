@@ -36,9 +36,12 @@
 //!   it in half of the runs of the agent's precision matrix, with the high one free), so a share of
 //!   the uncontrolled total judges the device as much as the controller;
 //! - after the drop, from two agent periods after it to the end: the low-weight tenant gets at least
-//!   [`DONATED_MIN`] of what is left — the uncontrolled run's total in the same window minus what the
+//!   [`DONATED_MIN`] of what is left — the uncontrolled total in the same window minus what the
 //!   high-weight tenant still does (a single reader process may not reach the whole device's rate,
-//!   so the device's capacity for this mix is what the uncontrolled run did with it).
+//!   so the device's capacity for this mix is what no control did with it). No control runs first
+//!   and again last, and each run is judged against the mean of the two ([`beside`]), as for the
+//!   ceiling: with one uncontrolled run half a minute before the agent's, this yardstick carried the
+//!   disk's drift (the ceiling read 83–119% of that run's total from run to run).
 
 use std::sync::atomic::AtomicBool;
 
@@ -193,6 +196,10 @@ impl Scenario for HostAgent {
                 report.runs.push(entry);
             }
         }
+        // No control again, for the leftover's yardstick on the agent's other side.
+        if let Some(entry) = runs.run(peers, &KernelSetup::Plain, None, progress)? {
+            report.runs.push(entry);
+        }
         judge_all(ctx.opts, duration, &subjects, &mut report);
         let (observed, observe_notes) = ctx.take_observed();
         report.observed = observed;
@@ -301,35 +308,47 @@ fn ceiling_total(entry: &RunEntry, duration: Nanos, target: f64) -> f64 {
     h.min(l * target) + l.min(h / target)
 }
 
-/// The ceiling for the run at `at` in `runs`: the mean total at `target` of the nearest ceiling round
-/// before it and the nearest after it (the one there is where a side has none; NaN without a round).
-/// Why beside and why the mean: the disk's speed moves more between 8 s runs than the 7% judged (a
-/// ceiling round read 110% of no control beside an agent run at 76% of the best round), and the
-/// rounds on both sides of a run cancel a drift through it where the better of two rounds before it
-/// keeps the luckier one.
-fn ceiling_beside(runs: &[RunEntry], at: usize, duration: Nanos, target: f64) -> f64 {
-    let name = KernelSetup::Ceiling { lo_iops: 0 }.name();
+/// A yardstick for the run at `at` in `runs`: the mean `value` of the nearest run of `setup` before
+/// it and the nearest after it (the one there is where a side has none; NaN without one). Why beside
+/// and why the mean: the disk's speed moves more between 8 s runs than the 7% judged (a ceiling
+/// round read 110% of no control beside an agent run at 76% of the best round), and the runs on
+/// both sides of a run cancel a drift through it where the better of two runs before it keeps the
+/// luckier one.
+fn beside(runs: &[RunEntry], at: usize, setup: &KernelSetup, value: impl Fn(&RunEntry) -> f64) -> f64 {
+    let name = setup.name();
     let is_round = |(i, r): &(usize, &RunEntry)| *i != at && r.report.controller == name;
     let before = runs[..at].iter().enumerate().rev().find(is_round);
     let after = runs.iter().enumerate().skip(at + 1).find(is_round);
-    let totals: Vec<f64> = before.into_iter().chain(after).map(|(_, r)| ceiling_total(r, duration, target)).collect();
-    if totals.is_empty() {
+    let values: Vec<f64> = before.into_iter().chain(after).map(|(_, r)| value(r)).collect();
+    if values.is_empty() {
         f64::NAN
     } else {
-        totals.iter().sum::<f64>() / totals.len() as f64
+        values.iter().sum::<f64>() / values.len() as f64
     }
+}
+
+/// The ceiling for the run at `at`: [`beside`] it, the rounds' totals at `target`.
+fn ceiling_beside(runs: &[RunEntry], at: usize, duration: Nanos, target: f64) -> f64 {
+    beside(runs, at, &KernelSetup::Ceiling { lo_iops: 0 }, |r| ceiling_total(r, duration, target))
 }
 
 /// Gives every run its verdict; the scenario's is that of the runs named in `subjects`.
 fn judge_all(opts: &BenchOptions, duration: Nanos, subjects: &[&str], report: &mut ScenarioReport) {
-    let none = report.runs.iter().find(|r| r.report.controller == KernelSetup::Plain.name());
-    let [capacity, capacity_after] =
-        none.map(|r| phases(r, duration)).map_or([f64::NAN; 2], |p| [p[0].0 + p[0].1, p[1].0 + p[1].1]);
     let (a, b) = opts.weights;
     let target = a as f64 / b as f64;
-    let ceilings: Vec<f64> =
-        (0..report.runs.len()).map(|i| ceiling_beside(&report.runs, i, duration, target)).collect();
-    for (entry, ceiling) in report.runs.iter_mut().zip(ceilings) {
+    // Per run: the ceiling, and no control's totals before and after the drop, beside it.
+    let yardsticks: Vec<[f64; 3]> = (0..report.runs.len())
+        .map(|i| {
+            let none = |phase: usize| {
+                beside(&report.runs, i, &KernelSetup::Plain, |r| {
+                    let (h, l) = phases(r, duration)[phase];
+                    h + l
+                })
+            };
+            [ceiling_beside(&report.runs, i, duration, target), none(0), none(1)]
+        })
+        .collect();
+    for (entry, [ceiling, capacity, capacity_after]) in report.runs.iter_mut().zip(yardsticks) {
         let [(h1, l1), (h2, l2)] = phases(entry, duration);
         let ratio = h1 / l1.max(1e-9);
         let of_ceiling = (h1 + l1) / ceiling;
@@ -394,14 +413,16 @@ mod tests {
         let mut report = ScenarioReport {
             name: NAME.into(),
             description: DESCRIPTION.into(),
-            // Uncontrolled: 30k in all before the drop, 28k after (the high one at 2k). The
-            // ceiling's rounds on both sides of the agent's run: 18k + 10k, of which 9k count at
-            // 2:1 → 27k; then 20k + 9k, of which 18k count → 27k.
+            // Uncontrolled, first and last: 30k in all before the drop, 28k after (the high one at
+            // 2k); then 31k and 26k (2k + 24k): 27k left beside the agent at the mean. The ceiling's
+            // rounds on both sides of the agent's run: 18k + 10k, of which 9k count at 2:1 → 27k;
+            // then 20k + 9k, of which 18k count → 27k.
             runs: vec![
                 run("kernel-none", (15_000.0, 2_000.0), (15_000.0, 26_000.0)),
                 run("ceiling", (18_000.0, 2_000.0), (10_000.0, 26_000.0)),
                 agent,
                 run("ceiling", (20_000.0, 2_000.0), (9_000.0, 26_000.0)),
+                run("kernel-none", (16_000.0, 2_000.0), (15_000.0, 24_000.0)),
             ],
             verdict: Verdict::not_judged(),
             notes: Vec::new(),
@@ -414,8 +435,9 @@ mod tests {
 
     #[test]
     fn the_agent_is_judged_on_ratio_total_and_what_it_leaves() {
-        // 2:1 at 28.5k (106% of the ceiling), then the low one takes 25k of the 26k left.
-        let good = judged(run("agent", (19_000.0, 2_000.0), (9_500.0, 25_000.0)));
+        // 2:1 at 28.5k (106% of the ceiling), then the low one takes 23k of the 25k left (92%).
+        let good = judged(run("agent", (19_000.0, 2_000.0), (9_500.0, 23_000.0)));
+        assert!(good.runs[2].verdict.as_ref().unwrap().summary.contains("low took 92% of the 25000 IOPS left"));
         assert!(good.runs[2].verdict.as_ref().unwrap().summary.contains("total 106% of the ceiling"));
         assert!(good.verdict.pass, "{:?}", good.verdict);
         assert!((good.verdict.value - 2.0).abs() < 1e-9);
@@ -424,7 +446,8 @@ mod tests {
         for (agent, why) in [
             (run("agent", (17_000.0, 2_000.0), (11_000.0, 25_000.0)), "ratio 1.55"),
             (run("agent", (16_000.0, 2_000.0), (8_000.0, 25_000.0)), "total 89% of the ceiling"),
-            (run("agent", (19_000.0, 2_000.0), (9_500.0, 20_000.0)), "took 77%"),
+            // 21k of the 25k left beside it (26k and 24k left in the uncontrolled runs) is 84%.
+            (run("agent", (19_000.0, 2_000.0), (9_500.0, 21_000.0)), "took 84%"),
         ] {
             let v = judged(agent).verdict;
             assert!(!v.pass && v.summary.contains(why), "{why}: {v:?}");
