@@ -10,7 +10,8 @@
 //!   over-commit erodes it.
 //! - `isolated-bandwidth`: the lowest vrate where the protected capacity (aMOF) reaches its top,
 //!   at most `isolation` — as the vrate floor, with vrate free above it up to the sweep's highest
-//!   point while reads and writes meet the sweep's latency target at p95 ([`floored`]). A pin there
+//!   point while reads meet the sweep's latency target at p95 ([`floored`]; writes are not judged:
+//!   the sweep judged none). A pin there
 //!   gives the isolation the sweep measured but never more than V of the device, also while the
 //!   tenant is idle or its target is met: on a loop device here, the bench's 2:1 on the pinned line
 //!   (V 60%) got 64–71% of no control's total, on the floored one 95–99% (three runs each). The
@@ -191,20 +192,19 @@ pub fn pinned(r: &TuneResult, name: &str, v: f64, predicted: Predicted) -> Solut
     }
 }
 
-/// The percentile a floored solution's latency targets are judged at: the sweep's (p95).
+/// The percentile a floored solution's read target is judged at: the sweep's (p95).
 const FLOOR_FOLLOW_PPM: u32 = 950_000;
 
 /// Solution `name` with vrate `v` as its floor: the model scaled by `v`, and vrate free from 100%
-/// (that is, `v`) up to the sweep's highest vrate `top`, following the sweep's latency target at
-/// p95 for reads and the result's write target for writes; what the fits predict is at `v`, the
-/// worst case.
+/// (that is, `v`) up to the sweep's highest vrate `top`, following the sweep's read latency target
+/// at p95 (writes not judged, as in the sweep; a write target the profile suggested for another
+/// read target would hold vrate at the floor); what the fits predict is at `v`, the worst case.
 pub fn floored(r: &TuneResult, name: &str, v: f64, top: f64, predicted: Predicted) -> Solution {
     let mut s = pinned(r, name, v, predicted);
     let device = r.device.dev.as_deref().and_then(|d| d.parse::<DevNum>().ok());
     let qos = QosParams {
         rppm: FLOOR_FOLLOW_PPM,
         rlat_us: r.settings.lat_target_us,
-        wppm: FLOOR_FOLLOW_PPM,
         max_ppm: ((top / v.max(1e-9)) * 1e6).round().max(1e6) as u32,
         ..Pinned::at(&r.settings.model(), &r.settings.qos(), v).qos
     };
@@ -284,10 +284,10 @@ mod tests {
         };
         let (v, rrandiops, qos) = lines("isolated-bandwidth");
         assert_eq!((v, rrandiops), (50.0, 20_000), "the model scaled by the floor's vrate");
-        // Floor at 50% of the model, free up to the sweep's 150%, following the sweep's target at
-        // p95 for reads and the profile's write target.
+        // Floor at 50% of the model, free up to the sweep's 150%, following the sweep's read target
+        // at p95; writes not judged.
         assert_eq!((qos.min_ppm, qos.max_ppm), (1_000_000, 3_000_000));
-        assert_eq!((qos.rppm, qos.rlat_us, qos.wppm, qos.wlat_us), (950_000, 1800, 950_000, 1200));
+        assert_eq!((qos.rppm, qos.rlat_us, qos.wppm), (950_000, 1800, 0));
         for name in ["bandwidth", "isolation", "rlat-99-q1"] {
             let (_, _, qos) = lines(name);
             assert_eq!(

@@ -107,11 +107,12 @@ impl Described for HostAgent {
 }
 
 impl Scenario for HostAgent {
-    /// The uncontrolled run, then each controller this host supports (none without kernel peers).
+    /// The uncontrolled runs (first and last), then each controller this host supports (none
+    /// without kernel peers).
     fn planned_runs(&self, opts: &BenchOptions, cal: &Calibration, peers: Option<&Peers>, _: bool) -> usize {
         let controlled = controlled(opts, cal, cal.max_iops, f64::NAN);
         let runs = |s: &KernelSetup| if matches!(s, KernelSetup::Ceiling { .. }) { CEILING_ROUNDS } else { 1 };
-        peers.map_or(0, |p| 1 + controlled.iter().filter(|s| p.supports(s)).map(runs).sum::<usize>())
+        peers.map_or(0, |p| 2 + controlled.iter().filter(|s| p.supports(s)).map(runs).sum::<usize>())
     }
 
     /// Runs the scenario's runs (kernel peers only; without them it reports why it did not run).
