@@ -219,58 +219,31 @@ fn round2(v: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::{Baseline, ControlledBy, DeviceId, Settings};
-    use crate::grid::Grid;
+    use crate::data::ControlledBy;
 
-    /// Fixture points from 50% to 150% (the solver's input, not a measurement): the protected
-    /// capacity falls from the first point on, so `isolated-bandwidth` sits at 50%.
+    /// Fixture points from 50% to 150% (the solver's input, not a measurement): every series flat
+    /// but the protected capacity, which falls from the first point on, so `isolated-bandwidth`
+    /// sits at 50%.
     fn swept() -> TuneResult {
+        let flat = Point {
+            vrate_pct: 0.0,
+            mof_iops: 1000.0,
+            amof_iops: 0.0,
+            isolation: 0.95,
+            isolation_mean: 0.97,
+            lat_p99_us: 1500.0,
+            lat_impact: (0.2, 0.05),
+            work_conserved: 0.8,
+            antagonist_p99_us: 5000.0,
+            vrate: Default::default(),
+            lat: Default::default(),
+            took_s: 10.0,
+        };
         let points = (0..=10)
-            .map(|i| {
-                let v = 50.0 + 10.0 * f64::from(i);
-                let x = (v - 50.0) / 100.0;
-                Point {
-                    vrate_pct: v,
-                    mof_iops: 1000.0,
-                    amof_iops: 900.0 - 500.0 * x,
-                    isolation: 0.99 - 0.4 * x * x,
-                    isolation_mean: 1.0 - 0.2 * x,
-                    lat_p99_us: 1500.0 + 2000.0 * x,
-                    lat_impact: (0.1 + x, 0.05),
-                    work_conserved: 0.5 + 0.45 * x,
-                    antagonist_p99_us: 5000.0,
-                    vrate: Default::default(),
-                    lat: Default::default(),
-                    took_s: 10.0,
-                }
-            })
+            .map(|i| f64::from(i) * 10.0 + 50.0)
+            .map(|v| Point { vrate_pct: v, amof_iops: 1200.0 - 6.0 * v, ..flat.clone() })
             .collect();
-        TuneResult {
-            version: crate::data::FORMAT_VERSION,
-            measured_at: 0,
-            device: DeviceId {
-                name: None,
-                dev: Some("7:3".into()),
-                kind: "file".into(),
-                model: "disk".into(),
-                size: 1,
-            },
-            settings: Settings {
-                grid: Grid { min_pct: 50.0, max_pct: 150.0, step_pct: 10.0, dither_pct: 0.0 },
-                weights: (100, 100),
-                lat_target_us: 1800,
-                quick: true,
-                model_line: "ctrl=user model=linear rbps=1000000000 rseqiops=50000 rrandiops=40000 wbps=1000000000 \
-                             wseqiops=50000 wrandiops=40000"
-                    .into(),
-                qos_line: "enable=1 ctrl=user rpct=50.00 rlat=900 wpct=50.00 wlat=1200 min=60.00 max=100.00".into(),
-                controller: ControlledBy::Inline,
-            },
-            baseline: Baseline { mof_iops: 1000.0, asked_iops: 400.0, ..Default::default() },
-            points,
-            notes: Vec::new(),
-            from_trace: None,
-        }
+        TuneResult { points, ..crate::sweep::tests::result(ControlledBy::Inline) }
     }
 
     #[test]
@@ -283,11 +256,11 @@ mod tests {
             (s.vrate_pct, model.params.rrandiops, qos.params)
         };
         let (v, rrandiops, qos) = lines("isolated-bandwidth");
-        assert_eq!((v, rrandiops), (50.0, 20_000), "the model scaled by the floor's vrate");
+        assert_eq!((v, rrandiops), (50.0, 1_500), "the model scaled by the floor's vrate");
         // Floor at 50% of the model, free up to the sweep's 150%, following the sweep's read target
         // at p95; writes not judged.
         assert_eq!((qos.min_ppm, qos.max_ppm), (1_000_000, 3_000_000));
-        assert_eq!((qos.rppm, qos.rlat_us, qos.wppm), (950_000, 1800, 0));
+        assert_eq!((qos.rppm, qos.rlat_us, qos.wppm), (950_000, 2000, 0));
         for name in ["bandwidth", "isolation", "rlat-99-q1"] {
             let (_, _, qos) = lines(name);
             assert_eq!(

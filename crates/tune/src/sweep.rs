@@ -278,11 +278,12 @@ fn kind_of(target: &Path, opts: &ProfileOptions) -> &'static str {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::runner::Inline;
 
-    fn result(controller: ControlledBy) -> TuneResult {
+    /// A result without points, swept by `controller` (a fixture for the crate's unit tests).
+    pub(crate) fn result(controller: ControlledBy) -> TuneResult {
         TuneResult {
             version: FORMAT_VERSION,
             measured_at: 0,
