@@ -181,15 +181,7 @@ pub fn solve(r: &TuneResult, target_p99_us: Option<u64>) -> Solved {
 /// Solution `name` at vrate `v` of result `r`: the model scaled by `v` with vrate pinned at 100%
 /// (latency targets only set the planning period), with what the fits predict there.
 pub fn pinned(r: &TuneResult, name: &str, v: f64, predicted: Predicted) -> Solution {
-    let device = r.device.dev.as_deref().and_then(|d| d.parse::<DevNum>().ok());
-    let lines = Pinned::at(&r.settings.model(), &r.settings.qos(), v);
-    Solution {
-        name: name.to_string(),
-        vrate_pct: round2(v),
-        model_line: ModelConfig { device, ctrl: Ctrl::User, params: lines.model }.to_string(),
-        qos_line: QosConfig { device, ctrl: Ctrl::User, params: lines.qos }.to_string(),
-        predicted,
-    }
+    at_vrate(r, name, v, predicted, |qos| qos)
 }
 
 /// The percentile a floored solution's read target is judged at: the sweep's (p95).
@@ -200,16 +192,31 @@ const FLOOR_FOLLOW_PPM: u32 = 950_000;
 /// at p95 (writes not judged, as in the sweep; a write target the profile suggested for another
 /// read target would hold vrate at the floor); what the fits predict is at `v`, the worst case.
 pub fn floored(r: &TuneResult, name: &str, v: f64, top: f64, predicted: Predicted) -> Solution {
-    let mut s = pinned(r, name, v, predicted);
-    let device = r.device.dev.as_deref().and_then(|d| d.parse::<DevNum>().ok());
-    let qos = QosParams {
+    at_vrate(r, name, v, predicted, |pinned| QosParams {
         rppm: FLOOR_FOLLOW_PPM,
         rlat_us: r.settings.lat_target_us,
         max_ppm: ((top / v.max(1e-9)) * 1e6).round().max(1e6) as u32,
-        ..Pinned::at(&r.settings.model(), &r.settings.qos(), v).qos
-    };
-    s.qos_line = QosConfig { device, ctrl: Ctrl::User, params: qos }.to_string();
-    s
+        ..pinned
+    })
+}
+
+/// Solution `name` at vrate `v`: the model scaled by `v` and the QoS `qos` makes of the pinned one.
+fn at_vrate(
+    r: &TuneResult,
+    name: &str,
+    v: f64,
+    predicted: Predicted,
+    qos: impl FnOnce(QosParams) -> QosParams,
+) -> Solution {
+    let device = r.device.dev.as_deref().and_then(|d| d.parse::<DevNum>().ok());
+    let lines = Pinned::at(&r.settings.model(), &r.settings.qos(), v);
+    Solution {
+        name: name.to_string(),
+        vrate_pct: round2(v),
+        model_line: ModelConfig { device, ctrl: Ctrl::User, params: lines.model }.to_string(),
+        qos_line: QosConfig { device, ctrl: Ctrl::User, params: qos(lines.qos) }.to_string(),
+        predicted,
+    }
 }
 
 fn round2(v: f64) -> f64 {
