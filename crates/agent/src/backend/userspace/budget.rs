@@ -7,8 +7,8 @@
 //! was found mid-burst) pays back over several periods instead of being stopped for one — and a
 //! donor at least [`DONOR_HEADROOM`] times the most it did in a period in the last second: in the kernel a donor is not
 //! capped (its next IO past its budget makes it short), so its limit must leave room for its bursts.
-//! A group the device gave more than its weights' part of the work last period gives that much of its
-//! budget to the groups it squeezed ([`super::classify`]'s share error), before the floor.
+//! A group the device gave more than its weights' part of the work gives its carried share correction
+//! of its budget to the groups it squeezed ([`super::classify`]), before the floor.
 
 use ioshare_core::iocost::model::VTIME_PER_NSEC;
 use ioshare_core::{GroupStats, IoCost, Nanos, Stats};
@@ -41,6 +41,6 @@ pub(super) fn budget(
     if donating(g) {
         floor = floor.max((DONOR_HEADROOM * t.recent.iter().copied().fold(0.0, f64::max)) as u64);
     }
-    // The error is per planning period, which is the horizon the agent plans for.
-    ctl.budget(now, t.id, horizon).map(|b| ((b as f64 - t.share_error).max(0.0) as u64).max(floor))
+    // The correction is per planning period, which is the horizon the agent plans for.
+    ctl.budget(now, t.id, horizon).map(|b| ((b as f64 - t.share_correction).max(0.0) as u64).max(floor))
 }

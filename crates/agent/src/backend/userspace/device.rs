@@ -93,9 +93,10 @@ pub(super) struct Tracked {
     pub(super) since_capped: Option<u32>,
     /// The budget its limits for this period came from (`None`: not limited by a budget).
     pub(super) allowed: Option<u64>,
-    /// Last period: what it did beyond its weights' part of what the groups sharing the device did,
-    /// where the device split their work (absolute cost per planning period; [`super::classify`]).
-    pub(super) share_error: f64,
+    /// What its budget gives to the groups sharing the device with it (negative: takes from them),
+    /// carried from period to period: [`super::classify`]'s share errors, paid back by half each
+    /// period (absolute cost per planning period).
+    pub(super) share_correction: f64,
 }
 
 impl Tracked {
@@ -263,7 +264,7 @@ impl DevicePlanner {
             since_held: None,
             since_capped: None,
             allowed: None,
-            share_error: 0.0,
+            share_correction: 0.0,
         });
         t.weight = weight;
         t.caps = caps.clone();

@@ -30,7 +30,7 @@
 //! vrate down, and at the step table's 1% a period the limits stayed below what the device did
 //! (vrate 86–92% with the device doing 86–90% and meeting the target, for a second, in the bench's
 //! agent run); a climb past the device is followed down, and the split it leaves to the device is
-//! paid back ([`super::classify`]'s share errors).
+//! paid back ([`super::classify`]'s share corrections).
 
 use std::collections::VecDeque;
 
