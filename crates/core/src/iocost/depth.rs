@@ -56,7 +56,7 @@
 //! once, nearer the whole rate — a margin below the target, paid in leftover. Earning half the
 //! share, as the rule before did, put the balance at a quarter to a half (the p99.75 to the p99.5
 //! at p99): on this machine's disk, where the reader's tail past its p99.5 is the disk's own (beside
-//! a neighbour at QD1: p99.5 169 µs, p99.9 313 µs, solo p99 about 115 µs), the 2×
+//! a neighbour at QD1: p99.5 169 µs, p99.9 313 µs; its solo p99 105–138 µs in the bench), the 2×
 //! row's limit stayed at one slot for a whole 5 s run (43% of the leftover at 1.37× solo, where an
 //! uncontrolled neighbour at QD4 used 53% at 1.7×); earning the whole share it held 8–10 slots
 //! (63% at 1.48×).
