@@ -36,7 +36,13 @@
 //! comes back one for one in the next error, so paying the whole last error made the split swing
 //! every period — in the bench's agent run the low-weight group's limit went 17.6k, 37.1k, 21.8k,
 //! 29.9k IOPS period after period, the two together at 89% of what limits at 2:1 get there. Carried,
-//! half the error a period converges on the weights' split, halving what is left of it each period.
+//! half the error a write of the limits converges on the weights' split, halving what is left of it
+//! each write. Half *per write*, not per period: on cgroup v2 a group's `io.max` is rewritten at most
+//! once a second ([`super::io_max`]), and a correction that kept adding half of each period's error
+//! while the limit in force stayed as written grew to the whole of a group's part before the first
+//! write showed its effect — in the lab guest the two readers' limits went from 2:1 to 7:1 and then
+//! 1:2, the split over the run 1.6. So each period adds [`PAYBACK_GAIN`] divided by the periods
+//! between two writes ([`super::write::periods_per_write`]).
 //! A period the limits split (not the device) halves the correction; a group no longer sharing drops it.
 //!
 //! A group held, competing or waiting is charged as short of budget. One group doing IO beside groups
@@ -81,7 +87,8 @@ pub(crate) const KEEPS_DEPTH: f64 = 0.5;
 /// Periods a group held at its limit may then stay below it and still count as waiting there.
 pub(crate) const WAITING_PERIODS: u32 = 3;
 
-/// Share of a period's share error added to a group's carried correction (see the module comment).
+/// Share of the share error added to a group's carried correction per write of its limits (see the
+/// module comment).
 pub(crate) const PAYBACK_GAIN: f64 = 0.5;
 
 /// How far over its budget a group held at its limit is charged at most: blk-throttle pays its own
@@ -134,13 +141,15 @@ pub(crate) fn held_back(t: &Throttle, usage: &[DirUsage; 2], secs: f64, share: f
 
 impl DevicePlanner {
     /// Classifies each present group of `paths` over `period`, given the planner's state `before`
-    /// the period and what the groups did together (`delivered`).
+    /// the period, what the groups did together (`delivered`), and how many periods apart a group's
+    /// limits are written at most often (`periods_per_write`).
     pub(super) fn classify(
         &mut self,
         paths: &[String],
         period: &DevicePeriod,
         before: &Stats,
         delivered: u64,
+        periods_per_write: u32,
     ) -> Classified {
         let model = *self.ctl.model();
         let elapsed_s = period.elapsed_s;
@@ -231,7 +240,9 @@ impl DevicePlanner {
         out.device_bound =
             out.sole_uncapped.is_none() && if nr_weighed >= 2 { short_of_limit } else { well_short_of_limit };
         out.well_short_of_limit = well_short_of_limit;
-        for (rel, correction) in sharing_paths.into_iter().zip(corrections(&sharing, &carried, out.device_bound)) {
+        let gain = PAYBACK_GAIN / f64::from(periods_per_write.max(1));
+        for (rel, correction) in sharing_paths.into_iter().zip(corrections(&sharing, &carried, out.device_bound, gain))
+        {
             self.groups.get_mut(rel).expect("tracked").share_correction = correction;
         }
         out
@@ -251,9 +262,9 @@ pub(super) fn share_errors(sharing: &[(f64, f64)], device_bound: bool) -> Vec<f6
 }
 
 /// The `sharing` groups' share corrections after a period, from those they `carried` into it: each
-/// adds [`PAYBACK_GAIN`] of its [`share_errors`] where the device split the work, bounded by the
-/// group's weights' part of it (a budget cannot give more); where the limits split it, each halves.
-pub(super) fn corrections(sharing: &[(f64, f64)], carried: &[f64], device_bound: bool) -> Vec<f64> {
+/// adds `gain` times its [`share_errors`] where the device split the work, bounded by the group's
+/// weights' part of it (a budget cannot give more); where the limits split it, each halves.
+pub(super) fn corrections(sharing: &[(f64, f64)], carried: &[f64], device_bound: bool, gain: f64) -> Vec<f64> {
     let errors = share_errors(sharing, device_bound);
     if errors.is_empty() {
         return carried.iter().map(|c| c / 2.0).collect();
@@ -262,7 +273,7 @@ pub(super) fn corrections(sharing: &[(f64, f64)], carried: &[f64], device_bound:
     (sharing.iter().zip(carried).zip(errors))
         .map(|(((cost, _), c), e)| {
             let part = cost - e;
-            (c + PAYBACK_GAIN * e).clamp(-part, part)
+            (c + gain * e).clamp(-part, part)
         })
         .collect()
 }
@@ -310,7 +321,7 @@ mod tests {
             busy: true,
             slowed: false,
         };
-        let c = d.classify(paths, &p, &before, costs[0] + costs[1]);
+        let c = d.classify(paths, &p, &before, costs[0] + costs[1], 1);
         [0, 1].map(|i| c.states[&paths[i]].short())
     }
 
@@ -344,15 +355,40 @@ mod tests {
         for _ in 0..12 {
             let l = budget - carried[1];
             low.push(l);
-            carried = corrections(&[(device - l, 2.0 / 3.0), (l, 1.0 / 3.0)], &carried, true);
+            carried = corrections(&[(device - l, 2.0 / 3.0), (l, 1.0 / 3.0)], &carried, true, PAYBACK_GAIN);
             assert!((carried[0] + carried[1]).abs() < 1e-9, "what one gives the other takes");
         }
         // What is left of the 1.5 between the half and the third halves each period: 1.5 / 2^11 ≈
         // 0.0007 after twelve, within the 0.01 asked; paying whole errors it stays 1.5 apart.
         assert!((low[11] - 3.0).abs() < 0.01 && (low[11] - low[10]).abs() < 0.01, "{low:?}");
-        assert_eq!(corrections(&[(6.0, 0.5), (3.0, 0.5)], &[1.0, -1.0], false), [0.5, -0.5]);
-        let bounded = corrections(&[(1.0, 0.5), (9.0, 0.5)], &[0.0, 4.9], true);
+        assert_eq!(corrections(&[(6.0, 0.5), (3.0, 0.5)], &[1.0, -1.0], false, PAYBACK_GAIN), [0.5, -0.5]);
+        let bounded = corrections(&[(1.0, 0.5), (9.0, 0.5)], &[0.0, 4.9], true, PAYBACK_GAIN);
         assert_eq!(bounded[1], 5.0, "a correction is bounded by the group's part of the work");
+    }
+
+    /// The same two groups where the limit in force is rewritten only every tenth period (cgroup v2's
+    /// `io.max`, [`super::super::io_max`]): the low-weight one does what the limit written last allowed.
+    /// Adding half of each period's error winds the correction up to the whole of the group's part
+    /// before a write shows its effect, and the split swings to the other side; half per write
+    /// settles it as on v1.
+    #[test]
+    fn the_share_correction_waits_for_the_limits_where_they_are_written_once_a_second() {
+        let (device, budget, every) = (9.0, 4.5, 10);
+        let run = |gain: f64| {
+            let (mut carried, mut in_force, mut low) = (vec![0.0, 0.0], budget, Vec::new());
+            for period in 0..200 {
+                if period % every == 0 {
+                    in_force = budget - carried[1];
+                }
+                low.push(in_force);
+                carried = corrections(&[(device - in_force, 2.0 / 3.0), (in_force, 1.0 / 3.0)], &carried, true, gain);
+            }
+            low
+        };
+        let per_period = run(PAYBACK_GAIN);
+        assert!(per_period[100..].iter().any(|&l| (l - 3.0).abs() > 1.0), "wound up: {per_period:?}");
+        let per_write = run(PAYBACK_GAIN / f64::from(every));
+        assert!(per_write[100..].iter().all(|&l| (l - 3.0).abs() < 0.01), "settled: {per_write:?}");
     }
 
     /// Two saturating groups split 2:1; the host's disk then dips to 40% and serves them 1:1 at 2.5

@@ -30,6 +30,7 @@ use super::io_mix::IoMix;
 use super::latency::Verdicts;
 use super::throttle_writes::ThrottleWrites;
 use super::window::{remember, FOLLOW_WINDOW};
+use super::write::periods_per_write;
 use crate::backend::throttle::DirUsage;
 use crate::cgroups::hierarchy::{Hierarchy, Throttle};
 use crate::cgroups::reapply::Overwrites;
@@ -384,7 +385,7 @@ impl DevicePlanner {
         paths.sort();
         let delivered = self.read_groups(h, &paths, period.quiet);
         self.judge_latency(&mut period);
-        let classified = self.classify(&paths, &period, &before, delivered);
+        let classified = self.classify(&paths, &period, &before, delivered, periods_per_write(h.flavor, self.period));
         self.ctl.charge_period(now, &classified.charges);
         let (delivered_pct, rq_wait) = self.follow(&period, &classified, delivered);
         self.ctl.end_period(now);

@@ -43,6 +43,12 @@ pub const KEEP_WITHIN: f64 = 0.05;
 /// Least time between two writes of a group's limits that both set a limit.
 pub const MIN_WRITE_GAP: Duration = Duration::from_secs(1);
 
+/// Least number of planning periods of length `period` between two writes of a group's limits
+/// ([`MIN_WRITE_GAP`]).
+pub fn periods_between_writes(period: Duration) -> u32 {
+    (MIN_WRITE_GAP.as_secs_f64() / period.as_secs_f64().max(1e-3)).ceil() as u32
+}
+
 /// One group's recent planned limits and time since its last write.
 #[derive(Clone, Debug, Default)]
 pub struct IoMaxWrites {
@@ -71,7 +77,7 @@ impl IoMaxWrites {
         }
         self.recent.push_back(planned);
         let smoothed = Throttle { riops: self.median(|t| t.riops), wiops: self.median(|t| t.wiops), ..planned };
-        let gap = (MIN_WRITE_GAP.as_secs_f64() / period.as_secs_f64().max(1e-3)).ceil() as u32;
+        let gap = periods_between_writes(period);
         if in_force.riops == 0 && in_force.wiops == 0 {
             smoothed
         } else if self.since_write < gap {
