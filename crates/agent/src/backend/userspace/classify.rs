@@ -42,7 +42,7 @@
 //! while the limit in force stayed as written grew to the whole of a group's part before the first
 //! write showed its effect — in the lab guest the two readers' limits went from 2:1 to 7:1 and then
 //! 1:2, the split over the run 1.6. So each period adds [`PAYBACK_GAIN`] divided by the periods
-//! between two writes ([`super::write::periods_per_write`]).
+//! between two writes ([`super::io_max::periods_per_write`]).
 //! A period the limits split (not the device) halves the correction; a group no longer sharing drops it.
 //!
 //! A group held, competing or waiting is charged as short of budget. One group doing IO beside groups

@@ -25,12 +25,11 @@ use ioshare_host::{DevNum, DiskStats, Recorder, Written};
 
 use super::counters::{Counters, DeviceQuiet};
 use super::donor::donating;
-use super::io_max::IoMaxWrites;
+use super::io_max::{periods_per_write, IoMaxWrites};
 use super::io_mix::IoMix;
 use super::latency::Verdicts;
 use super::throttle_writes::ThrottleWrites;
 use super::window::{remember, FOLLOW_WINDOW};
-use super::write::periods_per_write;
 use crate::backend::throttle::DirUsage;
 use crate::cgroups::hierarchy::{Hierarchy, Throttle};
 use crate::cgroups::reapply::Overwrites;

@@ -34,7 +34,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::backend::throttle::settle;
-use crate::cgroups::hierarchy::Throttle;
+use crate::cgroups::hierarchy::{Flavor, Throttle};
 
 /// Planned limits whose median is written.
 pub const SMOOTH_PERIODS: usize = 5;
@@ -45,8 +45,17 @@ pub const MIN_WRITE_GAP: Duration = Duration::from_secs(1);
 
 /// Least number of planning periods of length `period` between two writes of a group's limits
 /// ([`MIN_WRITE_GAP`]).
-pub fn periods_between_writes(period: Duration) -> u32 {
+fn periods_between_writes(period: Duration) -> u32 {
     (MIN_WRITE_GAP.as_secs_f64() / period.as_secs_f64().max(1e-3)).ceil() as u32
+}
+
+/// How many planning periods of length `period` apart a group's limits are written at most often
+/// on a hierarchy of `flavor`: every period on cgroup v1, once per [`MIN_WRITE_GAP`] on v2.
+pub fn periods_per_write(flavor: Flavor, period: Duration) -> u32 {
+    match flavor {
+        Flavor::V1 => 1,
+        Flavor::V2 => periods_between_writes(period),
+    }
 }
 
 /// One group's recent planned limits and time since its last write.

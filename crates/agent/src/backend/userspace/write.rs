@@ -8,8 +8,6 @@
 //! [`PeriodRecord`] is built here, and the status' note on a group below its share that no limit
 //! held back samples its threads' CPU ([`crate::report::cpu`]).
 
-use std::time::Duration;
-
 use ioshare_core::{Nanos, Stats};
 use ioshare_host::{Recorder, Written};
 
@@ -17,21 +15,12 @@ use super::budget::budget;
 use super::classify::{Classified, COMPETES_AT_FAIR_SHARE};
 use super::device::DevicePlanner;
 use super::donor::donating;
-use super::io_max::{iops_only, periods_between_writes};
+use super::io_max::iops_only;
 use crate::backend::throttle::{settle, throttle_for, KEEP_WITHIN};
 use crate::cgroups::hierarchy::{Flavor, Hierarchy};
 use crate::cgroups::reapply::Overwrites;
 use crate::error::Result;
 use crate::report::trace::{GroupRecord, LimitAction};
-
-/// How many planning periods of length `period` apart a group's limits are written at most often:
-/// every period on cgroup v1, once per [`super::io_max::MIN_WRITE_GAP`] on v2.
-pub(super) fn periods_per_write(flavor: Flavor, period: Duration) -> u32 {
-    match flavor {
-        Flavor::V1 => 1,
-        Flavor::V2 => periods_between_writes(period),
-    }
-}
 
 impl DevicePlanner {
     /// Budgets every present group of `paths` for the next period and writes the limits that
