@@ -14,6 +14,7 @@ use ioshare_engine::profile::measure::Plan;
 use ioshare_engine::profile::ProfileOptions;
 use ioshare_tune::data::TraceSource;
 use ioshare_tune::from_trace::TraceOptions;
+use ioshare_tune::knee::REFINE_POINTS;
 use ioshare_tune::runner::{Control, Inline};
 use ioshare_tune::solve::Solved;
 use ioshare_tune::{export, svg, ControlledBy, Grid, TuneOptions, TuneResult};
@@ -27,7 +28,8 @@ that vrate and vrate pinned (min=max=100): a latency-sensitive tenant (4 KiB ran
 rate) alone gives MOF, the most IOPS within its p95 target; beside a saturating antagonist
 (sequential 64 KiB writes and random 4 KiB reads) at --weights it gives aMOF, the most IOPS still
 protected (p05 of per-0.1 s achieved/asked >= 90%), and at a fixed asked rate its isolation, latency
-impact and the work the antagonist still got. Each series is fitted against vrate and the solutions
+impact and the work the antagonist still got. Three more points narrow the top of aMOF's rise
+(where isolated-bandwidth puts its vrate floor). Each series is fitted against vrate and the solutions
 (bandwidth, isolated-bandwidth, isolation, naive, rlat-99-q1..q4, target-p99) are printed as
 io.cost.model + io.cost.qos lines, agent [[devices]] entries and a systemd hwdb fragment.
 
@@ -56,8 +58,8 @@ pub struct Args {
     /// Weights of the latency-sensitive tenant and the antagonist.
     #[arg(long, value_name = "A,B", default_value = "100,100")]
     weights: String,
-    /// The latency-sensitive tenant's p95 target (2ms, 800us) [default: the profile's suggested
-    /// read target]; with --from-trace, the read and write targets of the solutions' QoS (they set
+    /// The latency-sensitive tenant's p95 target (2ms, 800us) [default: the profile's rule, 1.5 ×
+    /// the p95 of its read-latency run]; with --from-trace, the read and write targets of the solutions' QoS (they set
     /// its planning period) [default: the kernel's 25ms].
     #[arg(long, value_name = "LATENCY")]
     lat_target: Option<String>,
@@ -214,7 +216,16 @@ fn sweep(args: &Args) -> anyhow::Result<TuneResult> {
         None => &Inline,
     };
     let out = args.resume.clone().or_else(|| args.out.clone()).unwrap_or_else(|| PathBuf::from("ioshare-tune.json"));
-    let opts = TuneOptions { grid, weights, lat_target_us, model_line: args.model.clone(), quick, profile, out };
+    let opts = TuneOptions {
+        grid,
+        weights,
+        lat_target_us,
+        model_line: args.model.clone(),
+        quick,
+        refine_points: REFINE_POINTS,
+        profile,
+        out,
+    };
     let tty = std::io::stderr().is_terminal();
     let stop = interrupt::stop_flag();
     let found = ioshare_tune::tune(control, target, &opts, resumed, stop, &mut |line| crate::status_line(tty, line));

@@ -6,14 +6,15 @@
 //! profile; then, with ioshare's IOCost inline, it measures at each vrate of a [`grid`] a paced
 //! latency-sensitive tenant alone and beside a saturating antagonist ([`point`]), saving the
 //! [`result`] after each point (the checkpoint `--resume` continues). The series are fitted against
-//! vrate ([`fit`]) and the anchor's solutions read off the fits ([`solve`]), each printed as kernel
+//! vrate ([`fit`]) and the anchor's solutions read off the fits ([`solve`]) — but for the top of
+//! the protected capacity's rise, found as a change point and refined by extra points ([`knee`]) — each printed as kernel
 //! lines, agent `[[devices]]` entries and a systemd hwdb fragment ([`export`]), and drawn ([`svg`]).
 //! Statistics shared by the point and the tables live in [`stats`]. Tuning in place
 //! ([`from_trace`]) builds the same result from an agent trace instead of a sweep. Which IOCost runs
 //! the points is a [`runner::Runner`]'s business: ioshare's inline (here), or the kernel's
 //! (`--kernel`, implemented by the bench crate's kernel peers through [`runner::Control`]).
 //!
-//! Modules, each importing only those before it: `error`, `grid`, `stats`, `fit`, `data` (the
+//! Modules, each importing only those before it: `error`, `grid`, `stats`, `fit`, `knee`, `data` (the
 //! result's plain types), `runner`, `point`, `solve`, `from_trace`, `result` (reading, writing and
 //! solving a result), `export`, `svg`, `sweep`.
 
@@ -23,6 +24,7 @@ pub mod export;
 pub mod fit;
 pub mod from_trace;
 pub mod grid;
+pub mod knee;
 pub mod point;
 pub mod result;
 pub mod runner;

@@ -56,6 +56,8 @@ pub const MIN_PROFILE_SIZE: u64 = 64 << 20;
 pub const QOS_LOAD: f64 = 0.9;
 /// Latency target = this × the percentile latency at [`QOS_LOAD`] (resctl-bench: 1.5).
 pub const QOS_FACTOR: f64 = 1.5;
+/// The name of the run whose latency gives the suggested read target.
+pub const READ_LATENCY_RUN: &str = "rlat";
 /// Rounds disagreeing by more than this (percent) get a note.
 pub const SPREAD_WARN_PCT: f64 = 10.0;
 /// Suggested vrate bounds, percent (resctl-bench's `min=60 max=100`).

@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicBool;
 use ioshare_core::{ModelParams, QosParams};
 
 use super::measure::{self, Jobs, Plan, Step};
-use super::{check_stop, profile_run, ProfileRun, QOS_FACTOR, QOS_LOAD, QOS_VRATE_PCT};
+use super::{check_stop, profile_run, ProfileRun, QOS_FACTOR, QOS_LOAD, QOS_VRATE_PCT, READ_LATENCY_RUN};
 use crate::error::Result;
 use crate::job::JobSpec;
 use crate::report::RunReport;
@@ -49,7 +49,7 @@ pub(super) fn suggest(
             JobSpec { rate_iops: Some(cap), ..step.job(plan) }
         })
         .collect();
-    let name = |step: Step| if step.writes() { "wlat" } else { "rlat" };
+    let name = |step: Step| if step.writes() { "wlat" } else { READ_LATENCY_RUN };
     let counts: Vec<u32> = steps.iter().map(|&s| jobs_of(s)).collect();
     let rounds = measure::interleaved(dev, plan, &jobs, Jobs::Fixed(&counts), stat, stop, &mut |j, i, _| {
         status(i, name(steps[j]), &measure::describe(&jobs[j]))
