@@ -14,7 +14,6 @@ use ioshare_engine::profile::measure::Plan;
 use ioshare_engine::profile::ProfileOptions;
 use ioshare_tune::data::TraceSource;
 use ioshare_tune::from_trace::TraceOptions;
-use ioshare_tune::knee::REFINE_POINTS;
 use ioshare_tune::runner::{Control, Inline};
 use ioshare_tune::solve::Solved;
 use ioshare_tune::{export, svg, ControlledBy, Grid, TuneOptions, TuneResult};
@@ -28,8 +27,7 @@ that vrate and vrate pinned (min=max=100): a latency-sensitive tenant (4 KiB ran
 rate) alone gives MOF, the most IOPS within its p95 target; beside a saturating antagonist
 (sequential 64 KiB writes and random 4 KiB reads) at --weights it gives aMOF, the most IOPS still
 protected (p05 of per-0.1 s achieved/asked >= 90%), and at a fixed asked rate its isolation, latency
-impact and the work the antagonist still got. Three more points narrow the top of aMOF's rise
-(where isolated-bandwidth puts its vrate floor). Each series is fitted against vrate and the solutions
+impact and the work the antagonist still got. Each series is fitted against vrate and the solutions
 (bandwidth, isolated-bandwidth, isolation, naive, rlat-99-q1..q4, target-p99) are printed as
 io.cost.model + io.cost.qos lines, agent [[devices]] entries and a systemd hwdb fragment.
 
@@ -216,16 +214,7 @@ fn sweep(args: &Args) -> anyhow::Result<TuneResult> {
         None => &Inline,
     };
     let out = args.resume.clone().or_else(|| args.out.clone()).unwrap_or_else(|| PathBuf::from("ioshare-tune.json"));
-    let opts = TuneOptions {
-        grid,
-        weights,
-        lat_target_us,
-        model_line: args.model.clone(),
-        quick,
-        refine_points: REFINE_POINTS,
-        profile,
-        out,
-    };
+    let opts = TuneOptions { grid, weights, lat_target_us, model_line: args.model.clone(), quick, profile, out };
     let tty = std::io::stderr().is_terminal();
     let stop = interrupt::stop_flag();
     let found = ioshare_tune::tune(control, target, &opts, resumed, stop, &mut |line| crate::status_line(tty, line));

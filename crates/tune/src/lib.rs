@@ -6,8 +6,8 @@
 //! profile; then, with ioshare's IOCost inline, it measures at each vrate of a [`grid`] a paced
 //! latency-sensitive tenant alone and beside a saturating antagonist ([`point`]), saving the
 //! [`result`] after each point (the checkpoint `--resume` continues). The series are fitted against
-//! vrate ([`fit`]) and the anchor's solutions read off the fits ([`solve`]) — but for the top of
-//! the protected capacity's rise, found as a change point and refined by extra points ([`knee`]) — each printed as kernel
+//! vrate ([`fit`]) and the anchor's solutions read off the fits ([`solve`]) — but for where the
+//! protected capacity stops rising, which [`knee`] finds from the points — each printed as kernel
 //! lines, agent `[[devices]]` entries and a systemd hwdb fragment ([`export`]), and drawn ([`svg`]).
 //! Statistics shared by the point and the tables live in [`stats`]. Tuning in place
 //! ([`from_trace`]) builds the same result from an agent trace instead of a sweep. Which IOCost runs

@@ -8,9 +8,9 @@
 //! - `bandwidth`: the lowest vrate where capacity alone (MOF) reaches its top.
 //! - `isolation`: the highest vrate where isolation still holds its top, before the antagonist's
 //!   over-commit erodes it.
-//! - `isolated-bandwidth`: the lowest vrate where the protected capacity (aMOF) reaches its top —
-//!   the top of its rise ([`crate::knee`]), not the fit's, which follows the noise above it — at
-//!   most `isolation`, as the vrate floor, with vrate free above it up to the sweep's highest
+//! - `isolated-bandwidth`: the lowest vrate where the protected capacity (aMOF) reaches its level —
+//!   where its rise reaches the median of the noisy points above it ([`crate::knee`]), not the
+//!   fit's top, which follows that noise — at most `isolation`, as the vrate floor, with vrate free above it up to the sweep's highest
 //!   point while reads meet the sweep's latency target at p95 ([`floored`]; writes are not judged:
 //!   the sweep judged none). A pin there
 //!   gives the isolation the sweep measured but never more than V of the device, also while the
@@ -140,7 +140,7 @@ pub fn solve(r: &TuneResult, target_p99_us: Option<u64>) -> Solved {
     let pinned = |name: &str, v: f64| pinned(r, name, v, predict(v));
     let isolation_v = iso.leaves_level();
     let amof_points: Vec<(f64, f64)> = r.points.iter().map(|p| (p.vrate_pct, p.amof_iops)).collect();
-    let isolated_v = knee::top(&amof_points).map_or(amof.reaches_level(), |t| t.vrate_pct).min(isolation_v);
+    let isolated_v = knee::rise(&amof_points).map_or(amof.reaches_level(), |r| r.reaches_level()).min(isolation_v);
     let mut solutions = vec![
         pinned("bandwidth", mof.reaches_level()),
         floored(r, "isolated-bandwidth", isolated_v, amof.hi, predict(isolated_v)),

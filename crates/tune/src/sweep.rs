@@ -1,8 +1,7 @@
 //! The sweep: check the options, open the target the way `ioshare profile` does (a temporary file
 //! in a directory, `--loop`, `--destructive` for a device), take the cost model (measured by the
 //! profile on the same target, or given), measure the uncontrolled baseline, then every grid point
-//! not yet in the result and the points that refine the top of the protected capacity's rise
-//! ([`crate::knee`]), saving the result after each one (the checkpoint). A resumed sweep takes
+//! not yet in the result, saving the result after each one (the checkpoint). A resumed sweep takes
 //! device, settings, baseline and points from its file and refuses another device's, or one whose
 //! points another IOCost ran ([`crate::runner`]: inline by default, the kernel's with `--kernel`).
 
@@ -15,10 +14,9 @@ use ioshare_core::iocost::line::Ctrl;
 use ioshare_core::{ModelConfig, QosConfig, QosParams, NSEC_PER_SEC};
 use ioshare_engine::profile::{self, prepare, ProfileOptions};
 
-use crate::data::{ControlledBy, DeviceId, Point, Settings, TuneResult, FORMAT_VERSION};
+use crate::data::{ControlledBy, DeviceId, Settings, TuneResult, FORMAT_VERSION};
 use crate::error::{Error, Result};
 use crate::grid::Grid;
-use crate::knee;
 use crate::point::{Rig, Timing};
 use crate::runner::Control;
 
@@ -40,9 +38,6 @@ pub struct TuneOptions {
     pub model_line: Option<String>,
     /// The short sweep.
     pub quick: bool,
-    /// Points measured after the grid to narrow the top of aMOF's rise ([`crate::knee`];
-    /// [`knee::REFINE_POINTS`] by default).
-    pub refine_points: usize,
     /// Where target, profile and merge rules come from (destructive, loop, temporary size).
     pub profile: ProfileOptions,
     /// The result file, rewritten after each point.
@@ -179,60 +174,30 @@ pub fn tune(
         .into_iter()
         .filter(|v| !result.points.iter().any(|p| (p.vrate_pct - v).abs() < 0.005))
         .collect();
-    let grid = s.grid.points();
-    let on_grid = |v: f64| grid.iter().any(|g| (g - v).abs() < 0.005);
-    let refined = |r: &TuneResult| r.points.iter().filter(|p| !on_grid(p.vrate_pct)).count();
     let total = result.points.len() + todo.len();
     let started = Instant::now();
     for (i, &v) in todo.iter().enumerate() {
         let done = result.points.len();
-        let left_s = eta(todo.len() - i + opts.refine_points.saturating_sub(refined(&result)), &rig.timing, started, i);
+        let left_s = eta(&todo[i..], &rig.timing, started, i);
         let mut line = |what: &str| {
             progress(&format!("[point {}/{total} · vrate {v:.1}% · ~{} left] {what}", done + 1, clock(left_s)))
         };
         let point = rig.point(v, &result.baseline, &mut line)?;
-        add_point(&mut result, point, &opts.out)?;
-    }
-    // Then the bracket above the top of aMOF's rise, halved point by point (`crate::knee`); what
-    // was refined is counted from the points, so a resumed sweep goes on where it stopped.
-    let started = Instant::now();
-    let mut measured = 0;
-    loop {
-        let amof: Vec<(f64, f64)> = result.points.iter().map(|p| (p.vrate_pct, p.amof_iops)).collect();
-        let n = refined(&result);
-        let Some(v) = knee::refine_next(&amof, n, opts.refine_points) else { break };
-        let left_s = eta(opts.refine_points - n, &rig.timing, started, measured);
-        let mut line = |what: &str| {
-            progress(&format!(
-                "[refine {}/{} · vrate {v:.2}% · ~{} left] {what}",
-                n + 1,
-                opts.refine_points,
-                clock(left_s)
-            ))
-        };
-        let point = rig.point(v, &result.baseline, &mut line)?;
-        add_point(&mut result, point, &opts.out)?;
-        measured += 1;
+        result.points.push(point);
+        result.points.sort_by(|a, b| a.vrate_pct.total_cmp(&b.vrate_pct));
+        result.save(&opts.out)?;
     }
     Ok(result)
 }
 
-/// `point` added to `result` in vrate order, and the result saved to `out` (the checkpoint).
-fn add_point(result: &mut TuneResult, point: Point, out: &Path) -> Result<()> {
-    result.points.push(point);
-    result.points.sort_by(|a, b| a.vrate_pct.total_cmp(&b.vrate_pct));
-    result.save(out)
-}
-
-/// Seconds left for `left` points: each as long as the `finished` ones took on average since
-/// `started`, or as planned.
-fn eta(left: usize, timing: &Timing, started: Instant, finished: usize) -> f64 {
+/// Seconds left for `todo`: each point as long as the finished ones took on average, or as planned.
+fn eta(todo: &[f64], timing: &Timing, started: Instant, finished: usize) -> f64 {
     let per = if finished > 0 {
         started.elapsed().as_secs_f64() / finished as f64
     } else {
         timing.per_point() as f64 / NSEC_PER_SEC as f64 * 1.1
     };
-    per * left as f64
+    per * todo.len() as f64
 }
 
 /// `1m05s`.
@@ -293,7 +258,7 @@ fn settings(
 /// read-latency run's p95 — the percentile the sweep judges ([`crate::point`]) — where the profile's
 /// own line takes the p50 on a disk that says it is rotational (a loop device does). On this host's
 /// loop device the p50 of three profiles moved 3× (374–1161 µs) where their p95 moved 1.4×
-/// (1697–2359 µs), and a sweep judged at p95 against a target from a p50 found a different top.
+/// (1697–2359 µs).
 fn judged_target(p: &profile::Profile) -> u64 {
     let p95 = p.runs.iter().find(|r| r.name == profile::READ_LATENCY_RUN).map(|r| r.lat_us.p95);
     p95.map_or(p.qos.rlat_us, |l| ((l * profile::QOS_FACTOR).ceil() as u64).max(1))
@@ -361,7 +326,6 @@ pub(crate) mod tests {
             lat_target_us: Some(2000),
             model_line: None,
             quick: true,
-            refine_points: knee::REFINE_POINTS,
             profile: ProfileOptions::quick(),
             out: out.clone(),
         };

@@ -1,13 +1,10 @@
 //! A real sweep, short: a 64 MiB temporary file on the disk under test (not /tmp, which may be
-//! tmpfs), the quick profile, a three-point grid and one point refining the top of aMOF's rise,
-//! then a resume that measures only the point taken out of the file. About 45 s; no root needed (a
-//! file, not a loop device).
+//! tmpfs), the quick profile, a three-point grid, then a resume that measures only the point taken
+//! out of the file. About 40 s; no root needed (a file, not a loop device).
 
 use std::sync::atomic::AtomicBool;
 
 use ioshare_engine::profile::ProfileOptions;
-use ioshare_tune::data::Point;
-use ioshare_tune::knee;
 use ioshare_tune::runner::Inline;
 use ioshare_tune::{tune, Grid, TuneOptions, TuneResult};
 use tempfile::TempDir;
@@ -30,8 +27,6 @@ fn a_short_sweep_measures_every_point_checkpoints_and_resumes() {
         lat_target_us: Some(50_000),
         model_line: None,
         quick: true,
-        // One point refines the top of aMOF's rise (the default three would add a third to the time).
-        refine_points: 1,
         profile: ProfileOptions { temp_size: 64 << 20, ..ProfileOptions::quick() },
         out: out.clone(),
     };
@@ -40,15 +35,8 @@ fn a_short_sweep_measures_every_point_checkpoints_and_resumes() {
     let r = tune(&Inline, dir.path(), &opts, None, &stop, &mut |_| lines += 1).unwrap();
     assert!(lines > 10, "a status line before each run");
     let vrates: Vec<f64> = r.points.iter().map(|p| p.vrate_pct).collect();
-    let grid = [40.0, 100.0, 160.0];
-    let on_grid: Vec<&Point> = r.points.iter().filter(|p| grid.contains(&p.vrate_pct)).collect();
-    assert_eq!(on_grid.iter().map(|p| p.vrate_pct).collect::<Vec<_>>(), grid, "every grid point, in order");
-    // At most the one refinement point, in the middle of the bracket above the grid's top of the rise.
-    let refined: Vec<f64> = vrates.iter().copied().filter(|v| !grid.contains(v)).collect();
-    let amof: Vec<(f64, f64)> = on_grid.iter().map(|p| (p.vrate_pct, p.amof_iops)).collect();
-    let bracket = knee::top(&amof).and_then(|t| Some((t.vrate_pct + t.next_pct?) / 2.0));
-    assert!(refined.is_empty() || refined == [bracket.unwrap()], "refined {refined:?}, bracket's middle {bracket:?}");
-    let (low, high) = (on_grid[0], on_grid[2]);
+    assert_eq!(vrates, [40.0, 100.0, 160.0]);
+    let (low, high) = (&r.points[0], &r.points[2]);
     // At 40% of the profiled model the antagonist is held to well under what it does alone; at
     // 160% it is not held by vtime at all. The profile's model is the device's saturated rate within
     // a round's spread (a busy host's rounds disagree by up to ~30%), so 40% leaves it at most
@@ -81,14 +69,13 @@ fn a_short_sweep_measures_every_point_checkpoints_and_resumes() {
     );
     assert!(saved.solution(Some("nope")).unwrap_err().to_string().contains("bandwidth"));
 
-    // A sweep cut short before its last point: --resume measures that one only (the refinement
-    // it made is counted from the file's points).
+    // A sweep cut short after two points: --resume measures the third only.
     let mut cut = saved.clone();
     cut.points.pop();
     cut.save(&out).unwrap();
     let resumed = tune(&Inline, dir.path(), &opts, Some(cut.clone()), &stop, &mut |_| {}).unwrap();
-    assert_eq!(resumed.points.len(), saved.points.len());
-    assert_eq!(resumed.points[..cut.points.len()], cut.points[..], "the finished points are kept as they were");
+    assert_eq!(resumed.points.len(), 3);
+    assert_eq!(resumed.points[..2], cut.points[..], "the finished points are kept as they were");
     assert_eq!(resumed.baseline, cut.baseline, "the baseline is not measured again");
     // Nothing is left beside the result: the temporary file and the checkpoint's temporary are gone.
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
