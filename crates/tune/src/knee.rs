@@ -9,8 +9,8 @@
 //! one sweep measured 17k–34k IOPS from one point to the next, another 20k at 60%, 28k at 70%,
 //! 21k at 80% and 43k at 90%. Neither the top of a flat–slope–flat fit of that hump (at the noisy
 //! points' mean in one sweep, at a lucky peak in another) nor the last point on the rise (a miss
-//! early in the noise ends it) repeats: two sweeps of one disk at one target gave 77% and 90% by
-//! the fit, 79% and 59% by the last point.
+//! early in the noise ends it) repeats: two sweeps of one disk at one target gave 58% and 90% by
+//! the fit, 70% and 50% by the last point.
 //!
 //! What repeats is the level the noise scatters around. So the rise is found as a change point — the
 //! split of the points (by vrate) into a rise, aMOF at least [`ON_RISE`] of the rise's slope times
