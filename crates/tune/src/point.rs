@@ -13,7 +13,7 @@
 //! The vrate reported is the effective one (the controller's × V).
 //!
 //! The latency target is judged at p95, the percentile IOCost itself judges on a non-rotational
-//! disk (the profile's suggested target is 1.5 × a p95): on a shared 2-CPU host the p99 of a
+//! disk (the default target is 1.5 × the profile's read p95): on a shared 2-CPU host the p99 of a
 //! userspace engine's reads holds the scheduling stalls of other work, which no vrate changes.
 //!
 //! Per point: **MOF** — the highest rate the tenant sustains alone (≥ 95% of asked) with its p95
