@@ -5,22 +5,31 @@
 //! (`QUEUE_RESERVE` IOs each) and keep no event log, so nothing grows.
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use ioshare::issue::{ioshare_complete, ioshare_dispatch, ioshare_next_tick, ioshare_submit, ioshare_tick};
 use ioshare::lifecycle::{ioshare_free, ioshare_new};
 use ioshare::types::*;
 
-/// Counts allocations while `COUNTING` is set (one test thread does the counting).
+/// Counts the allocations a thread makes while its `COUNTING` is set: the test's own thread, not
+/// the harness's (a global flag counted the harness's allocations too: 4 once, in a loaded run).
 struct Counting;
-static COUNTING: AtomicBool = AtomicBool::new(false);
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+}
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+/// Whether this thread counts its allocations (not while the thread is being torn down).
+fn counting() -> bool {
+    COUNTING.try_with(Cell::get).unwrap_or(false)
+}
 
 // SAFETY: forwards to the system allocator; the counters are atomics.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
+        if counting() {
             ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: forwarded.
@@ -31,7 +40,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
+        if counting() {
             ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: forwarded.
@@ -60,7 +69,7 @@ unsafe fn drive(ctl: *mut ioshare::handle::IoshareCtl, groups: &[u32], start: u6
     for i in 0..rounds {
         now += 2_000;
         let k = i as usize % groups.len();
-        COUNTING.store(count, Ordering::Relaxed);
+        COUNTING.set(count);
         // SAFETY: the caller's contract; every pointer is to a live local.
         unsafe {
             let idle = k == 0 && (i / IDLE_ROUNDS) % 2 == 1;
@@ -84,7 +93,7 @@ unsafe fn drive(ctl: *mut ioshare::handle::IoshareCtl, groups: &[u32], start: u6
                     assert_eq!(ioshare_complete(ctl, now, &io, now - 1_000, now - 1_000), 0);
                 }
             }
-            COUNTING.store(false, Ordering::Relaxed);
+            COUNTING.set(false);
             if ioshare_next_tick(ctl, &mut at) == 0 && at <= now {
                 ioshare_tick(ctl, now);
             }
