@@ -21,8 +21,9 @@
 //! vrate that gives the tenant the protected capacity the device typically keeps for it, as the
 //! anchor's fit of a rising series reaches its level. The two sweeps above: 60.8% and 62.9%.
 
-/// Share of the rise's slope times vrate a point's aMOF must reach to be on the rise: a step of
-/// the bisection is an eighth of MOF, so a point off the rise is at most 3/4 of it.
+/// Share of the rise's slope times vrate a point's aMOF must reach to be on the rise: points on it
+/// are within a few percent of it (410–465 IOPS per percent here), a point off it at least one
+/// bisection step (an eighth of MOF) below.
 pub const ON_RISE: f64 = 0.9;
 
 /// The rise of aMOF with vrate in a sweep's points.
