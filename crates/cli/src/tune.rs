@@ -57,8 +57,8 @@ pub struct Args {
     #[arg(long, value_name = "A,B", default_value = "100,100")]
     weights: String,
     /// The latency-sensitive tenant's p95 target (2ms, 800us) [default: the profile's rule, 1.5 ×
-    /// the p95 of its read-latency run]; with --from-trace, the read and write targets of the solutions' QoS (they set
-    /// its planning period) [default: the kernel's 25ms].
+    /// the p95 of its read-latency run]; with --from-trace, the read and write targets of the
+    /// solutions' QoS (they set its planning period) [default: the kernel's 25ms].
     #[arg(long, value_name = "LATENCY")]
     lat_target: Option<String>,
     /// Add a solution: the highest vrate whose p99 beside the antagonist is within this (2ms).

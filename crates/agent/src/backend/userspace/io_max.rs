@@ -43,18 +43,12 @@ pub const KEEP_WITHIN: f64 = 0.05;
 /// Least time between two writes of a group's limits that both set a limit.
 pub const MIN_WRITE_GAP: Duration = Duration::from_secs(1);
 
-/// Least number of planning periods of length `period` between two writes of a group's limits
-/// ([`MIN_WRITE_GAP`]).
-fn periods_between_writes(period: Duration) -> u32 {
-    (MIN_WRITE_GAP.as_secs_f64() / period.as_secs_f64().max(1e-3)).ceil() as u32
-}
-
 /// How many planning periods of length `period` apart a group's limits are written at most often
 /// on a hierarchy of `flavor`: every period on cgroup v1, once per [`MIN_WRITE_GAP`] on v2.
 pub fn periods_per_write(flavor: Flavor, period: Duration) -> u32 {
     match flavor {
         Flavor::V1 => 1,
-        Flavor::V2 => periods_between_writes(period),
+        Flavor::V2 => (MIN_WRITE_GAP.as_secs_f64() / period.as_secs_f64().max(1e-3)).ceil() as u32,
     }
 }
 
@@ -86,7 +80,7 @@ impl IoMaxWrites {
         }
         self.recent.push_back(planned);
         let smoothed = Throttle { riops: self.median(|t| t.riops), wiops: self.median(|t| t.wiops), ..planned };
-        let gap = periods_between_writes(period);
+        let gap = periods_per_write(Flavor::V2, period);
         if in_force.riops == 0 && in_force.wiops == 0 {
             smoothed
         } else if self.since_write < gap {
@@ -166,6 +160,8 @@ mod tests {
         assert_eq!(writes, 2, "{after:?}");
         let changed = after.iter().position(|t| t.riops == 1500).unwrap();
         assert_eq!(changed, 10, "ten periods (MIN_WRITE_GAP) after the first write");
+        // The cadence the share correction's gain is divided by (`super::classify`).
+        assert_eq!((periods_per_write(Flavor::V2, PERIOD), periods_per_write(Flavor::V1, PERIOD)), (10, 1));
     }
 
     #[test]
