@@ -8,20 +8,22 @@
 # agent's detail (Q alone); its IOs are counted at Q, so its ns per IO are per bio queued.
 #
 # `iops`: the bench's own measure, `ioshare bench --scenario overhead --observe --no-kernel` (the
-# saturating QD32 reader with the observer attached and detached in turns of 100 ms) on a loop device,
+# saturating QD32 reader with the observer attached and detached in turns of 100 ms) on TARGET,
 # ROUNDS times at each detail, the details interleaved; prints each run's attached/detached figure and
-# IO-thread CPU per IO, then their median and range per detail.
+# IO-thread CPU per IO, then their median and range per detail. DETAILS (default `light full`) picks
+# the details, e.g. DETAILS=light for long runs of the default alone.
 #
 # Usage: scripts/observe-cost.sh programs TARGET SECONDS BIN...
-#        scripts/observe-cost.sh iops ROUNDS SECONDS BIN
-#   TARGET   `loop`: a loop device (mq-deadline) over a 1 GiB file in /dev/shm, made and removed here;
-#            or a file this script may create and read (2 GiB, written once if missing), e.g. on vda
+#        scripts/observe-cost.sh iops ROUNDS SECONDS BIN [TARGET]
+#   TARGET   `loop` (the default for `iops`): a loop device (mq-deadline) over a 1 GiB file in /dev/shm,
+#            made and removed here; or a file this script may create and read (2 GiB, written once if
+#            missing), e.g. on vda
 #   SECONDS  seconds per measurement (`iops`: the bench's --duration)
 #   BIN      ioshare binaries (for example target/release/ioshare and a copy of an older build)
 # Root, fio, jq (scripts/setup.sh installs them).
 set -euo pipefail
 
-usage="usage: $0 programs loop|FILE SECONDS BIN... | $0 iops ROUNDS SECONDS BIN"
+usage="usage: $0 programs loop|FILE SECONDS BIN... | $0 iops ROUNDS SECONDS BIN [loop|FILE]"
 if [[ $# -lt 4 || ($1 != programs && $1 != iops) ]]; then
   echo "$usage: give a mode, a target or a round count, a duration and an ioshare binary" >&2
   exit 1
@@ -46,17 +48,22 @@ make_loop() {
   dd if=/dev/zero of="$dev" bs=1M count=1024 oflag=direct status=none
 }
 
-if [[ $mode == programs ]]; then
-  target=$1 secs=$2
-  shift 2
-  if [[ $target == loop ]]; then
+# The target named `loop` or a file: sets $file (what to read) and $watch (its disk).
+open_target() {
+  if [[ $1 == loop ]]; then
     make_loop
     file=$dev watch=$dev
   else
-    file=$target
+    file=$1
     [[ -f $file ]] || fio --name=fill --filename="$file" --size=2G --rw=write --bs=1M --direct=1 >/dev/null
     watch=$(df --output=source "$file" | tail -1)
   fi
+}
+
+if [[ $mode == programs ]]; then
+  target=$1 secs=$2
+  shift 2
+  open_target "$target"
   out=$(mktemp)
   for bin in "$@"; do
     for detail in light queue full; do
@@ -82,16 +89,17 @@ if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
   echo "$usage: ROUNDS '$rounds' must be a positive whole number, like 3" >&2
   exit 1
 fi
-make_loop
+open_target "${4:-loop}"
+read -ra details <<<"${DETAILS:-light full}"
 out=$(mktemp)
 declare -A ratios cpus
 for ((r = 1; r <= rounds; r++)); do
   # Alternate which detail goes first, so a drift of the machine over time favours neither.
-  order=(light full)
-  ((r % 2 == 0)) && order=(full light)
+  order=("${details[@]}")
+  ((r % 2 == 0)) && order=($(printf '%s\n' "${details[@]}" | tac))
   for detail in "${order[@]}"; do
     # The bench exits non-zero when a scenario misses one of its targets; the note is read either way.
-    IOSHARE_OBSERVE_DETAIL=$detail "$bin" bench --scenario overhead --observe --no-kernel --target "$dev" \
+    IOSHARE_OBSERVE_DETAIL=$detail "$bin" bench --scenario overhead --observe --no-kernel --target "$file" \
       --duration "$secs" --json >"$out" || true
     note=$(jq -r '[.. | strings | select(startswith("observe overhead:"))][0] // ""' "$out")
     ratio=$(sed -n 's/.*all [0-9]* windows \([0-9.]*\)% ± \([0-9.]*\)%.*/\1/p' <<<"$note")
@@ -108,6 +116,6 @@ done
 # Median and range of a list of numbers.
 summary() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {
   m = NR % 2 ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2; printf "median %g (%g to %g, %d runs)", m, v[1], v[NR], NR }'; }
-for detail in light full; do
+for detail in "${details[@]}"; do
   echo "$detail: IOPS attached/detached % $(summary <<<"${ratios[$detail]}"); IO thread CPU per IO ns $(summary <<<"${cpus[$detail]}")"
 done

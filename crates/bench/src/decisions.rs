@@ -6,7 +6,8 @@
 
 use ioshare_core::iocost::line::DevNum;
 use ioshare_core::iocost::model::VTIME_PER_USEC;
-use ioshare_core::iocost::replay::replay;
+use ioshare_core::iocost::replay::{replay, replay_donations, Cause};
+use ioshare_core::iocost::tree::WEIGHT_ONE;
 use ioshare_observe::iocost::IocostObserver;
 
 /// Differences listed in a run's note, at most.
@@ -36,20 +37,28 @@ impl DecisionRecorder {
             Ok(o) => o,
             Err(e) => return format!("kernel-iocost decisions not recorded: {e}"),
         };
-        let (periods, lost) = match observer.take_periods() {
+        let (recorded, lost) = match observer.take_decisions() {
             Ok(p) => p,
             Err(e) => return format!("kernel-iocost decisions not recorded: {e}"),
         };
-        let mine: Vec<_> = periods.into_iter().filter(|p| p.dev == self.dev).collect();
-        let r = replay(&mine);
+        let mine = recorded.of_device(self.dev);
+        let r = replay(&mine.periods);
+        let d = replay_donations(&mine.donations);
         let pct = |v: u64| v as f64 * 100.0 / VTIME_PER_USEC as f64;
         let mut line = format!(
             "kernel-iocost decisions on {}, replayed through ioshare's planner rules: {} of {} periods identical \
-             (busy level and vrate step){}",
+             (busy level and vrate step), {} of {} donation decisions ({} donors; otherwise {} read after IOs \
+             moved the budget, {} the kernel's 32-bit overflow, {} by the rules){}",
             self.name,
             r.identical,
             r.periods,
-            if lost > 0 { format!("; {lost} periods lost") } else { String::new() }
+            d.identical,
+            d.decisions,
+            d.donors,
+            d.count(Cause::Raced),
+            d.count(Cause::KernelUsageOverflow),
+            d.count(Cause::Rules),
+            if lost > 0 { format!("; {lost} decisions lost") } else { String::new() }
         );
         for d in r.differences.iter().take(LISTED) {
             let k = &d.kernel;
@@ -67,6 +76,18 @@ impl DecisionRecorder {
                 k.rq_wait_pct,
                 k.nr_lagging,
                 k.nr_shortages
+            );
+        }
+        for x in d.differences.iter().filter(|x| x.cause == Cause::Rules).take(LISTED) {
+            line += &format!(
+                "; period {} cgroup {}: the kernel {} at a target of {} (of {}), ioshare {} at {}",
+                x.kernel.period,
+                x.kernel.cgroup,
+                if x.kernel.donated { "donated" } else { "kept its weight" },
+                x.kernel.new_hwi,
+                WEIGHT_ONE,
+                if x.donates { "donated" } else { "kept its weight" },
+                x.new_hwi
             );
         }
         line

@@ -52,13 +52,14 @@ pub struct Args {
     /// usage, wait, debt and delay (cgroup v2 with io.cost.qos enabled; from its tracepoints).
     #[arg(long, conflicts_with_all = ["svg", "detail", "cost"])]
     iocost: bool,
-    /// With --iocost: also write every period the kernel reports (its vrate event: the period's
-    /// inputs and the busy level and vrate it decided) to this new file, one JSON object per line,
-    /// for --replay.
+    /// With --iocost: also write the kernel's decisions to this new file, one JSON object per line,
+    /// for --replay: every period's (its vrate event: the period's inputs and the busy level and
+    /// vrate it decided) and every cgroup's donation decision with the state it was made on.
     #[arg(long, value_name = "FILE", requires = "iocost")]
     record: Option<PathBuf>,
     /// Replay a --record file through ioshare's planner rules instead of watching: per device the
-    /// periods compared, those decided identically, and each difference (no root needed).
+    /// periods and donation decisions compared, those decided identically, and each difference (no
+    /// root needed).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["iocost", "svg", "prometheus", "cost", "duration"])]
     replay: Option<PathBuf>,
     /// Also measure the observer's own CPU time per event (kernel BPF run-time statistics, which cost
@@ -273,15 +274,17 @@ fn watch_iocost(
         let snap = read(&mut observer)?;
         let t = started.elapsed().as_secs_f64();
         if let Some(file) = record.as_mut() {
-            let (periods, lost) = observer.take_periods()?;
-            let wanted = |dev: u32| device.is_none_or(|(major, minor)| dev == major << 20 | minor);
-            for p in periods.iter().filter(|p| wanted(p.dev)) {
-                writeln!(file, "{}", serde_json::to_string(p)?)?;
+            let (mut decisions, lost) = observer.take_decisions()?;
+            if let Some((major, minor)) = device {
+                decisions = decisions.of_device(major << 20 | minor);
+            }
+            for line in decisions.lines() {
+                writeln!(file, "{}", serde_json::to_string(&line)?)?;
             }
             file.flush()?;
             if lost > 0 {
                 eprintln!(
-                    "ioshare observe: {lost} periods lost so far: the kernel reported them faster than they were read"
+                    "ioshare observe: {lost} decisions lost so far: the kernel reported them faster than they were read"
                 );
             }
         }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use ioshare_core::iocost::replay::Cause;
 use ioshare_observe::iocost::{IocGroup, IocostObserver, IocostSnapshot};
 use ioshare_testkit::{in_lab, run_tests_in_lab, KillOnDrop};
 
@@ -181,10 +182,24 @@ fn v2_iocost_figures_match_io_stat() {
     // io.stat rounds to 0.01%.
     assert!((device.vrate_pct - vrate).abs() <= 0.005 + 1e-9, "vrate {} vs io.stat {vrate}", device.vrate_pct);
     eprintln!("{}", ioshare_observe::iocost::render::table(&snap));
-    let (periods, lost) = observer.take_periods().unwrap();
-    let replay = ioshare_core::iocost::replay::replay(&periods);
-    eprintln!("replay: {} periods, {} identical, lost {lost}", replay.periods, replay.identical);
-    assert!(lost == 0 && replay.periods > 0, "{lost} periods lost, {} read", replay.periods);
+    let (recorded, lost) = observer.take_decisions().unwrap();
+    let replay = ioshare_core::iocost::replay::replay(&recorded.periods);
+    let donations = ioshare_core::iocost::replay::replay_donations(&recorded.donations);
+    eprintln!(
+        "replay: {} periods, {} identical; {} donation decisions ({} donors), {} identical, {} raced, {} overflowed; \
+         lost {lost}",
+        replay.periods,
+        replay.identical,
+        donations.decisions,
+        donations.donors,
+        donations.identical,
+        donations.count(Cause::Raced),
+        donations.count(Cause::KernelUsageOverflow)
+    );
+    assert!(lost == 0 && replay.periods > 0, "{lost} decisions lost, {} periods read", replay.periods);
     assert!(replay.differences.is_empty(), "decided otherwise than the kernel: {:#?}", replay.differences);
+    // Not asserted: a record read after IOs moved the budget, and the kernel's overflow (see
+    // ioshare_core::iocost::replay::donations).
+    assert_eq!(donations.count(Cause::Rules), 0, "donated otherwise than the kernel: {:#?}", donations.differences);
     drop((low, high));
 }

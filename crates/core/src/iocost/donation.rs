@@ -1,7 +1,7 @@
 //! Budget donation: groups that do not use their share lend it out by lowering their in-use weight.
 //!
 //! Two steps, once per period. First, each donor candidate gets a target hweight_inuse
-//! ([`IoCost::hweight_after_donation`]): the share that, if it uses next period what it used in the
+//! ([`DonorInputs::target`], a pure function of the group's state that the decision replay shares): the share that, if it uses next period what it used in the
 //! last, leaves its budget at exactly 50% of a period — `usage = (1 − 0.5 + delta) · new_hwi`, where
 //! `delta` is its remaining budget as a fraction of the period.
 //!
@@ -16,61 +16,142 @@
 //! is `w' = s'_parent · t' / b'_parent`. Proportions among non-donors hold, donors land on their
 //! targets, and the leaves still sum to one — up to the 1/65536 round-ups, which the clamps absorb.
 
+use serde::{Deserialize, Serialize};
+
 use super::model::CostModel;
-use super::tree::{after, WEIGHT_ONE};
+use super::tree::{cost_to_abs_cost, WEIGHT_ONE};
 use super::IoCost;
 use crate::io::Nanos;
 
 /// Fixed-point share of a period a donor's budget should end at.
 const TARGET_FRACTION: i64 = WEIGHT_ONE as i64 * super::MARGIN_TARGET_PCT as i64 / 100;
 
-impl<M: CostModel> IoCost<M> {
-    /// The hweight_inuse node `node` should keep after donating; `hwm` means "no donation". Also
-    /// throws away budget above the 50% target, booking it as vtime lost (kernel
-    /// `hweight_after_donation`).
-    pub(crate) fn hweight_after_donation(&mut self, node: u32, old_hwi: u64, hwm: u64, usage: u64, vnow: u64) -> u64 {
-        let n = &mut self.tree.nodes[node as usize];
-        if n.abs_vdebt != 0 {
+/// One group's state at a period's end, as the donation decision reads it (kernel `ioc_timer_fn`;
+/// kernel units: vtime, µs, [`WEIGHT_ONE`] shares). The planner fills it from its tree, the decision
+/// replay ([`super::replay`]) from the kernel's own events, and both decide with the same rules.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DonorInputs {
+    /// Usage in the period, µs at the base vrate (kernel `usage_delta_us`).
+    pub usage_us: u64,
+    /// Cost charged and not yet completed, vtime (`vtime − done_vtime`).
+    pub inflight_vtime: u64,
+    /// µs the group was active in the period (since the later of the period's start and its activation).
+    pub usage_dur_us: u64,
+    /// Base vrate, vtime per µs.
+    pub vtime_base_rate: u64,
+    /// hweight_active, hweight_inuse, and hweight_max (its share with its inuse at full weight).
+    pub hwa: u64,
+    /// See `hwa`.
+    pub hwi: u64,
+    /// See `hwa`.
+    pub hwm: u64,
+    /// Budget left: the device's vtime less the group's (`vnow − vtime`).
+    pub budget_vtime: i64,
+    /// The period's length in vtime (`vnow − period_at_vtime`).
+    pub period_vtime: u64,
+    /// The budget margins, vtime: below `min` no donation, above `low` a full-weight group may donate,
+    /// `target` the budget a donor is left with.
+    pub margin_min: u64,
+    /// See `margin_min`.
+    pub margin_low: u64,
+    /// See `margin_min`.
+    pub margin_target: u64,
+    /// IOs wait for budget.
+    pub waiting: bool,
+    /// The group is in debt (debt handling owns its inuse).
+    pub in_debt: bool,
+}
+
+impl DonorInputs {
+    /// Whether the group is weighed for donation at all: it already donates, or nothing of its waits
+    /// and it has more than the low margin of budget left.
+    pub fn is_candidate(&self) -> bool {
+        self.hwi < self.hwa || (!self.waiting && self.budget_vtime > self.margin_low as i64)
+    }
+
+    /// Its share of the device in the period ([`WEIGHT_ONE`] units): what it used, or what its IOs
+    /// in flight cost if more, over the time it was active.
+    pub fn usage(&self) -> u64 {
+        let inflight_us = match self.inflight_vtime {
+            0 => 0,
+            v => cost_to_abs_cost(v, self.hwi).div_ceil(self.vtime_base_rate),
+        };
+        (self.usage_us.max(inflight_us) * WEIGHT_ONE).div_ceil(self.usage_dur_us.max(1)).clamp(1, WEIGHT_ONE)
+    }
+
+    /// The hweight_inuse it should keep (kernel `hweight_after_donation`): 1 in debt, `hwm` (no
+    /// donation) while it waits or has less than the minimum margin, else the share that leaves its
+    /// budget at the target margin after a period like the last, its budget above the target first
+    /// thrown away ([`Self::excess`]).
+    pub fn target(&self) -> u64 {
+        if self.in_debt {
             return 1;
         }
-        if !n.waitq.is_empty() || after(n.vtime, vnow.wrapping_sub(self.margins.min)) {
-            return hwm;
+        if self.waiting || self.budget_vtime < self.margin_min as i64 {
+            return self.hwm;
         }
-        let excess = vnow.wrapping_sub(n.vtime).wrapping_sub(self.margins.target) as i64;
+        let budget = self.budget_vtime.min(self.margin_target as i64);
+        let delta = (WEIGHT_ONE as i128 * budget as i128 / self.period_vtime.max(1) as i128) as i64;
+        let new_hwi = WEIGHT_ONE as i64 * self.usage() as i64 / (WEIGHT_ONE as i64 - TARGET_FRACTION + delta);
+        new_hwi.clamp(1, self.hwm as i64) as u64
+    }
+
+    /// The budget above the target margin that [`Self::target`] throws away, vtime (0 when it keeps all).
+    pub fn excess(&self) -> u64 {
+        if self.in_debt || self.waiting || self.budget_vtime < self.margin_min as i64 {
+            return 0;
+        }
+        self.budget_vtime.saturating_sub(self.margin_target as i64).max(0) as u64
+    }
+
+    /// The decision: `Some(target)` when it donates down to `target`, `None` when it keeps its full
+    /// share (a target at `hwm`, or a share too small to split).
+    pub fn donation(&self) -> Option<u64> {
+        let target = self.target();
+        (target < self.hwm && self.hwa >= 2).then_some(target)
+    }
+}
+
+/// Donors' `(hweight_active, target)` pairs: when the targets sum to a whole device or more, those
+/// targeting more than their own share are scaled down together until the sum is just below it
+/// (kernel `transfer_surpluses`' first step; the others keep theirs).
+pub fn scale_down_over_share(targets: &mut [(u64, u64)]) {
+    let after_sum: u64 = targets.iter().map(|&(_, t)| t).sum();
+    let over_sum: u64 = targets.iter().filter(|&&(hwa, t)| t > hwa).map(|&(_, t)| t).sum();
+    let over_target = if after_sum >= WEIGHT_ONE { over_sum.saturating_sub(after_sum - (WEIGHT_ONE - 1)) } else { 0 };
+    if over_target != 0 {
+        for (hwa, t) in targets.iter_mut() {
+            if *t > *hwa {
+                *t = *t * over_target / over_sum;
+            }
+        }
+    }
+}
+
+impl<M: CostModel> IoCost<M> {
+    /// Throws away the budget of node `node` above the target margin, booking it as vtime lost
+    /// (the side effect of the kernel's `hweight_after_donation`).
+    pub(crate) fn throw_away_excess(&mut self, node: u32, inputs: &DonorInputs) {
+        let excess = inputs.excess();
         if excess > 0 {
-            n.vtime = n.vtime.wrapping_add(excess as u64);
-            n.done_vtime = n.done_vtime.wrapping_add(excess as u64);
-            self.vtime_err -= (excess as u64 * old_hwi / WEIGHT_ONE) as i64;
+            let n = &mut self.tree.nodes[node as usize];
+            n.vtime = n.vtime.wrapping_add(excess);
+            n.done_vtime = n.done_vtime.wrapping_add(excess);
+            self.vtime_err -= (excess * inputs.hwi / WEIGHT_ONE) as i64;
         }
-        let period_vtime = vnow.wrapping_sub(self.period_at_vtime) as i64;
-        let delta = (WEIGHT_ONE as i128 * vnow.wrapping_sub(n.vtime) as i64 as i128 / period_vtime as i128) as i64;
-        let new_hwi = WEIGHT_ONE as i64 * usage as i64 / (WEIGHT_ONE as i64 - TARGET_FRACTION + delta);
-        new_hwi.clamp(1, hwm as i64) as u64
     }
 
     /// Sets the donors' inuse weights so each lands on its `hweight_after_donation` while the rest of
     /// the tree keeps its proportions (kernel `transfer_surpluses`).
     pub(crate) fn transfer_surpluses(&mut self, now: Nanos, donors: &[u32], vnow: u64) {
         let w1 = WEIGHT_ONE;
-        // Scale down donors targeting more than their full share if the targets sum past one.
-        let (mut after_sum, mut over_sum) = (0u64, 0u64);
-        for &d in donors {
-            let (hwa, _) = self.tree.hweights(d);
-            let t = self.tree.nodes[d as usize].hweight_after_donation;
-            after_sum += t;
-            if t > hwa {
-                over_sum += t;
-            }
-        }
-        let over_target = if after_sum >= w1 { over_sum.saturating_sub(after_sum - (w1 - 1)) } else { 0 };
-        if over_target != 0 {
-            for &d in donors {
-                let (hwa, _) = self.tree.hweights(d);
-                let n = &mut self.tree.nodes[d as usize];
-                if n.hweight_after_donation > hwa {
-                    n.hweight_after_donation = n.hweight_after_donation * over_target / over_sum;
-                }
-            }
+        let mut targets: Vec<(u64, u64)> = donors
+            .iter()
+            .map(|&d| (self.tree.hweights(d).0, self.tree.nodes[d as usize].hweight_after_donation))
+            .collect();
+        scale_down_over_share(&mut targets);
+        for (&d, &(_, t)) in donors.iter().zip(&targets) {
+            self.tree.nodes[d as usize].hweight_after_donation = t;
         }
 
         // Pre-order list of the donors' inner ancestors, root first.

@@ -9,7 +9,7 @@
 use std::cmp::Reverse;
 
 use super::model::{CostModel, RANDIO_PAGES, VTIME_PER_NSEC};
-use super::tree::{abs_cost_to_cost, after, before, cost_to_abs_cost, WEIGHT_ONE};
+use super::tree::{abs_cost_to_cost, after, cost_to_abs_cost, WEIGHT_ONE};
 use super::IoCost;
 use crate::controller::{Completion, Dispatch, Event, Submit};
 use crate::io::{Io, Nanos, NSEC_PER_USEC};
@@ -418,10 +418,5 @@ impl<M: CostModel> IoCost<M> {
     pub(crate) fn is_idle(&self, node: u32) -> bool {
         let n = &self.tree.nodes[node as usize];
         n.active_period != self.cur_period && n.done_vtime == n.vtime
-    }
-
-    /// True when `vtime` is below `vnow - margin`: the group has more than `margin` of budget.
-    pub(crate) fn has_budget_above(vtime: u64, vnow: u64, margin: u64) -> bool {
-        before(vtime, vnow.wrapping_sub(margin))
     }
 }

@@ -14,8 +14,9 @@
 //! a missed latency target shrinks the slot limit and vrate coasts (also at one slot), vrate does
 //! not rise while the slots were full, and groups short of slots do not donate.
 
+use super::donation::DonorInputs;
 use super::model::CostModel;
-use super::tree::{after, before, cost_to_abs_cost, WEIGHT_ONE};
+use super::tree::{after, before, WEIGHT_ONE};
 use super::{IoCost, LatStat};
 use crate::controller::Event;
 use crate::io::{Nanos, NSEC_PER_USEC};
@@ -183,35 +184,45 @@ impl<M: CostModel> IoCost<M> {
             {
                 nr_lagging += 1;
             }
-            let mut usage_us = n.usage_delta_us;
-            usage_us_sum += usage_us;
+            usage_us_sum += n.usage_delta_us;
+            // Activation and period start in whole µs, as the kernel keeps them.
+            let since_us = n.activated_at.max(self.period_at) / NSEC_PER_USEC;
+            let inputs = DonorInputs {
+                usage_us: n.usage_delta_us,
+                inflight_vtime: vtime.wrapping_sub(vdone),
+                usage_dur_us: (now / NSEC_PER_USEC).saturating_sub(since_us),
+                vtime_base_rate: self.vtime_base_rate,
+                hwa,
+                hwi,
+                hwm: self.tree.hweight_max(i),
+                budget_vtime: vnow.wrapping_sub(vtime) as i64,
+                period_vtime,
+                margin_min: self.margins.min,
+                margin_low: self.margins.low,
+                margin_target: self.margins.target,
+                waiting: !n.waitq.is_empty(),
+                in_debt: n.abs_vdebt != 0,
+            };
+            // With the depth option, a group short of slots is held back by the device: it keeps
+            // its weight unless it already donates.
             let short_of_slots = self.slots.as_ref().is_some_and(|s| s.short_of_slots(i, hwa, WEIGHT_ONE));
-            let candidate = hwi < hwa
-                || (n.waitq.is_empty() && !short_of_slots && Self::has_budget_above(vtime, vnow, self.margins.low));
+            let candidate = if short_of_slots { hwi < hwa } else { inputs.is_candidate() };
             if !candidate {
                 nr_shortages += 1;
                 continue;
             }
-            if vdone != vtime {
-                let inflight_us = cost_to_abs_cost(vtime.wrapping_sub(vdone), hwi).div_ceil(self.vtime_base_rate);
-                usage_us = usage_us.max(inflight_us);
-            }
-            let since = if n.activated_at > self.period_at { n.activated_at } else { self.period_at };
-            let usage_dur_us = (now.saturating_sub(since) / NSEC_PER_USEC).max(1);
-            let usage = (usage_us * WEIGHT_ONE).div_ceil(usage_dur_us).clamp(1, WEIGHT_ONE);
-            let hwm = self.tree.hweight_max(i);
-            let new_hwi = self.hweight_after_donation(i, hwi, hwm, usage, vnow);
-            if new_hwi < hwm && hwa >= 2 {
+            self.throw_away_excess(i, &inputs);
+            if let Some(new_hwi) = inputs.donation() {
                 let n = &mut self.tree.nodes[i as usize];
                 n.hweight_donating = hwa;
                 n.hweight_after_donation = new_hwi;
                 donors.push(i);
-            } else if self.tree.nodes[i as usize].abs_vdebt == 0 {
+            } else if !inputs.in_debt {
                 // Debt owns a debtor's inuse: only others snap back to full weight here.
                 let n = &self.tree.nodes[i as usize];
                 let (active, margin) = (n.active, vnow.wrapping_sub(n.vtime) as i64);
                 if n.inuse != active {
-                    self.log_inuse(now, i, "shortage", hwi, hwm);
+                    self.log_inuse(now, i, "shortage", hwi, inputs.hwm);
                 }
                 self.tree.propagate(i, active, active, Some(margin));
                 nr_shortages += 1;

@@ -13,10 +13,13 @@
 //! What the recording cannot carry: the number of IOs completed in the period. Linux 6.1 (the lab's
 //! kernel) has no rule on it; ioshare keeps the level through a period without completions while IOs
 //! lag (the kernel's 2026 fix). The replay gives the rules one completion, which is 6.1's behaviour.
-//! The replay covers the busy level and the vrate step, the decisions the event reports; donation
-//! and inuse decisions need per-cgroup inputs the event does not carry.
+//! The busy level and the vrate step are replayed here; each cgroup's donation decision, from the
+//! per-cgroup events, in [`donations`]. A recording holds both kinds of line ([`Recorded`]).
 
 use serde::{Deserialize, Serialize};
+
+mod donations;
+pub use donations::{replay_donations, Cause, DonationDifference, DonationReplay, KernelDonation};
 
 use super::planner::{adjust_vrate, adjusts_vrate, next_busy_level, PeriodSignals};
 
@@ -52,6 +55,57 @@ pub struct KernelPeriod {
     /// Active cgroups at the event: with none, the period ends the device's activity and the
     /// kernel resets the busy level.
     pub nr_active: u32,
+}
+
+/// One line of a recording: a period's vrate decision or one cgroup's donation decision.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Recorded {
+    /// A period (`iocost_ioc_vrate_adj`).
+    Period(KernelPeriod),
+    /// A cgroup's donation decision (`iocost_inuse_transfer`, `iocost_inuse_shortage`).
+    Donation(KernelDonation),
+}
+
+/// A recording's decisions of both kinds, as read from the kernel or from a file.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Recording {
+    /// The periods' vrate decisions.
+    pub periods: Vec<KernelPeriod>,
+    /// The cgroups' donation decisions.
+    pub donations: Vec<KernelDonation>,
+}
+
+impl Recording {
+    /// Keeps only device `dev`'s decisions.
+    pub fn of_device(mut self, dev: u32) -> Recording {
+        self.periods.retain(|p| p.dev == dev);
+        self.donations.retain(|d| d.dev == dev);
+        self
+    }
+
+    /// Its lines, periods first, each as [`Recorded`] serializes it.
+    pub fn lines(&self) -> impl Iterator<Item = Recorded> + '_ {
+        self.periods.iter().copied().map(Recorded::Period).chain(self.donations.iter().copied().map(Recorded::Donation))
+    }
+
+    /// Whether it holds no decision.
+    pub fn is_empty(&self) -> bool {
+        self.periods.is_empty() && self.donations.is_empty()
+    }
+}
+
+impl FromIterator<Recorded> for Recording {
+    fn from_iter<I: IntoIterator<Item = Recorded>>(lines: I) -> Recording {
+        let mut out = Recording::default();
+        for line in lines {
+            match line {
+                Recorded::Period(p) => out.periods.push(p),
+                Recorded::Donation(d) => out.donations.push(d),
+            }
+        }
+        out
+    }
 }
 
 /// What differed in one period.

@@ -9,8 +9,10 @@
  * program reads the fields it needs with CO-RE (offsets from the running kernel's BTF, so a kernel
  * whose structs moved still reads right, and one whose fields are gone refuses to load) and keeps the
  * latest state per device in `devices` and per (device, cgroup) in `groups`; user space reads the
- * maps when it wants a snapshot. Only the vrate event is also sent, whole, to the `periods` ring
- * buffer (a few per period, never per IO), for a reader that records the kernel's decisions.
+ * maps when it wants a snapshot. For a reader that records the kernel's decisions, the vrate event
+ * is also sent whole to the `periods` ring buffer, and each donation decision (`_transfer` for a
+ * donor, `_shortage` for a candidate that keeps its weight) to `donations` with the cgroup state it
+ * was decided on (at most one per active cgroup and period, never per IO).
  *
  * When it runs: `iocost_ioc_vrate_adj` fires in the period timer when vrate moves, when the busy level
  * changes, or when IOs lag; it carries that period's missed-latency ppm, request-wait %, lagging and
@@ -57,12 +59,19 @@ struct {
 	__uint(max_entries, 256 * 1024);
 } periods SEC(".maps");
 
+/* Each cgroup's donation decision, for the same reader (see struct ioc_donation). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} donations SEC(".maps");
+
 /* Events that could not be kept (a full map), for user space to report. */
 __u64 dropped = 0;
-/* Period records lost to a full ring buffer (nobody reading, or reading too late). */
+/* Period and donation records lost to a full ring buffer (nobody reading, or reading too late). */
 __u64 periods_lost = 0;
-/* Never written: it only makes the skeleton carry struct ioc_period, the ring buffer's record. */
+/* Never written: they only make the skeleton carry the ring buffers' records. */
 struct ioc_period period_layout = {};
+struct ioc_donation donation_layout = {};
 
 static __always_inline __u32 ioc_dev(struct ioc *ioc)
 {
@@ -262,6 +271,93 @@ int BPF_PROG(iocost_ioc_vrate_adj, struct ioc *ioc, __u64 new_vrate, __u32 *miss
 	return on_vrate_adj(ioc, new_vrate, missed_ppm, rq_wait_pct, nr_lagging, nr_shortages);
 }
 
+/* The cgroup's hweight with its own inuse at its active weight (kernel current_hweight_max), from
+ * the tree as it stands. */
+static __always_inline __u32 hweight_max(struct ioc_gq *iocg)
+{
+	__u64 ancestors = (__u64)iocg + bpf_core_field_offset(struct ioc_gq, ancestors);
+	int level = BPF_CORE_READ(iocg, level);
+	__u64 hwm = 65536, inuse = BPF_CORE_READ(iocg, active);
+
+	for (int i = 0; i < MAX_LEVELS; i++) {
+		int lvl = level - 1 - i;
+		if (lvl < 0)
+			break;
+		struct ioc_gq *parent = 0, *child = 0;
+		bpf_probe_read_kernel(&parent, sizeof(parent), (void *)(ancestors + (__u64)lvl * sizeof(void *)));
+		bpf_probe_read_kernel(&child, sizeof(child), (void *)(ancestors + (__u64)(lvl + 1) * sizeof(void *)));
+		if (!parent || !child)
+			return 0;
+		__u64 child_inuse_sum = BPF_CORE_READ(parent, child_inuse_sum) + inuse - BPF_CORE_READ(child, inuse);
+		__u64 child_active_sum = BPF_CORE_READ(parent, child_active_sum);
+		if (!child_inuse_sum || !child_active_sum)
+			return 0;
+		hwm = hwm * inuse / child_inuse_sum;
+		inuse = (BPF_CORE_READ(parent, active) * child_inuse_sum + child_active_sum - 1) / child_active_sum;
+	}
+	return hwm > 1 ? hwm : 1;
+}
+
+/* A donation decision: the cgroup's state and the event's verdict into `donations`, and the cgroup
+ * counted as any event. */
+static __always_inline int on_donation(struct ioc_gq *iocg, struct ioc_now *now, __u64 new_hwi, bool donated,
+				       __u32 event)
+{
+	struct ioc *ioc = BPF_CORE_READ(iocg, ioc);
+	struct ioc_device *d = touch_device(ioc);
+
+	if (!d)
+		return 0;
+	record_with_ancestors(iocg, ioc_dev(ioc), d->period, event);
+	struct ioc_donation *r = bpf_ringbuf_reserve(&donations, sizeof(*r), 0);
+	if (!r) {
+		__sync_fetch_and_add(&periods_lost, 1);
+		return 0;
+	}
+	__u64 now_us = BPF_CORE_READ(now, now), vnow = BPF_CORE_READ(now, vnow);
+	__u64 vtime = BPF_CORE_READ(iocg, vtime.counter), done = BPF_CORE_READ(iocg, done_vtime.counter);
+	__u64 activated_at = BPF_CORE_READ(iocg, activated_at), period_at = BPF_CORE_READ(ioc, period_at);
+	__u64 waitq = (__u64)iocg + bpf_core_field_offset(struct ioc_gq, waitq) +
+		      bpf_core_field_offset(struct wait_queue_head, head);
+	struct blkcg_gq *blkg = BPF_CORE_READ(iocg, pd.blkg);
+
+	r->at_ns = d->at_ns;
+	r->period = d->period;
+	r->cgroup = BPF_CORE_READ(blkg, blkcg, css.cgroup, kn, id);
+	r->usage_us = BPF_CORE_READ(iocg, usage_delta_us);
+	r->inflight_vtime = vtime - done;
+	r->usage_dur_us = now_us - (activated_at > period_at ? activated_at : period_at);
+	r->vtime_base_rate = BPF_CORE_READ(ioc, vtime_base_rate);
+	r->budget_vtime = (__s64)(vnow - vtime);
+	r->period_vtime = vnow - BPF_CORE_READ(ioc, period_at_vtime);
+	r->margin_min = BPF_CORE_READ(ioc, margins.min);
+	r->margin_low = BPF_CORE_READ(ioc, margins.low);
+	r->margin_target = BPF_CORE_READ(ioc, margins.target);
+	r->new_hwi = new_hwi;
+	r->dev = ioc_dev(ioc);
+	r->donated = donated;
+	r->hwa = BPF_CORE_READ(iocg, hweight_active);
+	r->hwi = BPF_CORE_READ(iocg, hweight_inuse);
+	r->hwm = hweight_max(iocg);
+	r->waiting = (__u64)BPF_CORE_READ(iocg, waitq.head.next) != waitq;
+	r->in_debt = BPF_CORE_READ(iocg, abs_vdebt) != 0;
+	r->pad = 0;
+	bpf_ringbuf_submit(r, 0);
+	return 0;
+}
+
+/* The donation events: iocg, its path, the timer's clock, inuse and hweight_inuse before and after. */
+#define DONATION_EVENT(tp, donated, event)                                                              \
+	SEC("raw_tp/" #tp)                                                                              \
+	int BPF_PROG(tp, struct ioc_gq *iocg, const char *path, struct ioc_now *now, __u32 old_inuse,   \
+		     __u32 new_inuse, __u64 old_hwi, __u64 new_hwi)                                     \
+	{                                                                                               \
+		return on_donation(iocg, now, new_hwi, donated, event);                                 \
+	}
+
+DONATION_EVENT(iocost_inuse_shortage, false, IOC_EV_SHORTAGE)
+DONATION_EVENT(iocost_inuse_transfer, true, IOC_EV_TRANSFER)
+
 /* The program of one cgroup event: the iocg is the first argument of each. */
 #define GROUP_EVENT(tp, event)                          \
 	SEC("raw_tp/" #tp)                              \
@@ -272,8 +368,6 @@ int BPF_PROG(iocost_ioc_vrate_adj, struct ioc *ioc, __u64 new_vrate, __u32 *miss
 
 GROUP_EVENT(iocost_iocg_activate, IOC_EV_ACTIVATE)
 GROUP_EVENT(iocost_iocg_idle, IOC_EV_IDLE)
-GROUP_EVENT(iocost_inuse_shortage, IOC_EV_SHORTAGE)
-GROUP_EVENT(iocost_inuse_transfer, IOC_EV_TRANSFER)
 GROUP_EVENT(iocost_inuse_adjust, IOC_EV_ADJUST)
 GROUP_EVENT(iocost_iocg_forgive_debt, IOC_EV_FORGIVE)
 

@@ -58,6 +58,35 @@ struct ioc_period {
 	__u32 nr_active;     /* active cgroups at the event: none left means the timer resets the level */
 };
 
+/* One cgroup's donation decision in a period, with the inputs the kernel decided on (the
+ * `donations` ring buffer): `iocost_inuse_transfer` for a donor (new_hwi: its target hweight_inuse),
+ * `iocost_inuse_shortage` for a candidate that keeps its full weight (new_hwi: what it computed).
+ * Read at the event: the budget after the kernel threw away what was above the target margin, and
+ * hwm as the cgroup tree stands then. */
+struct ioc_donation {
+	__u64 at_ns;
+	__u64 period;
+	__u64 cgroup;
+	__u64 usage_us;        /* usage_delta_us: the period's usage at the base vrate */
+	__u64 inflight_vtime;  /* vtime - done_vtime */
+	__u64 usage_dur_us;    /* now - the later of activated_at and period_at */
+	__u64 vtime_base_rate;
+	__s64 budget_vtime;    /* vnow - vtime */
+	__u64 period_vtime;    /* vnow - period_at_vtime */
+	__u64 margin_min;
+	__u64 margin_low;
+	__u64 margin_target;
+	__u64 new_hwi;         /* the event's new_hw_inuse */
+	__u32 dev;
+	__u32 donated;         /* 1: transfer, 0: shortage */
+	__u32 hwa;             /* hweight_active */
+	__u32 hwi;             /* hweight_inuse before the decision */
+	__u32 hwm;             /* hweight with its inuse at its active weight */
+	__u32 waiting;         /* IOs wait for budget */
+	__u32 in_debt;
+	__u32 pad;
+};
+
 struct ioc_group_key {
 	__u64 cgroup; /* kernfs id of the cgroup */
 	__u32 dev;    /* MAJOR << 20 | MINOR */

@@ -119,9 +119,26 @@ struct ioc_params {
 	__u32 qos[6];
 };
 
+/* Budget margins, vtime: below `min` no donation, above `low` a full-weight cgroup may donate,
+ * `target` what a donor keeps. */
+struct ioc_margins {
+	__s64 min;
+	__s64 low;
+	__s64 target;
+};
+
+/* The period timer's clock: wall time in µs and the device's vtime. */
+struct ioc_now {
+	__u64 now;
+	__u64 vnow;
+};
+
 struct ioc {
 	struct rq_qos rqos;
 	struct ioc_params params;
+	struct ioc_margins margins;
+	__u64 period_at;       /* the period's start, µs */
+	__u64 period_at_vtime; /* and in vtime */
 	__u32 period_us;
 	__u64 vrate_min;
 	__u64 vrate_max;
@@ -142,9 +159,19 @@ struct iocg_stat {
 	__u64 indelay_us;
 };
 
+struct wait_queue_head {
+	struct list_head head;
+};
+
 struct ioc_gq {
 	struct blkg_policy_data pd;
 	struct ioc *ioc;
+	atomic64_t vtime;
+	atomic64_t done_vtime;
+	__u64 activated_at; /* µs */
+	__u64 child_active_sum;
+	__u64 child_inuse_sum;
+	struct wait_queue_head waitq;
 	__u32 weight;
 	__u32 active;
 	__u32 inuse;

@@ -9,13 +9,14 @@ use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::time::Duration;
 
-use ioshare_core::iocost::replay::KernelPeriod;
+use ioshare_core::iocost::donation::DonorInputs;
+use ioshare_core::iocost::replay::{KernelDonation, KernelPeriod, Recording};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBufferBuilder};
 
 use super::snapshot::{debt_ms, vrate_pct, weight, IocDevice, IocEvents, IocGroup, IocostSnapshot};
 use crate::error::{Error, Result};
-use crate::iocost_skel::types::{ioc_device, ioc_group, ioc_group_key, ioc_period};
+use crate::iocost_skel::types::{ioc_device, ioc_donation, ioc_group, ioc_group_key, ioc_period};
 use crate::iocost_skel::{IocostSkel, IocostSkelBuilder};
 use crate::loader::{can_trace, from_bytes, DEBUG_ENV};
 use crate::names::{device_name, CgroupNames};
@@ -55,14 +56,18 @@ impl IocostObserver {
         Ok(IocostObserver { _links: links, skel, names: CgroupNames::discover() })
     }
 
-    /// Takes the periods the kernel reported since the last call (every `iocost_ioc_vrate_adj` event,
-    /// for [`ioshare_core::iocost::replay`]), oldest first, and how many were lost to a full buffer
-    /// since the observer started (256 KiB: about 2 700 periods; call it at least every second).
-    pub fn take_periods(&mut self) -> Result<(Vec<KernelPeriod>, u64)> {
-        let mut periods = Vec::new();
-        let mut bad = None;
+    /// Takes the decisions the kernel reported since the last call, oldest first — every period's
+    /// vrate decision (`iocost_ioc_vrate_adj`) and every cgroup's donation decision, for
+    /// [`ioshare_core::iocost::replay`] — and how many were lost to a full buffer since the observer
+    /// started (256 KiB each: about 2 700 periods and 1 800 donation decisions; call it at least
+    /// every second).
+    pub fn take_decisions(&mut self) -> Result<(Recording, u64)> {
+        let mut recording = Recording::default();
+        let (mut bad, mut bad_donation) = (None, None);
         let mut builder = RingBufferBuilder::new();
         let map_error = |e: libbpf_rs::Error| Error::Map { map: "periods", reason: e.to_string() };
+        let (periods, donations) = (&mut recording.periods, &mut recording.donations);
+        let bad_period = &mut bad;
         builder
             .add(&self.skel.maps.periods, |raw: &[u8]| match from_bytes::<ioc_period>(raw, "periods") {
                 Ok(p) => {
@@ -85,17 +90,29 @@ impl IocostObserver {
                     0
                 }
                 Err(e) => {
-                    bad = Some(e);
+                    *bad_period = Some(e);
+                    -1
+                }
+            })
+            .map_err(map_error)?;
+        builder
+            .add(&self.skel.maps.donations, |raw: &[u8]| match from_bytes::<ioc_donation>(raw, "donations") {
+                Ok(d) => {
+                    donations.push(donation(&d));
+                    0
+                }
+                Err(e) => {
+                    bad_donation = Some(e);
                     -1
                 }
             })
             .map_err(map_error)?;
         builder.build().map_err(map_error)?.consume().map_err(map_error)?;
-        if let Some(e) = bad {
+        if let Some(e) = bad.or(bad_donation) {
             return Err(e);
         }
         let lost = self.skel.maps.bss_data.as_deref().map_or(0, |b| b.periods_lost);
-        Ok((periods, lost))
+        Ok((recording, lost))
     }
 
     /// Reads the latest state of every device and (device, cgroup) the kernel reported.
@@ -242,6 +259,33 @@ fn monotonic_ns() -> u64 {
     // SAFETY: `ts` is a valid timespec for the kernel to fill in.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A donation record as the replay reads it.
+fn donation(d: &ioc_donation) -> KernelDonation {
+    KernelDonation {
+        dev: d.dev,
+        period: d.period,
+        cgroup: d.cgroup,
+        inputs: DonorInputs {
+            usage_us: d.usage_us,
+            inflight_vtime: d.inflight_vtime,
+            usage_dur_us: d.usage_dur_us,
+            vtime_base_rate: d.vtime_base_rate,
+            hwa: u64::from(d.hwa),
+            hwi: u64::from(d.hwi),
+            hwm: u64::from(d.hwm),
+            budget_vtime: d.budget_vtime,
+            period_vtime: d.period_vtime,
+            margin_min: d.margin_min,
+            margin_low: d.margin_low,
+            margin_target: d.margin_target,
+            waiting: d.waiting != 0,
+            in_debt: d.in_debt != 0,
+        },
+        donated: d.donated != 0,
+        new_hwi: d.new_hwi,
+    }
 }
 
 #[cfg(test)]
