@@ -275,34 +275,49 @@ fn bench_observe_records_each_run() {
     }
 }
 
-/// `--replay` on a recording of the kernel's periods (the one core's replay test keeps): every
-/// period identical, exit 0; a period edited to a level the rules cannot give: listed, exit 3; a
-/// file that is not a recording, or holds none: one line, exit 1.
+/// `--replay` on a recording of the kernel's decisions (one core's replay test keeps): every period
+/// identical and every donation decision either the kernel's or of a named cause, exit 0; a period
+/// edited to a level the rules cannot give, or a donation target below what the cgroup's usage gives:
+/// listed, exit 3; a file that is not a recording, or holds none: one line, exit 1.
 #[test]
 fn replay_judges_a_recording_of_the_kernel() {
     let recorded =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/tests/data/kernel-6.1-periods/bench-donation.jsonl");
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/tests/data/kernel-6.1-decisions/bench-donation.jsonl");
     let out = ioshare(&["observe", "--replay", recorded.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("32         32   100.00%"), "{text}");
+    // 23 periods identical; 25 donation decisions, 21 donors, 22 identical, 2 raced, 1 overflow.
+    let summary = text.lines().nth(1).unwrap_or_default().split_whitespace().collect::<Vec<_>>();
+    assert_eq!(summary, ["259:0", "23", "23", "100.00%", "25", "21", "22", "2", "1", "0"], "{text}");
+    assert!(text.contains("overflow") && text.contains("raced"), "{text}");
 
     let dir = tempfile::tempdir().unwrap();
     let edited = dir.path().join("edited.jsonl");
     let lines: Vec<String> = std::fs::read_to_string(&recorded).unwrap().lines().map(String::from).collect();
-    let mut first: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    let period = lines.iter().position(|l| l.contains("busy_level")).unwrap();
+    let donor = lines.iter().position(|l| l.contains("\"donated\":true,\"new_hwi\":3")).unwrap();
+    let mut first: serde_json::Value = serde_json::from_str(&lines[period]).unwrap();
     first["busy_level"] = serde_json::json!(first["busy_level"].as_i64().unwrap() + 7);
-    std::fs::write(&edited, format!("{first}\n{}\n", lines[1..].join("\n"))).unwrap();
+    let mut low: serde_json::Value = serde_json::from_str(&lines[donor]).unwrap();
+    low["new_hwi"] = serde_json::json!(100);
+    let mut edited_lines = lines.clone();
+    edited_lines[period] = first.to_string();
+    edited_lines[donor] = low.to_string();
+    std::fs::write(&edited, edited_lines.join("\n") + "\n").unwrap();
     let out = ioshare(&["observe", "--replay", edited.to_str().unwrap(), "--json"]);
     assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let differences = report[0]["replay"]["differences"].as_array().unwrap();
     assert_eq!(differences[0]["kernel"]["period"], first["period"], "{report}");
+    let rules: Vec<&serde_json::Value> =
+        report[0]["donations"]["differences"].as_array().unwrap().iter().filter(|d| d["cause"] == "Rules").collect();
+    assert_eq!(rules.len(), 1, "{report}");
+    assert_eq!(rules[0]["kernel"]["period"], low["period"], "{report}");
 
     let bad = dir.path().join("bad.jsonl");
     std::fs::write(&bad, "{\"dev\": 1}\n").unwrap();
-    one_line_failure(&ioshare(&["observe", "--replay", bad.to_str().unwrap()]), "bad.jsonl:1: not a period");
+    one_line_failure(&ioshare(&["observe", "--replay", bad.to_str().unwrap()]), "bad.jsonl:1: not a decision");
     let empty = dir.path().join("empty.jsonl");
     std::fs::write(&empty, "\n").unwrap();
-    one_line_failure(&ioshare(&["observe", "--replay", empty.to_str().unwrap()]), "no periods");
+    one_line_failure(&ioshare(&["observe", "--replay", empty.to_str().unwrap()]), "no decisions");
 }

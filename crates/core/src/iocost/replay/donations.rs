@@ -11,12 +11,14 @@
 //! - a donor's hweight_max is read at its transfer event, after the period's other candidates were
 //!   settled (for a shortage, right after its own decision); a donor's target is below it either
 //!   way unless a settled neighbour took its whole share;
-//! - the cgroup's vtime is read microseconds after the decision, and the kernel charges IOs to it
-//!   without the lock its timer holds: an IO issued in between leaves less budget (and more in
-//!   flight) in the record than the decision saw. Such a record can only move ioshare's answer one
-//!   way — not a candidate any more, or a higher target than the kernel's, though not above what the
-//!   fullest budget and nothing in flight would give — so a difference in that direction is counted
-//!   as *raced*, and any other as a difference of the rules.
+//! - the cgroup's vtime and done_vtime are read microseconds after the decision (in the emulated
+//!   lab guest, longer), and the kernel charges and completes its IOs without the lock its timer
+//!   holds: an IO issued in between leaves less budget and more in flight in the record, one
+//!   completed in between less in flight. So where a record differs, the decision it can explain
+//!   is bounded below only: by the target the cgroup's own usage gives with the fullest budget the
+//!   rule counts and nothing in flight. A kernel target at or above that floor — or a record that
+//!   no longer makes the cgroup a candidate — is counted as *raced*; one below it cannot come from
+//!   the race and is a difference of the rules.
 //!
 //! One difference is the kernel's own arithmetic: `hweight_after_donation` multiplies `WEIGHT_ONE`
 //! (an `int`) by the usage (a `u32`) in 32 bits, so a usage of the whole device — 2^16 × 2^16 —
@@ -57,8 +59,8 @@ pub struct KernelDonation {
 /// Why a decision differs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Cause {
-    /// The record was read after IOs charged to the cgroup moved its budget (module comment): not
-    /// a candidate by the record, or a target above the kernel's.
+    /// The record was read after IOs issued or completed moved its budget or its IOs in flight
+    /// (module comment): not a candidate by the record, or a kernel target the race can explain.
     Raced,
     /// The kernel's 32-bit product wrapped at a usage of the whole device: target 1.
     KernelUsageOverflow,
@@ -131,7 +133,7 @@ pub fn replay_donations(records: &[KernelDonation]) -> DonationReplay {
             let overflowed = r.donated && r.new_hwi == 1 && !r.inputs.in_debt && r.inputs.usage() == WEIGHT_ONE;
             let cause = if overflowed {
                 Cause::KernelUsageOverflow
-            } else if !candidate || (new_hwi > r.new_hwi && r.new_hwi >= raced_floor(&r.inputs)) {
+            } else if !candidate || r.new_hwi >= raced_floor(&r.inputs) {
                 Cause::Raced
             } else {
                 Cause::Rules
@@ -142,8 +144,9 @@ pub fn replay_donations(records: &[KernelDonation]) -> DonationReplay {
     out
 }
 
-/// The lowest target IOs charged after the decision can explain: the one the decision would have
-/// made with its budget at the target margin (the most the rule counts) and nothing in flight.
+/// The lowest target IOs issued or completed after the decision can explain: the one the decision
+/// would have made with its budget at the target margin (the most the rule counts) and nothing in
+/// flight.
 fn raced_floor(inputs: &DonorInputs) -> u64 {
     DonorInputs { budget_vtime: inputs.margin_target as i64, inflight_vtime: 0, ..*inputs }.target()
 }
@@ -204,20 +207,25 @@ mod tests {
             record(7, 1, light, true, light.target()),
             record(7, 2, busy, false, busy_target),
             record(8, 1, light, true, light.target() + 1),
-            // Raced: an IO charged after the decision left the record below the low margin, or
-            // with less budget than the kernel's smaller target implies.
+            // Raced: an IO issued after the decision left the record below the low margin, or with
+            // less budget than the kernel's smaller target implies; IOs completed after it, less in
+            // flight than its larger one.
             record(9, 2, inputs(9_000, 15), false, busy_target),
             record(10, 1, inputs(1_000, 25), true, light.target()),
+            record(11, 1, light, true, 2 * light.target()),
+            // Below what any budget gives its usage: the rules.
+            record(12, 1, light, true, light.target() / 2),
         ];
         let r = replay_donations(&records);
-        assert_eq!((r.decisions, r.donors, r.identical), (5, 3, 2), "{r:?}");
-        assert_eq!(r.count(Cause::Rules), 1);
-        let d = &r.differences[0];
-        assert_eq!((d.kernel.period, d.new_hwi, d.donates, d.candidate), (8, light.target(), true, true));
-        let raced: Vec<(u64, bool)> =
-            r.differences.iter().filter(|d| d.cause == Cause::Raced).map(|d| (d.kernel.period, d.candidate)).collect();
-        assert_eq!(raced, [(9, false), (10, true)]);
-        assert!(r.differences[2].new_hwi > light.target(), "less budget in the record, a higher target");
+        assert_eq!((r.decisions, r.donors, r.identical), (7, 5, 2), "{r:?}");
+        let by = |cause| -> Vec<u64> {
+            r.differences.iter().filter(|d| d.cause == cause).map(|d| d.kernel.period).collect()
+        };
+        assert_eq!(by(Cause::Raced), [8, 9, 10, 11], "more in flight at the decision explains 8");
+        assert_eq!(by(Cause::Rules), [12], "below the floor");
+        let first = &r.differences[0];
+        assert_eq!((first.new_hwi, first.donates, first.candidate), (light.target(), true, true));
+        assert!(!r.differences[1].candidate, "period 9: below the low margin by the record");
     }
 
     #[test]
