@@ -63,52 +63,17 @@ impl IocostObserver {
     /// every second).
     pub fn take_decisions(&mut self) -> Result<(Recording, u64)> {
         let mut recording = Recording::default();
-        let (mut bad, mut bad_donation) = (None, None);
-        let mut builder = RingBufferBuilder::new();
-        let map_error = |e: libbpf_rs::Error| Error::Map { map: "periods", reason: e.to_string() };
+        let (mut bad_period, mut bad_donation) = (None, None);
         let (periods, donations) = (&mut recording.periods, &mut recording.donations);
-        let bad_period = &mut bad;
+        let map_error = |e: libbpf_rs::Error| Error::Map { map: "periods", reason: e.to_string() };
+        let mut builder = RingBufferBuilder::new();
         builder
-            .add(&self.skel.maps.periods, |raw: &[u8]| match from_bytes::<ioc_period>(raw, "periods") {
-                Ok(p) => {
-                    periods.push(KernelPeriod {
-                        dev: p.dev,
-                        period: p.period,
-                        vrate: p.vrate,
-                        new_vrate: p.new_vrate,
-                        vrate_min: p.vrate_min,
-                        vrate_max: p.vrate_max,
-                        busy_level: p.busy_level,
-                        missed_ppm: p.missed_ppm,
-                        rq_wait_pct: p.rq_wait_pct,
-                        nr_lagging: p.nr_lagging,
-                        nr_shortages: p.nr_shortages,
-                        rppm: p.rppm,
-                        wppm: p.wppm,
-                        nr_active: p.nr_active,
-                    });
-                    0
-                }
-                Err(e) => {
-                    *bad_period = Some(e);
-                    -1
-                }
-            })
-            .map_err(map_error)?;
-        builder
-            .add(&self.skel.maps.donations, |raw: &[u8]| match from_bytes::<ioc_donation>(raw, "donations") {
-                Ok(d) => {
-                    donations.push(donation(&d));
-                    0
-                }
-                Err(e) => {
-                    bad_donation = Some(e);
-                    -1
-                }
-            })
+            .add(&self.skel.maps.periods, |raw: &[u8]| keep(raw, "periods", period, periods, &mut bad_period))
+            .map_err(map_error)?
+            .add(&self.skel.maps.donations, |raw: &[u8]| keep(raw, "donations", donation, donations, &mut bad_donation))
             .map_err(map_error)?;
         builder.build().map_err(map_error)?.consume().map_err(map_error)?;
-        if let Some(e) = bad.or(bad_donation) {
+        if let Some(e) = bad_period.or(bad_donation) {
             return Err(e);
         }
         let lost = self.skel.maps.bss_data.as_deref().map_or(0, |b| b.periods_lost);
@@ -259,6 +224,47 @@ fn monotonic_ns() -> u64 {
     // SAFETY: `ts` is a valid timespec for the kernel to fill in.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// One ring buffer record, converted into `into`; a record of the wrong size stops the read (-1) and
+/// is kept in `bad`.
+fn keep<R: Copy + Default, T>(
+    raw: &[u8],
+    map: &'static str,
+    convert: fn(&R) -> T,
+    into: &mut Vec<T>,
+    bad: &mut Option<Error>,
+) -> i32 {
+    match from_bytes::<R>(raw, map) {
+        Ok(r) => {
+            into.push(convert(&r));
+            0
+        }
+        Err(e) => {
+            *bad = Some(e);
+            -1
+        }
+    }
+}
+
+/// A period record as the replay reads it.
+fn period(p: &ioc_period) -> KernelPeriod {
+    KernelPeriod {
+        dev: p.dev,
+        period: p.period,
+        vrate: p.vrate,
+        new_vrate: p.new_vrate,
+        vrate_min: p.vrate_min,
+        vrate_max: p.vrate_max,
+        busy_level: p.busy_level,
+        missed_ppm: p.missed_ppm,
+        rq_wait_pct: p.rq_wait_pct,
+        nr_lagging: p.nr_lagging,
+        nr_shortages: p.nr_shortages,
+        rppm: p.rppm,
+        wppm: p.wppm,
+        nr_active: p.nr_active,
+    }
 }
 
 /// A donation record as the replay reads it.
