@@ -220,7 +220,7 @@ impl Observer {
         Ok(Snapshot { elapsed_s: self.started.elapsed().as_secs_f64(), entries, counters: self.counters()?, cost })
     }
 
-    /// Runs and run time of each attached program.
+    /// Runs, run time and skipped hits of each attached program.
     fn cost(&self) -> Cost {
         let mut cost = Cost::default();
         for (stage, prog) in self.programs() {
@@ -231,7 +231,8 @@ impl Observer {
                 libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(prog.as_fd().as_raw_fd(), &mut info, &mut len)
             };
             if ret == 0 {
-                cost.programs[stage as usize] = ProgramCost { runs: info.run_cnt, run_time_ns: info.run_time_ns };
+                cost.programs[stage as usize] =
+                    ProgramCost { runs: info.run_cnt, run_time_ns: info.run_time_ns, skipped: info.recursion_misses };
             }
         }
         cost

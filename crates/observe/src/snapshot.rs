@@ -199,6 +199,9 @@ pub struct ProgramCost {
     pub runs: u64,
     /// Their total run time in nanoseconds.
     pub run_time_ns: u64,
+    /// Hits the kernel skipped because the program was already running on that CPU (an interrupt's
+    /// block completion inside a completion being counted): those IOs go uncounted at this stage.
+    pub skipped: u64,
 }
 
 impl ProgramCost {
@@ -214,6 +217,7 @@ impl Cost {
         ProgramCost {
             runs: self.programs.iter().map(|p| p.runs).sum(),
             run_time_ns: self.programs.iter().map(|p| p.run_time_ns).sum(),
+            skipped: self.programs.iter().map(|p| p.skipped).sum(),
         }
     }
 
@@ -233,6 +237,7 @@ impl Cost {
         for (p, e) in programs.iter_mut().zip(&earlier.programs) {
             p.runs = p.runs.saturating_sub(e.runs);
             p.run_time_ns = p.run_time_ns.saturating_sub(e.run_time_ns);
+            p.skipped = p.skipped.saturating_sub(e.skipped);
         }
         Cost { programs }
     }
@@ -321,7 +326,7 @@ mod tests {
             elapsed_s: 1.0,
             entries,
             counters: Counters::default(),
-            cost: Some(Cost { programs: [ProgramCost { runs, run_time_ns: runs }; 4] }),
+            cost: Some(Cost { programs: [ProgramCost { runs, run_time_ns: runs, skipped: 0 }; 4] }),
         }
     }
 
@@ -335,7 +340,7 @@ mod tests {
         assert_eq!(ios, [("/a", 3), ("/ccc", 2)]);
         assert_eq!(delta.entries[0].latency(Latency::DC).count(), 3);
         assert_eq!(delta.entries[0].stage(Stage::Q).sequential_share(), Some(1.0));
-        assert_eq!(delta.cost.map(|c| c.total()), Some(ProgramCost { runs: 60, run_time_ns: 60 }));
+        assert_eq!(delta.cost.map(|c| c.total()), Some(ProgramCost { runs: 60, run_time_ns: 60, skipped: 0 }));
     }
 
     #[test]

@@ -151,13 +151,31 @@ fn counts_are_exact_per_cgroup_and_operation() {
     let snap = observer.snapshot().unwrap();
     let r = entry(&snap, &readers, Op::Read);
     let w = entry(&snap, &writers, Op::Write);
-    for stage in [Stage::Q, Stage::D, Stage::C] {
-        assert_eq!((r.stage(stage).ios, r.stage(stage).bytes), (1000, 4_096_000), "reads at {stage:?}");
-        assert_eq!((w.stage(stage).ios, w.stage(stage).bytes), (200, 13_107_200), "writes at {stage:?}");
-        assert_eq!(r.stage(stage).seek.buckets, expected_seeks(&reads, 4096), "read seeks at {stage:?}");
-        assert_eq!(w.stage(stage).seek.buckets, expected_seeks(&writes, 65536), "write seeks at {stage:?}");
-        assert_eq!(r.stage(stage).size.buckets[Kind::Size.bucket(4096)], 1000);
-        assert_eq!(w.stage(stage).size.buckets[Kind::Size.bucket(65536)], 200);
+    let cost = snap.cost.unwrap();
+    let skipped = |stage: Stage| cost.program(stage).skipped;
+    if Stage::ALL.iter().all(|&s| skipped(s) == 0) {
+        for stage in [Stage::Q, Stage::D, Stage::C] {
+            assert_eq!((r.stage(stage).ios, r.stage(stage).bytes), (1000, 4_096_000), "reads at {stage:?}");
+            assert_eq!((w.stage(stage).ios, w.stage(stage).bytes), (200, 13_107_200), "writes at {stage:?}");
+            assert_eq!(r.stage(stage).seek.buckets, expected_seeks(&reads, 4096), "read seeks at {stage:?}");
+            assert_eq!(w.stage(stage).seek.buckets, expected_seeks(&writes, 65536), "write seeks at {stage:?}");
+            assert_eq!(r.stage(stage).size.buckets[Kind::Size.bucket(4096)], 1000);
+            assert_eq!(w.stage(stage).size.buckets[Kind::Size.bucket(65536)], 200);
+        }
+    } else {
+        // The kernel skipped a program that would have nested in itself on a CPU (a completion
+        // interrupt inside a completion being counted, on any disk): exactly that many IOs may be
+        // missing at that stage, and none may be counted twice.
+        for stage in [Stage::Q, Stage::D, Stage::C] {
+            let (reads_seen, writes_seen) = (r.stage(stage).ios, w.stage(stage).ios);
+            assert!(reads_seen <= 1000 && writes_seen <= 200, "{reads_seen} reads, {writes_seen} writes at {stage:?}");
+            assert!(
+                1200 - reads_seen - writes_seen <= skipped(stage),
+                "{reads_seen} reads and {writes_seen} writes at {stage:?}, {} runs skipped",
+                skipped(stage)
+            );
+        }
+        eprintln!("programs skipped by the kernel (nested on a CPU): {:?}", Stage::ALL.map(skipped));
     }
     assert_eq!(w.stage(Stage::C).sequential_share(), Some(1.0));
     // Only the readers read and only the writers wrote.
@@ -169,7 +187,7 @@ fn counts_are_exact_per_cgroup_and_operation() {
     assert_eq!(lat.count(), 200);
     // The programs ran at least at Q, D and C of each of the 1200 IOs (and for other devices' IO,
     // which they filter out after running), and took time doing so.
-    let cost = snap.cost.unwrap().total();
+    let cost = cost.total();
     assert!(cost.runs >= 3600 && cost.run_time_ns > 0, "{cost:?}");
     eprintln!(
         "exact counts: readers {} reads / {} B, writers {} writes / {} B at C; read seek buckets {:?}; {:.0} ns per program run",
