@@ -63,7 +63,7 @@ pub struct DonorInputs {
 }
 
 impl DonorInputs {
-    /// Whether the group is weighed for donation at all: it already donates, or nothing of its waits
+    /// Whether the group is weighed for donation at all: it already donates, or none of its IOs waits
     /// and it has more than the low margin of budget left.
     pub fn is_candidate(&self) -> bool {
         self.hwi < self.hwa || (!self.waiting && self.budget_vtime > self.margin_low as i64)
