@@ -9,7 +9,6 @@
 use std::cmp::Reverse;
 
 use super::model::{CostModel, RANDIO_PAGES, VTIME_PER_NSEC};
-use super::planner::MILLION;
 use super::tree::{abs_cost_to_cost, after, cost_to_abs_cost, WEIGHT_ONE};
 use super::IoCost;
 use crate::controller::{Completion, Dispatch, Event, Submit};
@@ -404,11 +403,6 @@ impl<M: CostModel> IoCost<M> {
             let target_us = if rw == 0 { self.qos.rlat_us } else { self.qos.wlat_us };
             if on_q_ns <= size_ns || on_q_ns - size_ns <= target_us * NSEC_PER_USEC {
                 self.lat.nr_met[rw] += 1;
-                if let Some(slots) = &mut self.slots {
-                    // The share of IOs this target lets miss, millionths (none without a target).
-                    let pct = if rw == 0 { self.qos.rppm } else { self.qos.wppm };
-                    slots.met(if pct == 0 { 0 } else { MILLION - pct as u64 });
-                }
             } else {
                 self.lat.nr_missed[rw] += 1;
                 if let Some(slots) = &mut self.slots {

@@ -37,7 +37,7 @@ const MAX_LAGGING_PERIODS: u64 = 10;
 /// Debt forgiveness: device usage below this % over a DFGV period halves debts.
 const DFGV_USAGE_PCT: u64 = 50;
 const DFGV_PERIOD_NS: Nanos = 100_000_000;
-pub(crate) const MILLION: u64 = 1_000_000;
+const MILLION: u64 = 1_000_000;
 
 /// One vrate step (kernel `ioc_adjust_base_vrate` without the tracing): returns the new base vrate.
 pub fn adjust_vrate(vrate: u64, busy_level: i32, vrate_min: u64, vrate_max: u64) -> u64 {
@@ -300,8 +300,8 @@ impl<M: CostModel> IoCost<M> {
     }
 
     /// The device-depth option's part of the period (see [`super::depth`]). The slot limit answers
-    /// the latency target: misses the budget could not pay for shrank it as they completed, and
-    /// here it may grow with the miss budget the met IOs earned. A missed target never lowers vrate (vrate coasts), also
+    /// the latency target: misses shrank it as they completed, and here it may grow with the miss
+    /// budget the period's met IOs earned. A missed target never lowers vrate (vrate coasts), also
     /// at one slot, where a slower vrate could only idle the device. And vrate does not rise while
     /// every slot was busy for most of the period.
     fn plan_slots(&mut self, lat: &LatStat, missed_ppm: [u32; 2], ppm_rthr: u64, ppm_wthr: u64) {
@@ -314,8 +314,16 @@ impl<M: CostModel> IoCost<M> {
         if missed || (self.busy_level < 0 && slots.period_full) {
             self.busy_level = 0;
         }
-        // Met IOs earned the miss budget as they completed (Slots::met).
-        slots.adapt(lat.nr_met.iter().chain(&lat.nr_missed).sum());
+        // The miss budget: a judged IO of an op with a target that met it earns the share of IOs
+        // that target lets miss.
+        let (mut judged, mut earned) = (0, 0);
+        for (rw, thr) in [ppm_rthr, ppm_wthr].into_iter().enumerate() {
+            judged += lat.nr_met[rw] + lat.nr_missed[rw];
+            if thr != MILLION {
+                earned += lat.nr_met[rw] * thr;
+            }
+        }
+        slots.adapt(judged, earned);
     }
 
     /// Halves debts and delays every 100 ms while the device is less than half busy (kernel
