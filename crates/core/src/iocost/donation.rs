@@ -74,34 +74,42 @@ impl DonorInputs {
     pub fn usage(&self) -> u64 {
         let inflight_us = match self.inflight_vtime {
             0 => 0,
-            v => cost_to_abs_cost(v, self.hwi).div_ceil(self.vtime_base_rate),
+            v => cost_to_abs_cost(v, self.hwi).div_ceil(self.vtime_base_rate.max(1)),
         };
         (self.usage_us.max(inflight_us) * WEIGHT_ONE).div_ceil(self.usage_dur_us.max(1)).clamp(1, WEIGHT_ONE)
+    }
+
+    /// Whether its usage decides its target: not in debt, nothing waiting, at least the minimum
+    /// margin of budget left.
+    fn decides_by_usage(&self) -> bool {
+        !self.in_debt && !self.waiting && self.budget_vtime >= self.margin_min as i64
     }
 
     /// The hweight_inuse it should keep (kernel `hweight_after_donation`): 1 in debt, `hwm` (no
     /// donation) while it waits or has less than the minimum margin, else the share that leaves its
     /// budget at the target margin after a period like the last, its budget above the target first
-    /// thrown away ([`Self::excess`]).
+    /// thrown away ([`Self::excess`]). At least 1 (a recorded `hwm` of 0 reads as 1, as the
+    /// kernel's never is less).
     pub fn target(&self) -> u64 {
+        let hwm = self.hwm.max(1);
         if self.in_debt {
             return 1;
         }
-        if self.waiting || self.budget_vtime < self.margin_min as i64 {
-            return self.hwm;
+        if !self.decides_by_usage() {
+            return hwm;
         }
         let budget = self.budget_vtime.min(self.margin_target as i64);
         let delta = (WEIGHT_ONE as i128 * budget as i128 / self.period_vtime.max(1) as i128) as i64;
         let new_hwi = WEIGHT_ONE as i64 * self.usage() as i64 / (WEIGHT_ONE as i64 - TARGET_FRACTION + delta);
-        new_hwi.clamp(1, self.hwm as i64) as u64
+        new_hwi.clamp(1, hwm as i64) as u64
     }
 
     /// The budget above the target margin that [`Self::target`] throws away, vtime (0 when it keeps all).
     pub fn excess(&self) -> u64 {
-        if self.in_debt || self.waiting || self.budget_vtime < self.margin_min as i64 {
-            return 0;
+        match self.decides_by_usage() {
+            true => self.budget_vtime.saturating_sub(self.margin_target as i64).max(0) as u64,
+            false => 0,
         }
-        self.budget_vtime.saturating_sub(self.margin_target as i64).max(0) as u64
     }
 
     /// The decision: `Some(target)` when it donates down to `target`, `None` when it keeps its full

@@ -194,7 +194,7 @@ impl<M: CostModel> IoCost<M> {
                 vtime_base_rate: self.vtime_base_rate,
                 hwa,
                 hwi,
-                hwm: self.tree.hweight_max(i),
+                hwm: 0,
                 budget_vtime: vnow.wrapping_sub(vtime) as i64,
                 period_vtime,
                 margin_min: self.margins.min,
@@ -211,6 +211,8 @@ impl<M: CostModel> IoCost<M> {
                 nr_shortages += 1;
                 continue;
             }
+            // The tree walk for hweight_max only for candidates, as the kernel does.
+            let inputs = DonorInputs { hwm: self.tree.hweight_max(i), ..inputs };
             self.throw_away_excess(i, &inputs);
             if let Some(new_hwi) = inputs.donation() {
                 let n = &mut self.tree.nodes[i as usize];

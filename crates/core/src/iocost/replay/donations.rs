@@ -243,6 +243,16 @@ mod tests {
     }
 
     #[test]
+    fn a_malformed_record_is_decided_without_panicking() {
+        // A file edited by hand: no hweight_max, no vrate, no period. The replay decides and lists
+        // it; nothing divides by zero or clamps into an empty range.
+        let odd = DonorInputs { hwm: 0, vtime_base_rate: 0, period_vtime: 0, inflight_vtime: 7, ..inputs(1_000, 50) };
+        assert_eq!(odd.target(), 1);
+        let r = replay_donations(&[record(1, 1, odd, true, 5)]);
+        assert_eq!((r.decisions, r.identical), (1, 0), "{r:?}");
+    }
+
+    #[test]
     fn targets_above_their_share_summing_past_one_are_scaled_down_as_the_kernel_does() {
         // Two donors whose targets exceed their active shares and sum past the device.
         let over = DonorInputs { hwa: WEIGHT_ONE / 4, hwm: WEIGHT_ONE, ..inputs(7_000, 50) };
