@@ -68,7 +68,7 @@ struct {
 /* Events that could not be kept (a full map), for user space to report. */
 __u64 dropped = 0;
 /* Period and donation records lost to a full ring buffer (nobody reading, or reading too late). */
-__u64 periods_lost = 0;
+__u64 decisions_lost = 0;
 /* Never written: they only make the skeleton carry the ring buffers' records. */
 struct ioc_period period_layout = {};
 struct ioc_donation donation_layout = {};
@@ -259,7 +259,7 @@ static __always_inline int on_vrate_adj(struct ioc *ioc, __u64 new_vrate, __u32 
 		p->nr_active = w.active;
 		bpf_ringbuf_submit(p, 0);
 	} else {
-		__sync_fetch_and_add(&periods_lost, 1);
+		__sync_fetch_and_add(&decisions_lost, 1);
 	}
 	return 0;
 }
@@ -311,7 +311,7 @@ static __always_inline int on_donation(struct ioc_gq *iocg, struct ioc_now *now,
 	record_with_ancestors(iocg, ioc_dev(ioc), d->period, event);
 	struct ioc_donation *r = bpf_ringbuf_reserve(&donations, sizeof(*r), 0);
 	if (!r) {
-		__sync_fetch_and_add(&periods_lost, 1);
+		__sync_fetch_and_add(&decisions_lost, 1);
 		return 0;
 	}
 	__u64 now_us = BPF_CORE_READ(now, now), vnow = BPF_CORE_READ(now, vnow);

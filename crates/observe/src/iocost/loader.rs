@@ -65,18 +65,19 @@ impl IocostObserver {
         let mut recording = Recording::default();
         let (mut bad_period, mut bad_donation) = (None, None);
         let (periods, donations) = (&mut recording.periods, &mut recording.donations);
-        let map_error = |e: libbpf_rs::Error| Error::Map { map: "periods", reason: e.to_string() };
+        let map_error = |map| move |e: libbpf_rs::Error| Error::Map { map, reason: e.to_string() };
         let mut builder = RingBufferBuilder::new();
         builder
             .add(&self.skel.maps.periods, |raw: &[u8]| keep(raw, "periods", period, periods, &mut bad_period))
-            .map_err(map_error)?
+            .map_err(map_error("periods"))?
             .add(&self.skel.maps.donations, |raw: &[u8]| keep(raw, "donations", donation, donations, &mut bad_donation))
-            .map_err(map_error)?;
-        builder.build().map_err(map_error)?.consume().map_err(map_error)?;
+            .map_err(map_error("donations"))?;
+        let both = "periods and donations";
+        builder.build().map_err(map_error(both))?.consume().map_err(map_error(both))?;
         if let Some(e) = bad_period.or(bad_donation) {
             return Err(e);
         }
-        let lost = self.skel.maps.bss_data.as_deref().map_or(0, |b| b.periods_lost);
+        let lost = self.skel.maps.bss_data.as_deref().map_or(0, |b| b.decisions_lost);
         Ok((recording, lost))
     }
 
