@@ -12,10 +12,10 @@
 //!   where its rise reaches the median of the noisy points above it ([`crate::knee`]), not the
 //!   fit's top, which follows that noise — at most `isolation`, as the vrate floor, with vrate free
 //!   above it up to the sweep's highest point while reads meet the sweep's latency target at p95
-//!   ([`floored`]; writes are not judged: the sweep judged none). A pin there gives the isolation the sweep measured but never more than V of the device, also while the
-//!   tenant is idle or its target is met: on a loop device here, the bench's 2:1 on the pinned line
-//!   (V 60%) got 64–71% of no control's total, on the floored one 95–99% (three runs each). The
-//!   floor keeps the measured point as the worst case: when the antagonist pushes latency over the
+//!   ([`floored`]; writes are not judged: the sweep judged none). A pin there gives the isolation
+//!   the sweep measured but never more than V of the device, also while the tenant is idle or its
+//!   target is met: on a loop device here, the bench's 2:1 on the pinned line (V 60%) got 64–71%
+//!   of no control's total, on the floored one 95–99% (three runs each). The floor keeps the measured point as the worst case: when the antagonist pushes latency over the
 //!   target, vrate falls back to V.
 //! - `naive`: the model as measured, vrate free in 75–100%, p99 targets read off the curves at 100%.
 //! - `rlat-99-q1`…`q4`: a quarter, half, three quarters and all of the way up the rise of the

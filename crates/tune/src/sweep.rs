@@ -178,7 +178,7 @@ pub fn tune(
     let started = Instant::now();
     for (i, &v) in todo.iter().enumerate() {
         let done = result.points.len();
-        let left_s = eta(&todo[i..], &rig.timing, started, i);
+        let left_s = eta(todo.len() - i, &rig.timing, started, i);
         let mut line = |what: &str| {
             progress(&format!("[point {}/{total} · vrate {v:.1}% · ~{} left] {what}", done + 1, clock(left_s)))
         };
@@ -190,14 +190,15 @@ pub fn tune(
     Ok(result)
 }
 
-/// Seconds left for `todo`: each point as long as the finished ones took on average, or as planned.
-fn eta(todo: &[f64], timing: &Timing, started: Instant, finished: usize) -> f64 {
+/// Seconds left for `left` points: each as long as the `finished` ones took on average since
+/// `started`, or as planned.
+fn eta(left: usize, timing: &Timing, started: Instant, finished: usize) -> f64 {
     let per = if finished > 0 {
         started.elapsed().as_secs_f64() / finished as f64
     } else {
         timing.per_point() as f64 / NSEC_PER_SEC as f64 * 1.1
     };
-    per * todo.len() as f64
+    per * left as f64
 }
 
 /// `1m05s`.
