@@ -32,7 +32,8 @@ pub struct TuneOptions {
     pub grid: Grid,
     /// Weights: latency-sensitive tenant, antagonist.
     pub weights: (u32, u32),
-    /// The tenant's p95 target, µs; `None`: the profile's rule at p95 (1.5 × the p95 of its read-latency run).
+    /// The tenant's p95 target, µs; `None`: the profile's rule at p95 (1.5 × the p95 of its
+    /// read-latency run).
     pub lat_target_us: Option<u64>,
     /// A cost model to use instead of profiling (`io.cost.model` syntax).
     pub model_line: Option<String>,
