@@ -25,6 +25,7 @@ use ioshare_host::{DevNum, DiskStats, Recorder, Written};
 
 use super::counters::{Counters, DeviceQuiet};
 use super::donor::donating;
+use super::follow::climb_per_write;
 use super::io_max::{periods_per_write, IoMaxWrites};
 use super::io_mix::IoMix;
 use super::latency::Verdicts;
@@ -384,10 +385,16 @@ impl DevicePlanner {
         paths.sort();
         let delivered = self.read_groups(h, &paths, period.quiet);
         self.judge_latency(&mut period);
-        let classified = self.classify(&paths, &period, &before, delivered, periods_per_write(h.flavor, self.period));
+        let per_write = periods_per_write(h.flavor, self.period);
+        let classified = self.classify(&paths, &period, &before, delivered, per_write);
         self.ctl.charge_period(now, &classified.charges);
+        let vrate_before = self.ctl.vrate_pct();
         let (delivered_pct, rq_wait) = self.follow(&period, &classified, delivered);
         self.ctl.end_period(now);
+        let vrate = climb_per_write(vrate_before, self.ctl.vrate_pct(), per_write);
+        if vrate != self.ctl.vrate_pct() {
+            self.ctl.set_vrate_pct(vrate);
+        }
         let stats = self.ctl.stats(now);
         self.idle = stats.device.nr_active == 0;
         let (written, records) =
