@@ -26,6 +26,7 @@ fn swept(dev: &str, measured_at: u64) -> TuneResult {
                 vrate: Default::default(),
                 lat: Default::default(),
                 took_s: 10.0,
+                amof_trials: Vec::new(),
             }
         })
         .collect();

@@ -178,6 +178,18 @@ pub struct Point {
     pub lat: LatTable,
     /// How long the point took, seconds.
     pub took_s: f64,
+    /// The aMOF bisection's runs, in order (none in results of earlier builds).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub amof_trials: Vec<Trial>,
+}
+
+/// One bisection run: the rate asked and whether it passed.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Trial {
+    /// The tenant's asked rate, IOPS.
+    pub iops: f64,
+    /// Whether the run met the criterion.
+    pub passed: bool,
 }
 
 /// Version of the result format and of the method; a file of another version is refused.

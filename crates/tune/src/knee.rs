@@ -20,6 +20,15 @@
 //! points above it, extended if a stray miss ended it early ([`Rise::reaches_level`]): the lowest
 //! vrate that gives the tenant the protected capacity the device typically keeps for it, as the
 //! anchor's fit of a rising series reaches its level. The two sweeps above: 60.8% and 62.9%.
+//!
+//! The level is read from the bisections' runs themselves where the points carry them: each
+//! point's aMOF is its highest passing run of four, so a median of those is a median of eleven to
+//! fifteen coin tosses, each rounded down to the bisection's grid. Pooled, the runs above the rise
+//! are forty to sixty rates with a pass or a miss, and the level is the rate that separates passes
+//! (below) from misses (above) with the fewest exceptions ([`pass_threshold`]) — the same "agree
+//! with the most" rule as the rise's split, on every run instead of one number per point.
+
+use crate::data::Trial;
 
 /// Share of the rise's slope times vrate a point's aMOF must reach to be on the rise: points on it
 /// are within a few percent of it (410–465 IOPS per percent here), a point off it at least one
@@ -48,10 +57,22 @@ impl Rise {
     }
 }
 
-/// The rise of `points` (vrate %, aMOF), or `None` when no point has aMOF above zero.
-pub fn rise(points: &[(f64, f64)]) -> Option<Rise> {
-    let mut pts: Vec<(f64, f64)> = points.iter().copied().filter(|&(v, a)| v > 0.0 && a.is_finite()).collect();
-    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+/// One point as the rise is found from: its vrate, its aMOF, and the runs of its aMOF bisection.
+#[derive(Clone, Copy, Debug)]
+pub struct Measured<'a> {
+    /// vrate, percent.
+    pub vrate_pct: f64,
+    /// aMOF, IOPS.
+    pub amof: f64,
+    /// The bisection's runs (empty for results of earlier builds).
+    pub trials: &'a [Trial],
+}
+
+/// The rise of `points`, or `None` when no point has aMOF above zero.
+pub fn rise(points: &[Measured]) -> Option<Rise> {
+    let mut measured: Vec<&Measured> = points.iter().filter(|p| p.vrate_pct > 0.0 && p.amof.is_finite()).collect();
+    measured.sort_by(|a, b| a.vrate_pct.total_cmp(&b.vrate_pct));
+    let pts: Vec<(f64, f64)> = measured.iter().map(|p| (p.vrate_pct, p.amof)).collect();
     let mut best: Option<(usize, usize, f64)> = None;
     for split in 0..pts.len() {
         let slope = median(pts[..=split].iter().map(|&(v, a)| a / v).collect());
@@ -65,9 +86,41 @@ pub fn rise(points: &[(f64, f64)]) -> Option<Rise> {
         }
     }
     best.map(|(_, split, slope)| {
-        let above: Vec<f64> = pts[split + 1..].iter().map(|p| p.1).collect();
-        Rise { from_pct: pts[0].0, end_pct: pts[split].0, slope, level: (!above.is_empty()).then(|| median(above)) }
+        let above = &measured[split + 1..];
+        let trials: Vec<Trial> = above.iter().flat_map(|p| p.trials.iter().copied()).collect();
+        let level = match (above.is_empty(), trials.is_empty()) {
+            (true, _) => None,
+            (false, true) => Some(median(above.iter().map(|p| p.amof).collect())),
+            (false, false) => Some(pass_threshold(trials)),
+        };
+        Rise { from_pct: pts[0].0, end_pct: pts[split].0, slope, level }
     })
+}
+
+/// The rate that separates passing runs (at or below it) from missed ones (above) with the fewest
+/// exceptions: midway between the two runs it falls between (the middle one where several
+/// separations are as good), 0 when every run missed, the highest run when every run passed.
+pub fn pass_threshold(mut trials: Vec<Trial>) -> f64 {
+    trials.sort_by(|a, b| a.iops.total_cmp(&b.iops));
+    let misses_total = trials.iter().filter(|t| !t.passed).count();
+    // Exceptions with the first k runs on the passing side: their misses and the later passes.
+    let (mut best, mut ks, mut misses) = (usize::MAX, Vec::new(), 0);
+    for k in 0..=trials.len() {
+        if k == 0 || k == trials.len() || trials[k].iops > trials[k - 1].iops {
+            let exceptions = misses + (trials.len() - k - (misses_total - misses));
+            if exceptions < best {
+                (best, ks) = (exceptions, vec![k]);
+            } else if exceptions == best {
+                ks.push(k);
+            }
+        }
+        misses += trials.get(k).map_or(0, |t| usize::from(!t.passed));
+    }
+    match ks[(ks.len() - 1) / 2] {
+        0 => 0.0,
+        k if k == trials.len() => trials[k - 1].iops,
+        k => (trials[k - 1].iops + trials[k].iops) / 2.0,
+    }
 }
 
 /// The median of `values` (the upper one of an even count); 0 for none.
@@ -83,6 +136,13 @@ mod tests {
     /// aMOF per grid point from 10% to 200%.
     fn grid(amof: &[f64]) -> Vec<(f64, f64)> {
         amof.iter().enumerate().map(|(i, &a)| (10.0 * (i + 1) as f64, a)).collect()
+    }
+
+    /// The rise of (vrate, aMOF) points without bisection runs (results of earlier builds).
+    fn rise(points: &[(f64, f64)]) -> Option<Rise> {
+        let measured: Vec<Measured> =
+            points.iter().map(|&(vrate_pct, amof)| Measured { vrate_pct, amof, trials: &[] }).collect();
+        super::rise(&measured)
     }
 
     /// Two sweeps of this host's loop device at one target (the module comment's, thousands of
@@ -104,6 +164,44 @@ mod tests {
         assert_eq!((r6.level, r7.level), (Some(27.6), Some(28.3)));
         let (v6, v7) = (r6.reaches_level(), r7.reaches_level());
         assert!((v6 - 60.8).abs() < 0.1 && (v7 - 62.9).abs() < 0.1, "{v6} {v7}");
+    }
+
+    /// Runs pooled from the points above a rise: passes up to about 28k IOPS with a stray miss and
+    /// a lucky pass either side; the separation with the fewest exceptions (two: the stray and the
+    /// lucky one) lies between 27k and 29k. Every run missed: 0; every run passed: the highest.
+    #[test]
+    fn the_level_is_the_rate_that_separates_passes_from_misses() {
+        let t = |iops: f64, passed: bool| Trial { iops, passed };
+        let runs = vec![
+            t(50e3, false),
+            t(25e3, true),
+            t(37e3, false),
+            t(31e3, false),
+            t(48e3, false),
+            t(24e3, true),
+            t(36e3, true), // lucky
+            t(29e3, false),
+            t(52e3, false),
+            t(26e3, false), // stray
+            t(27e3, true),
+            t(27e3, true),
+            t(13e3, true),
+        ];
+        assert_eq!(pass_threshold(runs.clone()), 28e3);
+        assert_eq!(pass_threshold(vec![t(10.0, false), t(5.0, false)]), 0.0);
+        assert_eq!(pass_threshold(vec![t(10.0, true), t(5.0, true)]), 10.0);
+        // The pooled level replaces the median where the points carry their runs.
+        let (above, below) = (runs.as_slice(), &[][..]);
+        let pts = [
+            Measured { vrate_pct: 10.0, amof: 4e3, trials: below },
+            Measured { vrate_pct: 20.0, amof: 8e3, trials: below },
+            Measured { vrate_pct: 30.0, amof: 12e3, trials: below },
+            Measured { vrate_pct: 40.0, amof: 16e3, trials: below },
+            Measured { vrate_pct: 100.0, amof: 20e3, trials: above },
+        ];
+        let r = super::rise(&pts).unwrap();
+        assert_eq!((r.end_pct, r.level), (40.0, Some(28e3)));
+        assert!((r.reaches_level() - 70.0).abs() < 1e-9);
     }
 
     /// A stray miss in the rise and a lucky point above it do not move the rise's end; a rise that

@@ -27,7 +27,7 @@ use ioshare_core::{ModelParams, Nanos, QosParams, NSEC_PER_MSEC, NSEC_PER_SEC};
 use ioshare_engine::report::{RunReport, TenantReport};
 use ioshare_engine::{JobSpec, Pattern, RunOptions, TenantSpec};
 
-use crate::data::{Baseline, Point};
+use crate::data::{Baseline, Point, Trial};
 use crate::error::{Error, Result};
 use crate::runner::{Pinned, Runner};
 use crate::stats::{mean_stdev, quantile, LatTable, VrateDist};
@@ -174,12 +174,15 @@ impl Rig<'_> {
                 break;
             }
         }
+        let mut amof_trials = Vec::new();
         let amof = if mof > 0.0 {
             self.search(mof, None, t.amof_steps, |rate, i| {
                 progress(&format!("protected capacity, step {}/{} at {rate:.0} IOPS", i + 1, t.amof_steps));
                 let r = self.run(Some(v), Who::Both(rate), t.step)?;
                 let iso = quantile(&self.achieved(&r.tenants[0], rate, t.step), 0.05);
-                Ok(iso >= PROTECTED && r.tenants[0].lat_us.p95 <= self.lat_target_us as f64)
+                let passed = iso >= PROTECTED && r.tenants[0].lat_us.p95 <= self.lat_target_us as f64;
+                amof_trials.push(Trial { iops: rate, passed });
+                Ok(passed)
             })?
         } else {
             0.0
@@ -213,6 +216,7 @@ impl Rig<'_> {
             vrate: VrateDist::of(&vrates),
             lat: LatTable::of(self.samples(ls, t.isolation)),
             took_s: started.elapsed().as_secs_f64(),
+            amof_trials,
         })
     }
 

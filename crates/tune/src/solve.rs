@@ -138,7 +138,11 @@ pub fn solve(r: &TuneResult, target_p99_us: Option<u64>) -> Solved {
     let base = r.settings.qos();
     let pinned = |name: &str, v: f64| pinned(r, name, v, predict(v));
     let isolation_v = iso.leaves_level();
-    let amof_points: Vec<(f64, f64)> = r.points.iter().map(|p| (p.vrate_pct, p.amof_iops)).collect();
+    let amof_points: Vec<knee::Measured> = r
+        .points
+        .iter()
+        .map(|p| knee::Measured { vrate_pct: p.vrate_pct, amof: p.amof_iops, trials: &p.amof_trials })
+        .collect();
     let isolated_v = knee::rise(&amof_points).map_or(amof.reaches_level(), |r| r.reaches_level()).min(isolation_v);
     let mut solutions = vec![
         pinned("bandwidth", mof.reaches_level()),
@@ -247,6 +251,7 @@ mod tests {
             vrate: Default::default(),
             lat: Default::default(),
             took_s: 10.0,
+            amof_trials: Vec::new(),
         };
         let points = (0..=10)
             .map(|i| f64::from(i) * 10.0 + 50.0)
