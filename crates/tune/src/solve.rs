@@ -9,14 +9,18 @@
 //! - `isolation`: the highest vrate where isolation still holds its top, before the antagonist's
 //!   over-commit erodes it.
 //! - `isolated-bandwidth`: the lowest vrate where the protected capacity (aMOF) reaches its level —
-//!   where its rise reaches the median of the noisy points above it ([`crate::knee`]), not the
-//!   fit's top, which follows that noise — at most `isolation`, as the vrate floor, with vrate free
+//!   where its rise reaches the level of the noisy points above it ([`crate::knee`]), not the
+//!   fit's top, which follows that noise — at most `bandwidth` and `isolation`, as the vrate floor, with vrate free
 //!   above it up to the sweep's highest point while reads meet the sweep's latency target at p95
 //!   ([`floored`]; writes are not judged: the sweep judged none). A pin there gives the isolation
 //!   the sweep measured but never more than V of the device, also while the tenant is idle or its
 //!   target is met: on a loop device here, the bench's 2:1 on the pinned line (V 60%) got 64–71%
 //!   of no control's total, on the floored one 95–99% (three runs each). The floor keeps the measured point as the worst case: when the antagonist pushes latency over the
-//!   target, vrate falls back to V.
+//!   target, vrate falls back to V. Never above `bandwidth`: aMOF rises as the tenant's share of
+//!   MOF, and MOF stops rising there; a level above that share (the antagonist left the tenant
+//!   more) is reached by no point of the rise, and the rise extended past MOF's top put the floor
+//!   where the budget promises more than the device serves within the target alone — 97.5% where
+//!   `bandwidth` was 78.4% in one sweep here, 60.8–97.5% over four.
 //! - `naive`: the model as measured, vrate free in 75–100%, p99 targets read off the curves at 100%.
 //! - `rlat-99-q1`…`q4`: a quarter, half, three quarters and all of the way up the rise of the
 //!   tenant's p99 beside the antagonist.
@@ -143,9 +147,11 @@ pub fn solve(r: &TuneResult, target_p99_us: Option<u64>) -> Solved {
         .iter()
         .map(|p| knee::Measured { vrate_pct: p.vrate_pct, amof: p.amof_iops, trials: &p.amof_trials })
         .collect();
-    let isolated_v = knee::rise(&amof_points).map_or(amof.reaches_level(), |r| r.reaches_level()).min(isolation_v);
+    let bandwidth_v = mof.reaches_level();
+    let isolated_v =
+        knee::rise(&amof_points).map_or(amof.reaches_level(), |r| r.reaches_level()).min(bandwidth_v).min(isolation_v);
     let mut solutions = vec![
-        pinned("bandwidth", mof.reaches_level()),
+        pinned("bandwidth", bandwidth_v),
         floored(r, "isolated-bandwidth", isolated_v, amof.hi, predict(isolated_v)),
         pinned("isolation", isolation_v),
     ];
@@ -258,6 +264,26 @@ mod tests {
             .map(|v| Point { vrate_pct: v, amof_iops: 1200.0 - 6.0 * v, ..flat.clone() })
             .collect();
         TuneResult { points, ..crate::sweep::tests::result(ControlledBy::Inline) }
+    }
+
+    /// MOF rising to 60% and flat above; aMOF its half along the rise, and above it a level the
+    /// antagonist's slack lifts to two thirds of MOF's top: the rise extended reaches that level at
+    /// 80%, past MOF's top, so `isolated-bandwidth` stops at `bandwidth`'s 60%.
+    #[test]
+    fn isolated_bandwidth_is_never_above_bandwidth() {
+        let mut r = swept();
+        r.points = (1..=15)
+            .map(|i| f64::from(i) * 10.0)
+            .map(|v| {
+                let mof = v.min(60.0) * 100.0;
+                let amof = if v <= 60.0 { mof / 2.0 } else { 4000.0 };
+                Point { vrate_pct: v, mof_iops: mof, amof_iops: amof, ..r.points[0].clone() }
+            })
+            .collect();
+        let solved = solve(&r, None);
+        let vrate = |name: &str| solved.solutions.iter().find(|s| s.name == name).unwrap().vrate_pct;
+        assert!((vrate("bandwidth") - 60.0).abs() < 1.0, "{}", vrate("bandwidth"));
+        assert_eq!(vrate("isolated-bandwidth"), vrate("bandwidth"));
     }
 
     #[test]

@@ -25,8 +25,7 @@ use ioshare_host::{DevNum, DiskStats, Recorder, Written};
 
 use super::counters::{Counters, DeviceQuiet};
 use super::donor::donating;
-use super::follow::climb_per_write;
-use super::io_max::{periods_per_write, IoMaxWrites};
+use super::io_max::{climb_per_write, periods_per_write, IoMaxWrites};
 use super::io_mix::IoMix;
 use super::latency::Verdicts;
 use super::throttle_writes::ThrottleWrites;

@@ -39,8 +39,8 @@
 //! 35% above the device, and for the second until the next one the device split their work by queue
 //! depth — the low-weight one at its limit, 539 IOPS for a part of 400 — and again every three
 //! seconds: 1.78–1.93 over runs for 2. So a period's rise is taken as the `1 / periods_per_write`
-//! root of its factor ([`climb_per_write`]): per write what a period climbs where limits are written
-//! every period. Falls are taken whole.
+//! root of its factor ([`super::io_max::climb_per_write`]): per write what a period climbs where
+//! limits are written every period. Falls are taken whole.
 
 use std::collections::VecDeque;
 
@@ -114,16 +114,6 @@ pub(crate) fn followed(window: &VecDeque<(f64, bool)>) -> Option<f64> {
 /// [`FOLLOW_WINDOW`] periods: what it takes to follow it down, and to report rq-wait.
 pub(crate) fn bound_persistently(window: &VecDeque<(f64, bool)>) -> bool {
     window.iter().filter(|d| d.1).count() >= FOLLOW_WHEN_BOUND
-}
-
-/// vrate after a period that took it from `before` to `after`, when limits are written every
-/// `periods_per_write` periods: a rise by factor f is taken as f^(1 / `periods_per_write`), a fall
-/// whole (see the module comment).
-pub(crate) fn climb_per_write(before: f64, after: f64, periods_per_write: u32) -> f64 {
-    if after <= before || before <= 0.0 || periods_per_write <= 1 {
-        return after;
-    }
-    before * (after / before).powf(1.0 / f64::from(periods_per_write))
 }
 
 impl DevicePlanner {
@@ -296,19 +286,6 @@ mod tests {
         // A "donor" as busy as the held group (two saturating pods split 1:1 by the device).
         assert!(run_with(950_000, 1, false, 3, 1000) <= 90.0, "the donor did half the IO");
         assert!(run_with(950_000, 1, false, 1, 333) > 112.0, "a quarter of the cost still climbs");
-    }
-
-    /// Where limits are written every tenth period a rise is taken as its tenth root — ten periods
-    /// climb what one does where they are written every period — and a fall whole.
-    #[test]
-    fn a_climb_is_per_write() {
-        assert_eq!(climb_per_write(100.0, 110.0, 1), 110.0, "written every period: as planned");
-        let mut v = 100.0;
-        for _ in 0..10 {
-            v = climb_per_write(v, v * 1.05, 10);
-        }
-        assert!((v - 105.0).abs() < 1e-9, "5% a period: 5% a write, {v}");
-        assert_eq!(climb_per_write(100.0, 85.0, 10), 85.0, "a fall is taken whole");
     }
 
     /// Two groups sharing the device, both held by their limits while it keeps up and meets the

@@ -52,6 +52,16 @@ pub fn periods_per_write(flavor: Flavor, period: Duration) -> u32 {
     }
 }
 
+/// vrate after a period that took it from `before` to `after`, when limits are written every
+/// `periods_per_write` periods: a rise by factor f is taken as f^(1 / `periods_per_write`), a fall
+/// whole (see [`super::follow`]'s module comment).
+pub(crate) fn climb_per_write(before: f64, after: f64, periods_per_write: u32) -> f64 {
+    if after <= before || before <= 0.0 || periods_per_write <= 1 {
+        return after;
+    }
+    before * (after / before).powf(1.0 / f64::from(periods_per_write))
+}
+
 /// One group's recent planned limits and time since its last write.
 #[derive(Clone, Debug, Default)]
 pub struct IoMaxWrites {
@@ -162,6 +172,19 @@ mod tests {
         assert_eq!(changed, 10, "ten periods (MIN_WRITE_GAP) after the first write");
         // The cadence the share correction's gain is divided by (`super::classify`).
         assert_eq!((periods_per_write(Flavor::V2, PERIOD), periods_per_write(Flavor::V1, PERIOD)), (10, 1));
+    }
+
+    /// Where limits are written every tenth period a rise is taken as its tenth root — ten periods
+    /// climb what one does where they are written every period — and a fall whole.
+    #[test]
+    fn a_climb_is_per_write() {
+        assert_eq!(climb_per_write(100.0, 110.0, 1), 110.0, "written every period: as planned");
+        let mut v = 100.0;
+        for _ in 0..10 {
+            v = climb_per_write(v, v * 1.05, 10);
+        }
+        assert!((v - 105.0).abs() < 1e-9, "5% a period: 5% a write, {v}");
+        assert_eq!(climb_per_write(100.0, 85.0, 10), 85.0, "a fall is taken whole");
     }
 
     #[test]
