@@ -2,8 +2,8 @@
 //! its floor.
 //!
 //! Below that vrate aMOF is the tenant's weight share of what vrate lets through, so it rises in
-//! proportion to vrate, and the bisection measures that rise exactly (its steps are eighths of MOF,
-//! and MOF grows with vrate): on this host's loop device sweeps gave aMOF ÷ vrate of 410–465 IOPS
+//! proportion to vrate, and the bisection measures that rise exactly (it starts at that share of
+//! MOF, and MOF grows with vrate): on this host's loop device sweeps gave aMOF ÷ vrate of 410–465 IOPS
 //! per percent at every point of their rise. Above it the controller lets through more than the
 //! device serves within the tenant's target, and whether a bisection step passes is a coin toss:
 //! one sweep measured 17k–34k IOPS from one point to the next, another 20k at 60%, 28k at 70%,
@@ -22,9 +22,9 @@
 //! anchor's fit of a rising series reaches its level. The two sweeps above: 60.8% and 62.9%.
 //!
 //! The level is read from the bisections' runs themselves where the points carry them: each
-//! point's aMOF is its highest passing run of four, so a median of those is a median of eleven to
-//! fifteen coin tosses, each rounded down to the bisection's grid. Pooled, the runs above the rise
-//! are forty to sixty rates with a pass or a miss, and the level is the rate that separates passes
+//! point's aMOF is its highest passing run, so a median of those is a median of eleven to fifteen
+//! coin tosses, each rounded down to the bisection's grid. Pooled, the runs above the rise are
+//! tens of rates with a pass or a miss, and the level is the rate that separates passes
 //! (below) from misses (above) with the fewest exceptions ([`pass_threshold`]) — the same "agree
 //! with the most" rule as the rise's split, on every run instead of one number per point, and
 //! without the last pass's rounding down. It did not narrow the spread between sweeps (four in a

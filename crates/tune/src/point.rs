@@ -18,7 +18,7 @@
 //!
 //! Per point: **MOF** — the highest rate the tenant sustains alone (≥ 95% of asked) with its p95
 //! within target, by bisection; **aMOF** — the same beside the antagonist with isolation ≥
-//! [`PROTECTED`], bisected below MOF; and one longer **isolation run** beside the antagonist at the
+//! [`PROTECTED`], bisected below MOF from the tenant's weight share of it; and one longer **isolation run** beside the antagonist at the
 //! baseline's asked rate, which gives isolation (p05 of the per-sample achieved ÷ asked), latency
 //! impact, work conserved, and the vrate and latency tables. Samples are 0.1 s (the anchor's are
 //! 1 s): a point lasts seconds, not minutes, and the p05 of 1 s samples would be the worst of a few.
@@ -68,9 +68,10 @@ pub struct Timing {
 }
 
 impl Timing {
-    /// The default sweep's runs: 1 s steps (5 for MOF, 4 for aMOF), a 3 s isolation run.
+    /// The default sweep's runs: 1 s steps (5 for MOF, 6 for aMOF: its runs above the rise are
+    /// what `isolated-bandwidth` is read from), a 3 s isolation run.
     pub fn default_sweep() -> Timing {
-        Timing { step: NSEC_PER_SEC, isolation: 3 * NSEC_PER_SEC, mof_steps: 5, amof_steps: 4, baseline_steps: 8 }
+        Timing { step: NSEC_PER_SEC, isolation: 3 * NSEC_PER_SEC, mof_steps: 5, amof_steps: 6, baseline_steps: 8 }
     }
 
     /// `--quick`: 0.7 s steps, 3 each, a 2 s isolation run (bisection to an eighth of the range).
@@ -116,13 +117,64 @@ enum Who {
     Both(f64),
 }
 
+/// The highest rate in (0, hi] that passes, in `steps` runs, the first ones as `start` says,
+/// then midpoints between the highest pass and the lowest miss (geometric after
+/// [`Start::TopThenFloor`]). 0 when nothing passes.
+fn search(hi: f64, start: Start, steps: u32, mut pass: impl FnMut(f64, u32) -> Result<bool>) -> Result<f64> {
+    let (mut lo, mut hi) = (0.0, hi.round().max(1.0));
+    for i in 0..steps {
+        let rate = match (i, start) {
+            (0, Start::Share(share)) => (share * hi).round().max(1.0),
+            (0, _) => hi,
+            (1, Start::TopThenFloor(f)) => f.round().max(1.0),
+            (_, Start::TopThenFloor(_)) => (lo * hi).sqrt().round(),
+            _ => ((lo + hi) / 2.0).round().max(1.0),
+        };
+        if i > 0 && (rate <= lo || rate >= hi) {
+            break;
+        }
+        if pass(rate, i)? {
+            lo = rate;
+            if i == 0 && !matches!(start, Start::Share(_)) {
+                break;
+            }
+        } else {
+            hi = rate;
+            if i == 1 && matches!(start, Start::TopThenFloor(_)) {
+                break;
+            }
+        }
+    }
+    Ok(lo)
+}
+
+/// Where a bisection starts.
+#[derive(Clone, Copy)]
+enum Start {
+    /// At the top of the range; a pass there ends it.
+    Top,
+    /// At the top, then at this floor (nothing passes when it misses), then geometric midpoints:
+    /// for the baseline, whose range spans orders of magnitude.
+    TopThenFloor(f64),
+    /// At this share of the range: aMOF, where the tenant's weight share of MOF is what the
+    /// controller is there to give it, so the runs land about where passes turn into misses
+    /// (started at MOF, which a saturating antagonist at 1:1 never lets pass, the first run of
+    /// every point told nothing and the rest stepped by eighths).
+    Share(f64),
+}
+
 impl Rig<'_> {
+    /// The latency-sensitive tenant's weight share.
+    fn share(&self) -> f64 {
+        self.weights.0 as f64 / (self.weights.0 + self.weights.1) as f64
+    }
+
     /// Run 0, uncontrolled: the tenant's MOF alone, its latency at the asked rate, the antagonist alone.
     pub fn baseline(&self, progress: &mut dyn FnMut(&str)) -> Result<Baseline> {
         let hi = self.model.rrandiops as f64 * 1.2;
         let steps = self.timing.baseline_steps;
         let mut lowest_miss: Option<(f64, f64, f64)> = None;
-        let mof = self.search(hi, Some(hi / 256.0), steps, |rate, i| {
+        let mof = search(hi, Start::TopThenFloor(hi / 256.0), steps, |rate, i| {
             progress(&format!("baseline: capacity alone, step {}/{steps} at {rate:.0} IOPS", i + 1));
             let r = self.run(None, Who::Tenant(rate), self.timing.step)?;
             let (ok, p95) = self.solo_ok(&r, rate);
@@ -140,8 +192,7 @@ impl Rig<'_> {
                 self.lat_target_us
             )));
         }
-        let share = self.weights.0 as f64 / (self.weights.0 + self.weights.1) as f64;
-        let asked = (mof * share * ASKED_SHARE).max(1.0).round();
+        let asked = (mof * self.share() * ASKED_SHARE).max(1.0).round();
         progress(&format!("baseline: the tenant alone at {asked:.0} IOPS"));
         let solo = self.run(None, Who::Tenant(asked), self.timing.isolation)?;
         progress("baseline: the antagonist alone");
@@ -164,7 +215,7 @@ impl Rig<'_> {
         // A point where every step missed, though the baseline passed, is searched once more: on a
         // shared disk a stall of other IO can cover a whole search of short runs.
         for attempt in 0..2 {
-            mof = self.search(hi, None, t.mof_steps, |rate, i| {
+            mof = search(hi, Start::Top, t.mof_steps, |rate, i| {
                 let again = if attempt > 0 { " (again)" } else { "" };
                 progress(&format!("capacity alone{again}, step {}/{} at {rate:.0} IOPS", i + 1, t.mof_steps));
                 let r = self.run(Some(v), Who::Tenant(rate), t.step)?;
@@ -176,7 +227,7 @@ impl Rig<'_> {
         }
         let mut amof_trials = Vec::new();
         let amof = if mof > 0.0 {
-            self.search(mof, None, t.amof_steps, |rate, i| {
+            search(mof, Start::Share(self.share()), t.amof_steps, |rate, i| {
                 progress(&format!("protected capacity, step {}/{} at {rate:.0} IOPS", i + 1, t.amof_steps));
                 let r = self.run(Some(v), Who::Both(rate), t.step)?;
                 let iso = quantile(&self.achieved(&r.tenants[0], rate, t.step), 0.05);
@@ -218,42 +269,6 @@ impl Rig<'_> {
             took_s: started.elapsed().as_secs_f64(),
             amof_trials,
         })
-    }
-
-    /// The highest rate in (0, hi] that passes, in `steps` runs: `hi` first; then, with a `floor`,
-    /// the floor (nothing passes when it fails) and geometric midpoints above it — for the baseline,
-    /// whose range spans orders of magnitude — else midpoints above 0. 0 when nothing passes.
-    fn search(
-        &self,
-        hi: f64,
-        floor: Option<f64>,
-        steps: u32,
-        mut pass: impl FnMut(f64, u32) -> Result<bool>,
-    ) -> Result<f64> {
-        let (mut lo, mut hi) = (0.0, hi.round().max(1.0));
-        for i in 0..steps {
-            let rate = match (i, floor) {
-                (0, _) => hi,
-                (1, Some(f)) => f.round().max(1.0),
-                (_, Some(_)) => (lo * hi).sqrt().round(),
-                (_, None) => ((lo + hi) / 2.0).round().max(1.0),
-            };
-            if i > 0 && (rate <= lo || rate >= hi) {
-                break;
-            }
-            if pass(rate, i)? {
-                lo = rate;
-                if i == 0 {
-                    break;
-                }
-            } else {
-                hi = rate;
-                if i == 1 && floor.is_some() {
-                    break;
-                }
-            }
-        }
-        Ok(lo)
     }
 
     /// Whether a solo run at `rate` achieved it within target, and its p95.
@@ -323,5 +338,34 @@ fn finite(x: f64) -> f64 {
         x
     } else {
         0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rates a search tries against a tenant that passes up to `limit`, and what it returns.
+    fn tried(hi: f64, start: Start, steps: u32, limit: f64) -> (Vec<f64>, f64) {
+        let mut rates = Vec::new();
+        let found = search(hi, start, steps, |rate, _| {
+            rates.push(rate);
+            Ok(rate <= limit)
+        })
+        .unwrap();
+        (rates, found)
+    }
+
+    /// aMOF at 1:1 starts at half of MOF and steps by sixteenths after four runs; from the top (the
+    /// MOF search) the first run at MOF misses and the rest step by eighths; the baseline's floor
+    /// ends the search when it misses.
+    #[test]
+    fn searches_start_where_their_start_says() {
+        let (rates, found) = tried(1600.0, Start::Share(0.5), 4, 950.0);
+        assert_eq!((rates, found), (vec![800.0, 1200.0, 1000.0, 900.0], 900.0));
+        let (rates, found) = tried(1600.0, Start::Top, 4, 950.0);
+        assert_eq!((rates, found), (vec![1600.0, 800.0, 1200.0, 1000.0], 800.0));
+        assert_eq!(tried(1600.0, Start::Top, 4, 2000.0), (vec![1600.0], 1600.0), "a pass at the top ends it");
+        assert_eq!(tried(1600.0, Start::TopThenFloor(16.0), 8, 10.0), (vec![1600.0, 16.0], 0.0));
     }
 }
