@@ -67,7 +67,7 @@ EOF
     snap after
     echo "log $(tr '\n' ' ' < /tmp/agent.log)"
     rmdir $cg/tenants/a $cg/tenants/b $cg/tenants
-    ioshare bench --target $LAB_DISK --scenario agent --duration 4 --json > /tmp/bench.json 2> /tmp/bench.err
+    ioshare bench --target $LAB_DISK --scenario agent --duration 8 --json > /tmp/bench.json 2> /tmp/bench.err
     echo "bench $?"
     echo "bench_json $(tr -d '\n' < /tmp/bench.json)"
     echo "bench_left $(ls -d $cg/ioshare-bench-* 2>/dev/null | wc -l)"
