@@ -18,9 +18,10 @@
 //!
 //! Per point: **MOF** — the highest rate the tenant sustains alone (≥ 95% of asked) with its p95
 //! within target, by bisection; **aMOF** — the same beside the antagonist with isolation ≥
-//! [`PROTECTED`], bisected below MOF from the tenant's weight share of it; and one longer **isolation run** beside the antagonist at the
-//! baseline's asked rate, which gives isolation (p05 of the per-sample achieved ÷ asked), latency
-//! impact, work conserved, and the vrate and latency tables. Samples are 0.1 s (the anchor's are
+//! [`PROTECTED`], bisected below MOF from the tenant's weight share of it; and one longer
+//! **isolation run** beside the antagonist at the baseline's asked rate, which gives isolation (p05
+//! of the per-sample achieved ÷ asked), latency impact, work conserved, and the vrate and latency
+//! tables. Samples are 0.1 s (the anchor's are
 //! 1 s): a point lasts seconds, not minutes, and the p05 of 1 s samples would be the worst of a few.
 
 use ioshare_core::{ModelParams, Nanos, QosParams, NSEC_PER_MSEC, NSEC_PER_SEC};
@@ -119,7 +120,8 @@ enum Who {
 
 /// The highest rate in (0, hi] that passes, in `steps` runs, the first ones as `start` says,
 /// then midpoints between the highest pass and the lowest miss (geometric after
-/// [`Start::TopThenFloor`]). 0 when nothing passes.
+/// [`Start::TopThenFloor`]), until a midpoint is no longer strictly between them — which ends a
+/// search whose top passed, and a geometric one whose floor missed. 0 when nothing passes.
 fn search(hi: f64, start: Start, steps: u32, mut pass: impl FnMut(f64, u32) -> Result<bool>) -> Result<f64> {
     let (mut lo, mut hi) = (0.0, hi.round().max(1.0));
     for i in 0..steps {
@@ -133,16 +135,9 @@ fn search(hi: f64, start: Start, steps: u32, mut pass: impl FnMut(f64, u32) -> R
         if i > 0 && (rate <= lo || rate >= hi) {
             break;
         }
-        if pass(rate, i)? {
-            lo = rate;
-            if i == 0 && !matches!(start, Start::Share(_)) {
-                break;
-            }
-        } else {
-            hi = rate;
-            if i == 1 && matches!(start, Start::TopThenFloor(_)) {
-                break;
-            }
+        match pass(rate, i)? {
+            true => lo = rate,
+            false => hi = rate,
         }
     }
     Ok(lo)
