@@ -10,12 +10,13 @@
 //!   over-commit erodes it.
 //! - `isolated-bandwidth`: the lowest vrate where the protected capacity (aMOF) reaches its level —
 //!   where its rise reaches the level of the noisy points above it ([`crate::knee`]), not the
-//!   fit's top, which follows that noise — at most `bandwidth` and `isolation`, as the vrate floor, with vrate free
-//!   above it up to the sweep's highest point while reads meet the sweep's latency target at p95
-//!   ([`floored`]; writes are not judged: the sweep judged none). A pin there gives the isolation
-//!   the sweep measured but never more than V of the device, also while the tenant is idle or its
-//!   target is met: on a loop device here, the bench's 2:1 on the pinned line (V 60%) got 64–71%
-//!   of no control's total, on the floored one 95–99% (three runs each). The floor keeps the measured point as the worst case: when the antagonist pushes latency over the
+//!   fit's top, which follows that noise — at most `bandwidth` and `isolation`, as the vrate floor,
+//!   with vrate free above it up to the sweep's highest point while reads meet the sweep's latency
+//!   target at p95 ([`floored`]; writes are not judged: the sweep judged none). A pin there gives
+//!   the isolation the sweep measured but never more than V of the device, also while the tenant
+//!   is idle or its target is met: on a loop device here, the bench's 2:1 on the pinned line (V
+//!   60%) got 64–71% of no control's total, on the floored one 95–99% (three runs each). The floor
+//!   keeps the measured point as the worst case: when the antagonist pushes latency over the
 //!   target, vrate falls back to V. Never above `bandwidth`: aMOF rises as the tenant's share of
 //!   MOF, and MOF stops rising there; a level above that share (the antagonist left the tenant
 //!   more) is reached by no point of the rise, and the rise extended past MOF's top put the floor
@@ -282,6 +283,7 @@ mod tests {
             .collect();
         let solved = solve(&r, None);
         let vrate = |name: &str| solved.solutions.iter().find(|s| s.name == name).unwrap().vrate_pct;
+        // Within a point: the fit searches its bends on a 1% grid.
         assert!((vrate("bandwidth") - 60.0).abs() < 1.0, "{}", vrate("bandwidth"));
         assert_eq!(vrate("isolated-bandwidth"), vrate("bandwidth"));
     }
