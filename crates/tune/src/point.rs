@@ -153,8 +153,8 @@ enum Start {
     TopThenFloor(f64),
     /// At this share of the range: aMOF, where the tenant's weight share of MOF is what the
     /// controller is there to give it, so the runs land about where passes turn into misses
-    /// (started at MOF, which a saturating antagonist at 1:1 never lets pass, the first run of
-    /// every point told nothing and the rest stepped by eighths).
+    /// (started at MOF, which a saturating antagonist at 1:1 let pass at none of 60 points in three
+    /// sweeps here, the first run of a point told nothing and the rest stepped by eighths).
     Share(f64),
 }
 
