@@ -12,8 +12,9 @@ use ioshare_bench::tune_kernel::{self, KernelControl};
 use ioshare_engine::interrupt;
 use ioshare_engine::profile::measure::Plan;
 use ioshare_engine::profile::ProfileOptions;
-use ioshare_tune::data::TraceSource;
+use ioshare_tune::data::{utc, TraceSource};
 use ioshare_tune::from_trace::TraceOptions;
+use ioshare_tune::profile_cache::ProfileCache;
 use ioshare_tune::runner::{Control, Inline};
 use ioshare_tune::solve::Solved;
 use ioshare_tune::{export, svg, ControlledBy, Grid, TuneOptions, TuneResult};
@@ -22,7 +23,8 @@ use ioshare_tune::{export, svg, ControlledBy, Grid, TuneOptions, TuneResult};
 #[derive(clap::Args)]
 #[command(after_help = "\
 Method (resctl-bench iocost-qos and iocost-tune, on ioshare's engine): the target is profiled (or
---model given), then at each vrate of the grid ioshare's IOCost runs inline with the model scaled by
+--model given; the profile is cached per device in --cache-dir, so that later sweeps of the device
+scale the same model and judge the same target: --reprofile measures it again), then at each vrate of the grid ioshare's IOCost runs inline with the model scaled by
 that vrate and vrate pinned (min=max=100): a latency-sensitive tenant (4 KiB random reads paced at a
 rate) alone gives MOF, the most IOPS within its p95 target; beside a saturating antagonist
 (sequential 64 KiB writes and random 4 KiB reads) at --weights it gives aMOF, the most IOPS still
@@ -70,6 +72,14 @@ pub struct Args {
     /// The short sweep: a coarser grid (8 points), shorter runs, a quick profile (under 3 minutes).
     #[arg(long)]
     quick: bool,
+    /// Profile the target again instead of taking the profile cached for this device, and cache
+    /// the new one.
+    #[arg(long, conflicts_with_all = ["model", "resume", "merge", "from_trace"])]
+    reprofile: bool,
+    /// Where the profile is cached per device (a directory that cannot be written only means the
+    /// next sweep profiles again).
+    #[arg(long, value_name = "DIR", default_value = ioshare_tune::profile_cache::DEFAULT_DIR)]
+    cache_dir: PathBuf,
     /// Run the points under the kernel's IOCost (cgroup v2 with io, root), tenants in cgroups, instead
     /// of ioshare's IOCost inline; every kernel file is restored after each run.
     #[arg(long, conflicts_with_all = ["merge", "from_trace"])]
@@ -214,7 +224,8 @@ fn sweep(args: &Args) -> anyhow::Result<TuneResult> {
         None => &Inline,
     };
     let out = args.resume.clone().or_else(|| args.out.clone()).unwrap_or_else(|| PathBuf::from("ioshare-tune.json"));
-    let opts = TuneOptions { grid, weights, lat_target_us, model_line: args.model.clone(), quick, profile, out };
+    let cache = Some(ProfileCache { dir: args.cache_dir.clone(), reuse: !args.reprofile });
+    let opts = TuneOptions { grid, weights, lat_target_us, model_line: args.model.clone(), quick, profile, out, cache };
     let tty = std::io::stderr().is_terminal();
     let stop = interrupt::stop_flag();
     let found = ioshare_tune::tune(control, target, &opts, resumed, stop, &mut |line| crate::status_line(tty, line));
@@ -466,21 +477,4 @@ fn solution_rows(s: &mut String, r: &TuneResult, solved: &Solved) {
             sol.name, sol.vrate_pct, p.mof_iops, p.amof_iops, p.isolation, p.lat_p99_us, p.work_conserved
         );
     }
-}
-
-/// `2026-11-28 17:50 UTC` from seconds since the epoch.
-fn utc(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let (h, m) = ((secs % 86_400) / 3600, (secs % 3600) / 60);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + (month <= 2) as i64;
-    format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02} UTC")
 }

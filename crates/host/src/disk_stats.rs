@@ -108,6 +108,20 @@ impl DiskId {
         let name = target.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
         Ok(DiskId { dev, name })
     }
+
+    /// What tells this disk apart from another that later gets the same name and number: its name,
+    /// number, size in sectors, and the first of the WWID, serial, or (a loop device) backing file
+    /// that sysfs has — the key of what is measured once per disk and cached.
+    pub fn identity(&self) -> String {
+        let sys = Path::new("/sys/block").join(&self.name);
+        let read = |rel: &str| std::fs::read_to_string(sys.join(rel)).ok().map(|s| s.trim().to_string());
+        let size = read("size").unwrap_or_default();
+        let which = ["device/wwid", "wwid", "device/serial", "serial", "loop/backing_file"]
+            .into_iter()
+            .find_map(|rel| read(rel).filter(|v| !v.is_empty()).map(|v| format!("{rel}={v}")))
+            .unwrap_or_default();
+        format!("{} {} size={size} {which}", self.name, self.dev)
+    }
 }
 
 #[cfg(test)]

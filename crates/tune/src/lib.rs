@@ -3,7 +3,7 @@
 //!
 //! # Design
 //! A sweep ([`sweep`]) opens the target as `ioshare profile` does and takes its cost model from the
-//! profile; then, with ioshare's IOCost inline, it measures at each vrate of a [`grid`] a paced
+//! profile (cached per device: [`profile_cache`]); then, with ioshare's IOCost inline, it measures at each vrate of a [`grid`] a paced
 //! latency-sensitive tenant alone and beside a saturating antagonist ([`point`]), saving the
 //! [`result`] after each point (the checkpoint `--resume` continues). The series are fitted against
 //! vrate ([`fit`]) and the anchor's solutions read off the fits ([`solve`]) — but for where the
@@ -14,7 +14,7 @@
 //! the points is a [`runner::Runner`]'s business: ioshare's inline (here), or the kernel's
 //! (`--kernel`, implemented by the bench crate's kernel peers through [`runner::Control`]).
 //!
-//! Modules, each importing only those before it: `error`, `grid`, `stats`, `fit`, `knee`, `data` (the
+//! Modules, each importing only those before it: `error`, `grid`, `profile_cache`, `stats`, `fit`, `knee`, `data` (the
 //! result's plain types), `runner`, `point`, `solve`, `from_trace`, `result` (reading, writing and
 //! solving a result), `export`, `svg`, `sweep`.
 
@@ -26,6 +26,7 @@ pub mod from_trace;
 pub mod grid;
 pub mod knee;
 pub mod point;
+pub mod profile_cache;
 pub mod result;
 pub mod runner;
 pub mod solve;

@@ -14,10 +14,11 @@ use ioshare_core::iocost::line::Ctrl;
 use ioshare_core::{ModelConfig, QosConfig, QosParams, NSEC_PER_SEC};
 use ioshare_engine::profile::{self, prepare, ProfileOptions};
 
-use crate::data::{ControlledBy, DeviceId, Settings, TuneResult, FORMAT_VERSION};
+use crate::data::{utc, ControlledBy, DeviceId, Settings, TuneResult, FORMAT_VERSION};
 use crate::error::{Error, Result};
 use crate::grid::Grid;
 use crate::point::{Rig, Timing};
+use crate::profile_cache::{CacheKey, ProfileCache, ProfileTaken};
 use crate::runner::Control;
 
 /// What `prepare` calls a loop device over a file (a resumed sweep of one makes one again).
@@ -43,6 +44,9 @@ pub struct TuneOptions {
     pub profile: ProfileOptions,
     /// The result file, rewritten after each point.
     pub out: PathBuf,
+    /// Where the profile is cached per device ([`crate::profile_cache`]); `None`: measured and
+    /// not kept.
+    pub cache: Option<ProfileCache>,
 }
 
 impl TuneOptions {
@@ -142,7 +146,7 @@ pub fn tune(
             notes.extend(more);
             TuneResult {
                 version: FORMAT_VERSION,
-                measured_at: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+                measured_at: now(),
                 device,
                 settings,
                 baseline: Default::default(),
@@ -238,10 +242,8 @@ fn settings(
             )
         }
         None => {
-            let p = profile::profile_prepared(target, prepared, profile_opts, stop, progress)?;
-            notes.extend(p.notes.iter().map(|n| format!("profile: {n}")));
-            notes.push(format!("profile suggested {}", p.qos_line));
-            (p.model, p.qos, opts.lat_target_us.unwrap_or_else(|| judged_target(&p)))
+            let taken = profiled(target, prepared, opts, profile_opts, stop, progress, &mut notes)?;
+            (taken.model, taken.qos, opts.lat_target_us.unwrap_or(taken.lat_target_us))
         }
     };
     let settings = Settings {
@@ -254,6 +256,46 @@ fn settings(
         controller,
     };
     Ok((settings, notes))
+}
+
+/// What the sweep takes from the target's profile: from the cache when it holds this device's
+/// ([`crate::profile_cache`]), else measured on the prepared target and cached.
+fn profiled(
+    target: &Path,
+    prepared: &mut prepare::Prepared,
+    opts: &TuneOptions,
+    profile_opts: &ProfileOptions,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(&str),
+    notes: &mut Vec<String>,
+) -> Result<ProfileTaken> {
+    let key = CacheKey::of(target, prepared.kind, prepared.dev.size(), opts.quick);
+    let cached = opts.cache.as_ref().zip(key.as_ref()).and_then(|(c, k)| c.lookup(k));
+    if let Some(taken) = cached {
+        notes.push(format!(
+            "profile: the one measured on this device at {} (cached; --reprofile measures it again)",
+            utc(taken.measured_at)
+        ));
+        return Ok(taken);
+    }
+    let p = profile::profile_prepared(target, prepared, profile_opts, stop, progress)?;
+    notes.extend(p.notes.iter().map(|n| format!("profile: {n}")));
+    notes.push(format!("profile suggested {}", p.qos_line));
+    let taken = ProfileTaken { model: p.model, qos: p.qos, lat_target_us: judged_target(&p), measured_at: now() };
+    if let Some((cache, key)) = opts.cache.as_ref().zip(key.as_ref()) {
+        if let Err(e) = cache.store(key, &taken) {
+            notes.push(format!(
+                "profile: not cached in '{}' ({e}): the next sweep measures it again",
+                cache.dir.display()
+            ));
+        }
+    }
+    Ok(taken)
+}
+
+/// Seconds since the epoch.
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// The sweep's read target from profile `p`: the profile's rule, [`profile::QOS_FACTOR`] × the
@@ -330,6 +372,7 @@ pub(crate) mod tests {
             quick: true,
             profile: ProfileOptions::quick(),
             out: out.clone(),
+            cache: None,
         };
         let stop = AtomicBool::new(false);
         let err = tune(&Inline, dir.path(), &opts, Some(result(ControlledBy::Kernel)), &stop, &mut |_| {}).unwrap_err();

@@ -1,10 +1,12 @@
 //! A real sweep, short: a 64 MiB temporary file on the disk under test (not /tmp, which may be
 //! tmpfs), the quick profile, a three-point grid, then a resume that measures only the point taken
-//! out of the file. About 40 s; no root needed (a file, not a loop device).
+//! out of the file. About 40 s; no root needed (a file, not a loop device). The profile is cached
+//! in a directory of the test's own.
 
 use std::sync::atomic::AtomicBool;
 
 use ioshare_engine::profile::ProfileOptions;
+use ioshare_tune::profile_cache::{CacheKey, ProfileCache};
 use ioshare_tune::runner::Inline;
 use ioshare_tune::{tune, Grid, TuneOptions, TuneResult};
 use tempfile::TempDir;
@@ -17,6 +19,7 @@ fn scratch() -> TempDir {
 #[test]
 fn a_short_sweep_measures_every_point_checkpoints_and_resumes() {
     let dir = scratch();
+    let cache_dir = scratch();
     let out = dir.path().join("result.json");
     let opts = TuneOptions {
         grid: Grid::parse("40:160:60").unwrap(),
@@ -29,6 +32,7 @@ fn a_short_sweep_measures_every_point_checkpoints_and_resumes() {
         quick: true,
         profile: ProfileOptions { temp_size: 64 << 20, ..ProfileOptions::quick() },
         out: out.clone(),
+        cache: Some(ProfileCache { dir: cache_dir.path().to_path_buf(), reuse: true }),
     };
     let stop = AtomicBool::new(false);
     let mut lines = 0;
@@ -68,6 +72,11 @@ fn a_short_sweep_measures_every_point_checkpoints_and_resumes() {
         applied.qos_line
     );
     assert!(saved.solution(Some("nope")).unwrap_err().to_string().contains("bandwidth"));
+    // The profile is cached for this device and way of measuring: the next sweep scales this model.
+    if let Some(key) = CacheKey::of(dir.path(), &r.device.kind, r.device.size, true) {
+        let cached = opts.cache.as_ref().unwrap().lookup(&key).expect("the profile was cached");
+        assert_eq!(r.settings.model(), cached.model);
+    }
 
     // A sweep cut short after two points: --resume measures the third only.
     let mut cut = saved.clone();

@@ -105,7 +105,7 @@ pub(crate) struct Cached<'a> {
 /// What a cache file holds.
 #[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
 struct CacheEntry {
-    /// [`identity`] of the device measured.
+    /// [`DiskId::identity`] of the device measured.
     identity: String,
     /// The measured model, as an `io.cost.model` line without device.
     model: String,
@@ -126,7 +126,7 @@ impl<'a> Cached<'a> {
     fn lookup(&self, device: &DiskId) -> Option<ModelParams> {
         let text = std::fs::read_to_string(self.file(device)).ok()?;
         let entry: CacheEntry = serde_json::from_str(&text).ok()?;
-        if entry.identity != identity(device) {
+        if entry.identity != device.identity() {
             return None;
         }
         entry.model.parse::<ModelConfig>().ok().map(|m| m.params)
@@ -134,7 +134,7 @@ impl<'a> Cached<'a> {
 
     fn store(&self, device: &DiskId, model: &ModelParams) -> std::io::Result<()> {
         let line = ModelConfig { device: None, ctrl: Ctrl::User, params: *model }.to_string();
-        let entry = CacheEntry { identity: identity(device), model: line };
+        let entry = CacheEntry { identity: device.identity(), model: line };
         std::fs::create_dir_all(&self.dir)?;
         let file = self.file(device);
         let tmp = file.with_extension("tmp");
@@ -158,19 +158,6 @@ impl Measure for Cached<'_> {
         }
         Ok(model)
     }
-}
-
-/// What tells `device` apart from another device that later gets the same number: its name, size in
-/// sectors, and the first of the disk's WWID, serial, or (a loop device) backing file that sysfs has.
-fn identity(device: &DiskId) -> String {
-    let sys = Path::new("/sys/block").join(&device.name);
-    let read = |rel: &str| std::fs::read_to_string(sys.join(rel)).ok().map(|s| s.trim().to_string());
-    let size = read("size").unwrap_or_default();
-    let which = ["device/wwid", "wwid", "device/serial", "serial", "loop/backing_file"]
-        .into_iter()
-        .find_map(|rel| read(rel).filter(|v| !v.is_empty()).map(|v| format!("{rel}={v}")))
-        .unwrap_or_default();
-    format!("{} {} size={size} {which}", device.name, device.dev)
 }
 
 #[cfg(test)]
