@@ -42,6 +42,9 @@ pub struct BenchOptions {
     pub model: Option<ModelParams>,
     /// IOCost's QoS instead of the calibration's p50 line.
     pub qos: Option<QosParams>,
+    /// How often the runs sample the controllers' state and the tenants' rates, ns; `None`: every
+    /// second (a fifth of runs under 5 s).
+    pub sample_every: Option<Nanos>,
 }
 
 impl Default for BenchOptions {
@@ -59,6 +62,7 @@ impl Default for BenchOptions {
             observe: false,
             model: None,
             qos: None,
+            sample_every: None,
         }
     }
 }

@@ -161,15 +161,16 @@ pub fn run_plan(
     progress: &mut dyn FnMut(&str),
 ) -> Result<ScenarioReport> {
     let plan = sc.plan(ctx.opts, ctx.calibration);
-    let opts = RunOptions { device_depth: ctx.calibration.device_depth, ..RunOptions::new(ctx.opts.duration) };
+    let sampled = |o: RunOptions| RunOptions { sample_every: ctx.opts.sample_every.unwrap_or(o.sample_every), ..o };
+    let opts = sampled(RunOptions { device_depth: ctx.calibration.device_depth, ..RunOptions::new(ctx.opts.duration) });
     let mut runs: Vec<RunEntry> = Vec::new();
     let stopped = || stop.load(Ordering::Relaxed);
     // Interleaved rounds, each opening with the reference runs; each run's rounds reduce to one
     // report ([`median_report`]).
-    let round_opts = RunOptions {
+    let round_opts = sampled(RunOptions {
         device_depth: ctx.calibration.device_depth,
         ..RunOptions::new(ctx.opts.duration / plan.rounds as Nanos)
-    };
+    });
     let o = if plan.rounds > 1 { &round_opts } else { &opts };
     // With an observer and `observer_overhead`, no control runs once more per round right after the
     // unobserved one, with the observer attached and detached in turns (the last slot of `rounds`;

@@ -13,7 +13,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use ioshare_core::{Nanos, NSEC_PER_SEC};
+use ioshare_core::{Nanos, NSEC_PER_MSEC, NSEC_PER_SEC};
 use ioshare_engine::target::{Target, TargetKind, TempTarget};
 use serde::Serialize;
 
@@ -90,6 +90,13 @@ pub fn validate(opts: &BenchOptions) -> std::result::Result<(), String> {
     }
     if opts.duration < NSEC_PER_SEC / 2 || opts.duration > 3600 * NSEC_PER_SEC {
         return Err("duration must be between 0.5 and 3600 seconds".into());
+    }
+    if let Some(every) = opts.sample_every.filter(|&e| !(10 * NSEC_PER_MSEC..=opts.duration).contains(&e)) {
+        return Err(format!(
+            "--sample-ms {}: give 10 ms up to the run's duration ({} ms)",
+            every / NSEC_PER_MSEC,
+            opts.duration / NSEC_PER_MSEC
+        ));
     }
     if opts.observe {
         ioshare_observe::can_trace().map_err(|e| format!("--observe: {e}"))?;

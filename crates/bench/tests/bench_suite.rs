@@ -43,6 +43,7 @@ fn suite_reports_judged_runs_and_cleans_up_after_an_interrupt() {
         duration: 600 * NSEC_PER_MSEC,
         temp_dir: scratch.path().to_path_buf(),
         kernel_peers: false,
+        sample_every: Some(100 * NSEC_PER_MSEC),
         ..BenchOptions::default()
     };
     let stop = AtomicBool::new(false);
@@ -58,6 +59,16 @@ fn suite_reports_judged_runs_and_cleans_up_after_an_interrupt() {
     let names: Vec<&str> = sc.runs.iter().map(|r| r.report.controller.as_str()).collect();
     assert_eq!(names, ["none", "iocost", "iocost+qd"]);
     assert!(sc.runs.iter().all(|r| r.side == Side::Ioshare && r.verdict.is_some()));
+    // Sampled every 100 ms as asked: five samples in a 600 ms run, 0.1 s apart give or take the
+    // event loop's lateness (tens of µs here; 5 ms allowed for a busy machine).
+    for r in &sc.runs {
+        let t: Vec<f64> = r.report.controller_series.iter().map(|c| c.t_s).collect();
+        assert!(
+            t.len() >= 5 && t.windows(2).all(|w| (w[1] - w[0] - 0.1).abs() < 0.005),
+            "{}: {t:?}",
+            r.report.controller
+        );
+    }
     assert!(sc.verdict.summary.starts_with("iocost+qd: IOPS ratio"), "{:?}", sc.verdict);
     // The JSON carries the fields the issue names.
     let json = serde_json::to_value(&suite).unwrap();

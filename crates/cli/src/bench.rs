@@ -31,6 +31,11 @@ pub struct Args {
     /// Length of each run in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
     duration: f64,
+    /// Sample the controllers' state (vrate, busy level, per group shares, budget, queued IOs) and
+    /// the tenants' rates every N ms, in the JSON's series [default: every second; a fifth of runs
+    /// under 5 s].
+    #[arg(long, value_name = "N")]
+    sample_ms: Option<u64>,
     /// File or block device to run on. It is only read unless --destructive is given: writing
     /// scenarios (mixed-cost) are then skipped, or refused when nothing else was asked for.
     /// Default: a temporary 2 GiB file in the current directory, written freely and removed afterwards.
@@ -144,6 +149,7 @@ pub fn run(args: Args) -> anyhow::Result<Found> {
         observe: args.observe,
         model: args.model.map(|m| m.params),
         qos: args.qos.map(|q| q.params),
+        sample_every: args.sample_ms.map(|m| m.saturating_mul(1_000_000)),
     };
     if let Err(msg) = bench::validate(&opts) {
         bail!(msg);

@@ -72,6 +72,8 @@ fn bad_targets_fail_with_one_line_and_nothing_left_behind() {
         (vec!["--scenario", "nope"], "unknown scenario 'nope'"),
         (vec!["--weights", "0,100"], "weight 0 is out of range"),
         (vec!["--duration", "0.1"], "duration must be between"),
+        (vec!["--sample-ms", "5"], "--sample-ms 5: give 10 ms up to the run's duration"),
+        (vec!["--sample-ms", "9000"], "--sample-ms 9000"),
         (vec!["--qos", "rpct=abc"], "--qos"),
         (vec!["--model", "rbps=-1"], "--model"),
     ] {

@@ -96,6 +96,9 @@ pub struct GroupStats {
     pub debt_us: u64,
     /// Current producer delay, µs.
     pub delay_us: u64,
+    /// Budget: vnow − the group's vtime, µs of device time at vrate 100% (IOCost only): an IO
+    /// goes when its cost fits in it; negative while the group's vtime is ahead of vnow.
+    pub vbudget_us: i64,
 }
 
 /// Snapshot of a controller.

@@ -144,6 +144,9 @@ pub struct GroupSample {
     pub delay_us: u64,
     /// IOs the controller holds.
     pub queued: u64,
+    /// IOCost's budget for the group: vnow − its vtime, µs of device time at vrate 100%.
+    #[serde(default)]
+    pub vbudget_us: i64,
 }
 
 /// The controller's state at the end of one sample interval.

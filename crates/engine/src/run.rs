@@ -512,6 +512,7 @@ impl<C: Controller + ?Sized> Engine<'_, C> {
                     debt_us: g.debt_us,
                     delay_us: g.delay_us,
                     queued: g.queued,
+                    vbudget_us: g.vbudget_us,
                 })
                 .collect(),
         });

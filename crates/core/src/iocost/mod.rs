@@ -436,6 +436,7 @@ impl<M: CostModel> IoCost<M> {
             wait_us: t.wait_ns / NSEC_PER_USEC,
             debt_us: t.debt / VTIME_PER_USEC,
             delay_us,
+            vbudget_us: self.vnow(now).wrapping_sub(n.vtime) as i64 / VTIME_PER_USEC as i64,
         }
     }
 }
