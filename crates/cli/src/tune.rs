@@ -24,9 +24,9 @@ use ioshare_tune::{export, svg, ControlledBy, Grid, TuneOptions, TuneResult};
 #[command(after_help = "\
 Method (resctl-bench iocost-qos and iocost-tune, on ioshare's engine): the target is profiled (or
 --model given; the profile is cached per device in --cache-dir, so that later sweeps of the device
-scale the same model and judge the same target: --reprofile measures it again), then at each vrate of the grid ioshare's IOCost runs inline with the model scaled by
-that vrate and vrate pinned (min=max=100): a latency-sensitive tenant (4 KiB random reads paced at a
-rate) alone gives MOF, the most IOPS within its p95 target; beside a saturating antagonist
+scale the same model and judge the same target: --reprofile measures it again), then at each vrate
+of the grid ioshare's IOCost runs inline with the model scaled by that vrate and vrate pinned
+(min=max=100): a latency-sensitive tenant (4 KiB random reads paced at a rate) alone gives MOF, the most IOPS within its p95 target; beside a saturating antagonist
 (sequential 64 KiB writes and random 4 KiB reads) at --weights it gives aMOF, the most IOPS still
 protected (p05 of per-0.1 s achieved/asked >= 90%), and at a fixed asked rate its isolation, latency
 impact and the work the antagonist still got. Each series is fitted against vrate and the solutions
