@@ -26,12 +26,13 @@ Method (resctl-bench iocost-qos and iocost-tune, on ioshare's engine): the targe
 --model given; the profile is cached per device in --cache-dir, so that later sweeps of the device
 scale the same model and judge the same target: --reprofile measures it again), then at each vrate
 of the grid ioshare's IOCost runs inline with the model scaled by that vrate and vrate pinned
-(min=max=100): a latency-sensitive tenant (4 KiB random reads paced at a rate) alone gives MOF, the most IOPS within its p95 target; beside a saturating antagonist
-(sequential 64 KiB writes and random 4 KiB reads) at --weights it gives aMOF, the most IOPS still
-protected (p05 of per-0.1 s achieved/asked >= 90%), and at a fixed asked rate its isolation, latency
-impact and the work the antagonist still got. Each series is fitted against vrate and the solutions
-(bandwidth, isolated-bandwidth, isolation, naive, rlat-99-q1..q4, target-p99) are printed as
-io.cost.model + io.cost.qos lines, agent [[devices]] entries and a systemd hwdb fragment.
+(min=max=100): a latency-sensitive tenant (4 KiB random reads paced at a rate) alone gives MOF, the
+most IOPS within its p95 target; beside a saturating antagonist (sequential 64 KiB writes and random
+4 KiB reads) at --weights it gives aMOF, the most IOPS still protected (p05 of per-0.1 s
+achieved/asked >= 90%), and at a fixed asked rate its isolation, latency impact and the work the
+antagonist still got. Each series is fitted against vrate and the solutions (bandwidth,
+isolated-bandwidth, isolation, naive, rlat-99-q1..q4, target-p99) are printed as io.cost.model +
+io.cost.qos lines, agent [[devices]] entries and a systemd hwdb fragment.
 
 --kernel runs every point under the kernel's IOCost instead (cgroup v2 with io: the lab guest,
 scripts/lab): the same tenants, each in its own worker process and cgroup with its weight as io.weight,
