@@ -54,7 +54,7 @@ pub struct Rise {
     pub slope: f64,
     /// The protected capacity the device keeps for the tenant above the rise (the median of the
     /// capacity the carried runs sample, or the median aMOF of the points above the rise where the
-    /// points carry no runs), if any point is above the rise.
+    /// points carry no runs), if the tenant is protected at some point above the rise.
     pub level: Option<f64>,
 }
 
@@ -104,7 +104,10 @@ pub fn rise(points: &[Measured]) -> Option<Rise> {
             .flat_map(|p| p.trials.iter().filter(|t| t.iops < ON_RISE * slope * p.vrate_pct))
             .copied()
             .collect();
-        let level = match (above.is_empty(), trials.is_empty()) {
+        // Above a rise the tenant may be protected at no rate at all (the antagonist floods the
+        // device once vrate lets it): then aMOF's top is the rise's end, not a level to reach.
+        let collapsed = above.iter().all(|p| p.amof <= 0.0);
+        let level = match (collapsed, trials.is_empty()) {
             (true, _) => None,
             (false, true) => Some(median(above.iter().map(|p| p.amof).collect())),
             (false, false) => Some(median_capacity(&trials)),
@@ -345,5 +348,21 @@ mod tests {
         assert_eq!((r.end_pct, r.level), (50.0, Some(600.0)));
         assert_eq!(r.reaches_level(), 50.0, "600 / 18 = 33.3% is below the sweep");
         assert_eq!(rise(&[(10.0, 0.0), (20.0, 0.0)]), None);
+        // Protected up to 100%, at no rate above (the lab guest's sweeps at 3000 IOPS): the floor
+        // is the rise's end, not a level of zero reached at the first point.
+        let t = |iops: f64, passed: bool| Trial { iops, passed };
+        let missed = [t(1600.0, false), t(800.0, false), t(200.0, false)];
+        let flooded: Vec<Measured> = (1..=20)
+            .map(|i| f64::from(i) * 10.0)
+            .map(|v| {
+                if v <= 100.0 {
+                    Measured { vrate_pct: v, amof: 15.5 * v, trials: &[] }
+                } else {
+                    Measured { vrate_pct: v, amof: 0.0, trials: &missed }
+                }
+            })
+            .collect();
+        let r = super::rise(&flooded).unwrap();
+        assert_eq!((r.end_pct, r.level, r.reaches_level()), (100.0, None, 100.0));
     }
 }
