@@ -67,6 +67,7 @@
 //!                                                    // on drop: .path() .usage() .set_limit() .spawn()
 //! IoMax (io.max line: FromStr/Display, parse_file/format_file), IoWeight (io.weight file: FromStr/Display)
 //! is_root() -> bool
+//! replace_file(path, contents)                       // written beside it, renamed over it
 //! glob_matches(pattern, name)                         // one component by glob (* and ?)
 //! formats::{parse_rwstat, find_mount, read_state_file, ...}   // the parsers, for the fuzz targets
 //! AttrSwitch::set(state_dir, file, value) -> Result<AttrSwitch>   // a sysfs attribute (queue/nomerges)
@@ -106,6 +107,7 @@ pub mod memcg;
 mod privilege;
 mod process;
 mod recorder;
+mod replace_file;
 mod scheduler;
 mod sysfs;
 
@@ -141,3 +143,4 @@ pub use loop_device::LoopDevice;
 pub use privilege::is_root;
 pub use process::ProcessStat;
 pub use recorder::{check_under, revert_state_dir, Entry, Recorder, Reverted, Written, REWRITE_SLACK};
+pub use replace_file::replace_file;

@@ -108,11 +108,9 @@ impl ProfileCache {
             qos: QosConfig { device: None, ctrl: Ctrl::User, params: taken.qos }.to_string(),
             lat_target_us: taken.lat_target_us,
         };
+        let text = serde_json::to_string_pretty(&entry).expect("an entry serialises");
         std::fs::create_dir_all(&self.dir)?;
-        let file = self.dir.join(&key.file);
-        let tmp = file.with_extension("tmp");
-        std::fs::write(&tmp, serde_json::to_string_pretty(&entry).expect("an entry serialises"))?;
-        std::fs::rename(tmp, file)
+        ioshare_host::replace_file(&self.dir.join(&key.file), text.as_bytes())
     }
 }
 

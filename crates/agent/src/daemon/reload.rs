@@ -97,9 +97,8 @@ pub struct Outcome {
 impl Outcome {
     /// Writes the outcome into `dir` atomically (temporary name, then rename).
     fn write(&self, dir: &Path) -> std::io::Result<()> {
-        let tmp = dir.join(format!("{OUTCOME_FILE}.tmp"));
-        std::fs::write(&tmp, serde_json::to_string(self).expect("outcome serialises"))?;
-        std::fs::rename(&tmp, dir.join(OUTCOME_FILE))
+        let text = serde_json::to_string(self).expect("outcome serialises");
+        ioshare_host::replace_file(&dir.join(OUTCOME_FILE), text.as_bytes())
     }
 
     /// The last outcome written in `dir`, if any.

@@ -135,11 +135,9 @@ impl<'a> Cached<'a> {
     fn store(&self, device: &DiskId, model: &ModelParams) -> std::io::Result<()> {
         let line = ModelConfig { device: None, ctrl: Ctrl::User, params: *model }.to_string();
         let entry = CacheEntry { identity: device.identity(), model: line };
+        let text = serde_json::to_string_pretty(&entry).expect("entry serialises");
         std::fs::create_dir_all(&self.dir)?;
-        let file = self.file(device);
-        let tmp = file.with_extension("tmp");
-        std::fs::write(&tmp, serde_json::to_string_pretty(&entry).expect("entry serialises"))?;
-        std::fs::rename(tmp, file)
+        ioshare_host::replace_file(&self.file(device), text.as_bytes())
     }
 }
 

@@ -137,11 +137,10 @@ pub struct Status {
 impl Status {
     /// Writes the status into `dir` atomically.
     pub fn write(&self, dir: &Path) -> Result<()> {
-        let tmp = dir.join(format!("{STATUS_FILE}.tmp"));
+        let path = dir.join(STATUS_FILE);
         let text = serde_json::to_string(self).expect("status serialises");
-        let io = |source| Error::Host(ioshare_host::Error::StateFileWrite { path: tmp.clone(), source });
-        std::fs::write(&tmp, text).map_err(io)?;
-        std::fs::rename(&tmp, dir.join(STATUS_FILE)).map_err(io)
+        ioshare_host::replace_file(&path, text.as_bytes())
+            .map_err(|source| Error::Host(ioshare_host::Error::StateFileWrite { path, source }))
     }
 
     /// Reads the status from `dir`.
