@@ -17,9 +17,9 @@
 //! vrate (the slope the median of aMOF ÷ vrate over the points up to the split), and the rest below
 //! it, chosen to agree with the most points (the highest split among equals), so that a stray point
 //! on either side does not move it — and the floor is where the rise reaches the level of the
-//! points above it (below), extended if a stray miss ended it early ([`Rise::reaches_level`]): the lowest
-//! vrate that gives the tenant the protected capacity the device typically keeps for it, as the
-//! anchor's fit of a rising series reaches its level. The two sweeps above: 60.8% and 62.9%.
+//! points above it (below), extended if a stray miss ended it early ([`Rise::reaches_level`]): the
+//! lowest vrate that gives the tenant the protected capacity the device typically keeps for it, as
+//! the anchor's fit of a rising series reaches its level. The two sweeps above: 60.8% and 62.9%.
 //!
 //! The level is read from the bisections' runs themselves where the points carry them: each
 //! point's aMOF is its highest passing run, so a median of those is a median of eleven to fifteen
@@ -37,6 +37,7 @@
 //! 68.0% by those rules, 67.0, 64.9, 66.8% by these, from the same points.
 
 use crate::data::Trial;
+use crate::stats::mean_stdev;
 
 /// Share of the rise's slope times vrate a point's aMOF must reach to be on the rise: points on it
 /// are within a few percent of it (410–465 IOPS per percent here), a point off it at least one
@@ -129,10 +130,9 @@ pub fn median_capacity(trials: &[Trial]) -> f64 {
 /// `-a / b` of the maximum-likelihood `P(pass) = 1 / (1 + e^-(a + b·x))` over the runs (rates
 /// standardised for the Newton steps), when it exists with `b < 0` and lies within the rates.
 fn logistic_midpoint(trials: &[Trial]) -> Option<f64> {
-    let n = trials.len() as f64;
-    let mean = trials.iter().map(|t| t.iops).sum::<f64>() / n;
-    let sd = (trials.iter().map(|t| (t.iops - mean).powi(2)).sum::<f64>() / n).sqrt();
-    if sd <= 0.0 {
+    let rates: Vec<f64> = trials.iter().map(|t| t.iops).collect();
+    let (mean, sd) = mean_stdev(&rates);
+    if sd.is_nan() || sd <= 0.0 {
         return None;
     }
     let xy: Vec<(f64, f64)> = trials.iter().map(|t| ((t.iops - mean) / sd, f64::from(u8::from(t.passed)))).collect();
@@ -177,7 +177,7 @@ fn logistic_midpoint(trials: &[Trial]) -> Option<f64> {
             break;
         }
     }
-    let (lo, hi) = trials.iter().fold((f64::MAX, f64::MIN), |(lo, hi), t| (lo.min(t.iops), hi.max(t.iops)));
+    let (lo, hi) = rates.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &r| (lo.min(r), hi.max(r)));
     let mid = mean + sd * (-a / b);
     (b < 0.0 && (lo..=hi).contains(&mid)).then_some(mid)
 }
@@ -289,6 +289,7 @@ mod tests {
             .map(|k| t(k, (k < 30.0) != (k == 29.0 || k == 31.0)))
             .collect();
         let mid = median_capacity(&noisy);
+        // Within an IOPS: Newton stops when the likelihood moves by less than 1e-10, far inside it.
         assert!((mid - 30e3).abs() < 1.0, "{mid}");
         let separated = vec![t(20.0, true), t(25.0, true), t(35.0, false), t(40.0, false)];
         assert_eq!(median_capacity(&separated), 30e3);
@@ -329,6 +330,7 @@ mod tests {
         assert_eq!(level, median_capacity(&carried));
         assert!((24e3..28e3).contains(&level), "{level}");
     }
+
     /// A stray miss in the rise and a lucky point above it do not move the rise's end; a rise that
     /// never ends in the range floors at its highest point, a level below the first point at the
     /// first point; no aMOF at all, no rise.

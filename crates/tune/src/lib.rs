@@ -3,8 +3,8 @@
 //!
 //! # Design
 //! A sweep ([`sweep`]) opens the target as `ioshare profile` does and takes its cost model from the
-//! profile (cached per device: [`profile_cache`]); then, with ioshare's IOCost inline, it measures at each vrate of a [`grid`] a paced
-//! latency-sensitive tenant alone and beside a saturating antagonist ([`point`]), saving the
+//! profile (cached per device: [`profile_cache`]); then, with ioshare's IOCost inline, it measures
+//! at each vrate of a [`grid`] a paced latency-sensitive tenant alone and beside a saturating antagonist ([`point`]), saving the
 //! [`result`] after each point (the checkpoint `--resume` continues). The series are fitted against
 //! vrate ([`fit`]) and the anchor's solutions read off the fits ([`solve`]) — but for where the
 //! protected capacity stops rising, which [`knee`] finds from the points — each printed as kernel
@@ -14,9 +14,9 @@
 //! the points is a [`runner::Runner`]'s business: ioshare's inline (here), or the kernel's
 //! (`--kernel`, implemented by the bench crate's kernel peers through [`runner::Control`]).
 //!
-//! Modules, each importing only those before it: `error`, `grid`, `profile_cache`, `stats`, `fit`, `knee`, `data` (the
-//! result's plain types), `runner`, `point`, `solve`, `from_trace`, `result` (reading, writing and
-//! solving a result), `export`, `svg`, `sweep`.
+//! Modules, each importing only those before it: `error`, `grid`, `profile_cache`, `stats`, `fit`,
+//! `data` (the result's plain types), `knee`, `runner`, `point`, `solve`, `from_trace`, `result`
+//! (reading, writing and solving a result), `export`, `svg`, `sweep`.
 
 pub mod data;
 pub mod error;

@@ -21,8 +21,8 @@
 //! [`PROTECTED`], bisected below MOF from the tenant's weight share of it; and one longer
 //! **isolation run** beside the antagonist at the baseline's asked rate, which gives isolation (p05
 //! of the per-sample achieved ÷ asked), latency impact, work conserved, and the vrate and latency
-//! tables. Samples are 0.1 s (the anchor's are
-//! 1 s): a point lasts seconds, not minutes, and the p05 of 1 s samples would be the worst of a few.
+//! tables. Samples are 0.1 s (the anchor's are 1 s): a point lasts seconds, not minutes, and the p05
+//! of 1 s samples would be the worst of a few.
 
 use ioshare_core::{ModelParams, Nanos, QosParams, NSEC_PER_MSEC, NSEC_PER_SEC};
 use ioshare_engine::report::{RunReport, TenantReport};
@@ -135,9 +135,10 @@ fn search(hi: f64, start: Start, steps: u32, mut pass: impl FnMut(f64, u32) -> R
         if i > 0 && (rate <= lo || rate >= hi) {
             break;
         }
-        match pass(rate, i)? {
-            true => lo = rate,
-            false => hi = rate,
+        if pass(rate, i)? {
+            lo = rate;
+        } else {
+            hi = rate;
         }
     }
     Ok(lo)

@@ -73,6 +73,7 @@ fn a_short_sweep_measures_every_point_checkpoints_and_resumes() {
     );
     assert!(saved.solution(Some("nope")).unwrap_err().to_string().contains("bandwidth"));
     // The profile is cached for this device and way of measuring: the next sweep scales this model.
+    // (A scratch directory on no block device — overlay, tmpfs — has no key and nothing cached.)
     if let Some(key) = CacheKey::of(dir.path(), &r.device.kind, r.device.size, true) {
         let cached = opts.cache.as_ref().unwrap().lookup(&key).expect("the profile was cached");
         assert_eq!(r.settings.model(), cached.model);
