@@ -43,7 +43,8 @@ pub struct BenchOptions {
     /// IOCost's QoS instead of the calibration's p50 line.
     pub qos: Option<QosParams>,
     /// How often the runs sample the controllers' state and the tenants' rates, ns; `None`: every
-    /// second (a fifth of runs under 5 s).
+    /// second (a fifth of runs under 5 s). Runs judged on windows of their own (overhead, agent,
+    /// qos-peers, the observer's toggled runs) keep their own interval.
     pub sample_every: Option<Nanos>,
 }
 

@@ -33,7 +33,8 @@ pub struct Args {
     duration: f64,
     /// Sample the controllers' state (vrate, busy level, per group shares, budget, queued IOs) and
     /// the tenants' rates every N ms, in the JSON's series [default: every second; a fifth of runs
-    /// under 5 s].
+    /// under 5 s]. Runs judged on windows of their own keep theirs: the overhead scenario's, the
+    /// agent and qos-peers scenarios, and the observer's toggled runs.
     #[arg(long, value_name = "N")]
     sample_ms: Option<u64>,
     /// File or block device to run on. It is only read unless --destructive is given: writing
